@@ -1,0 +1,1 @@
+"""Distribution drift tests on sketches."""

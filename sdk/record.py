@@ -1,0 +1,200 @@
+"""The versioned prediction record: fleetwatch's telemetry contract.
+
+One record describes one prediction served by one model. Field limits protect
+the pipeline from pathological input (a record with 10,000 features or a
+megabyte string is rejected, not profiled).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+MAX_ID_LENGTH = 256
+MAX_FEATURES = 1_000
+MAX_SLICES = 16
+MAX_CLASSES = 1_000
+MAX_STRING_LENGTH = 1_024
+
+FeatureValue = None | bool | int | float | str
+
+
+class RecordError(ValueError):
+    """A record violates the contract.
+
+    Attributes
+    ----------
+    field : str
+        Dotted path of the offending field, e.g. ``"features.age"``.
+    message : str
+        What is wrong with it.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+@dataclass(slots=True)
+class PredictionRecord:
+    """One prediction, as emitted by a model server.
+
+    Parameters
+    ----------
+    model_id : str
+        Stable identifier of the model (the Kafka message key).
+    model_version : str
+        Version of the model that served the prediction.
+    prediction_id : str
+        Unique id of the prediction; the join key for delayed labels.
+    event_time : float
+        When the prediction was served, seconds since the Unix epoch (UTC).
+    features : dict[str, None | bool | int | float | str]
+        Model inputs. ``None`` and NaN are missing values; ``±inf`` is kept and
+        counted separately by the profiles.
+    score : float or None
+        Scalar score (e.g. probability of the positive class).
+    class_probabilities : dict[str, float] or None
+        Per-class probabilities for multiclass models.
+    predicted_label : str, int, bool or None
+        The decision the model returned.
+    slices : dict[str, str]
+        Slice keys (e.g. ``{"country": "DE"}``) for sub-population profiles.
+    latency_ms : float or None
+        Serving latency in milliseconds.
+    """
+
+    model_id: str
+    model_version: str
+    prediction_id: str
+    event_time: float
+    features: dict[str, FeatureValue] = field(default_factory=dict)
+    score: float | None = None
+    class_probabilities: dict[str, float] | None = None
+    predicted_label: str | int | bool | None = None
+    slices: dict[str, str] = field(default_factory=dict)
+    latency_ms: float | None = None
+
+
+def _identifier(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise RecordError(name, "must be a non-empty string")
+    if len(value) > MAX_ID_LENGTH:
+        raise RecordError(name, f"longer than {MAX_ID_LENGTH} characters")
+    return value
+
+
+def _optional_number(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RecordError(name, f"must be a number or null, got {type(value).__name__}")
+    return float(value)
+
+
+def _features(value: Any) -> dict[str, FeatureValue]:
+    if not isinstance(value, Mapping):
+        raise RecordError("features", "must be an object of name -> value")
+    if len(value) > MAX_FEATURES:
+        raise RecordError("features", f"more than {MAX_FEATURES} features")
+    for name, v in value.items():
+        if not isinstance(name, str) or not name or len(name) > MAX_ID_LENGTH:
+            raise RecordError("features", f"feature name {name!r} must be a non-empty string")
+        if v is None or isinstance(v, bool | int | float):
+            continue
+        if isinstance(v, str):
+            if len(v) > MAX_STRING_LENGTH:
+                raise RecordError(f"features.{name}", f"string longer than {MAX_STRING_LENGTH}")
+            continue
+        raise RecordError(
+            f"features.{name}", f"must be number, string, bool or null, got {type(v).__name__}"
+        )
+    return dict(value)
+
+
+def _slices(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise RecordError("slices", "must be an object of key -> string")
+    if len(value) > MAX_SLICES:
+        raise RecordError("slices", f"more than {MAX_SLICES} slice keys")
+    for k, v in value.items():
+        if not isinstance(k, str) or not isinstance(v, str) or len(v) > MAX_STRING_LENGTH:
+            raise RecordError(f"slices.{k}", "slice keys and values must be short strings")
+    return dict(value)
+
+
+def _class_probabilities(value: Any) -> dict[str, float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or len(value) > MAX_CLASSES:
+        raise RecordError("class_probabilities", f"must be an object of <= {MAX_CLASSES} classes")
+    out = {}
+    for k, v in value.items():
+        p = _optional_number(v, f"class_probabilities.{k}")
+        if not isinstance(k, str) or p is None or not 0.0 <= p <= 1.0:
+            raise RecordError(f"class_probabilities.{k}", "must be a probability in [0, 1]")
+        out[k] = p
+    return out
+
+
+def _predicted_label(value: Any) -> str | int | bool | None:
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, str) and len(value) <= MAX_STRING_LENGTH:
+        return value
+    raise RecordError("predicted_label", "must be a short string, integer, bool or null")
+
+
+def validate_record(data: Mapping[str, Any]) -> PredictionRecord:
+    """Check a mapping against the contract and build a :class:`PredictionRecord`.
+
+    Parameters
+    ----------
+    data : Mapping[str, Any]
+        Field name -> value, as in :class:`PredictionRecord`.
+
+    Returns
+    -------
+    PredictionRecord
+
+    Raises
+    ------
+    RecordError
+        Naming the first offending field.
+
+    Examples
+    --------
+    >>> r = validate_record({"model_id": "m", "model_version": "1", "prediction_id": "p1",
+    ...                      "event_time": 1.7e9, "features": {"x": 1.5}})
+    >>> r.features["x"]
+    1.5
+    >>> validate_record({"model_id": "", "model_version": "1"})
+    Traceback (most recent call last):
+    ...
+    sdk.record.RecordError: model_id: must be a non-empty string
+    """
+    if not isinstance(data, Mapping):
+        raise RecordError("record", "must be an object")
+    event_time = _optional_number(data.get("event_time"), "event_time")
+    record = PredictionRecord(
+        model_id=_identifier(data.get("model_id"), "model_id"),
+        model_version=_identifier(data.get("model_version"), "model_version"),
+        prediction_id=_identifier(data.get("prediction_id"), "prediction_id"),
+        event_time=0.0 if event_time is None else event_time,
+        features=_features(data.get("features", {})),
+        score=_optional_number(data.get("score"), "score"),
+        class_probabilities=_class_probabilities(data.get("class_probabilities")),
+        predicted_label=_predicted_label(data.get("predicted_label")),
+        slices=_slices(data.get("slices")),
+        latency_ms=_optional_number(data.get("latency_ms"), "latency_ms"),
+    )
+    if event_time is None or not math.isfinite(event_time) or event_time < 0:
+        raise RecordError("event_time", "must be a finite, non-negative Unix time in seconds")
+    return record

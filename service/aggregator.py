@@ -1,0 +1,335 @@
+"""The aggregator: Kafka prediction batches -> per-window profiles in Redis.
+
+Exactly-once in effect on at-least-once delivery: per partition, the open
+windows' partial profiles, the per-model watermarks and the next Kafka offset
+are checkpointed to Redis in one atomic script together with the windows that
+closed since the last checkpoint. On (re)assignment a partition's checkpoint
+is loaded and the consumer seeks to its offset, so a crash at any line replays
+exactly the records the stored state does not cover. A fencing epoch per
+partition stops a replica that lost a partition from overwriting its new
+owner's state. Kafka offsets are committed after each checkpoint (for lag
+monitoring; Redis holds the authoritative offset).
+
+Windows are tumbling in event time, per model (length from the model's
+config). A window closes when the model's watermark (max event time seen minus
+``allowed_lateness_seconds``) passes its end, or when the model has sent
+nothing for ``idle_close_seconds``. A record for a window that has closed is
+late: dead-lettered with reason ``late`` and counted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
+
+from sdk.record import PredictionRecord
+from sdk.wire import WireError, decode_batch, encode_rows, record_row
+from service import metrics
+from service.settings import Settings
+from service.store import ClosedWindow, PartitionCheckpoint, Store, window_member
+from sketches.profile import WindowProfile
+from sketches.window import window_start
+
+log = logging.getLogger("fleetwatch.aggregator")
+
+WindowKey = tuple[str, str, int, int]  # model, version, window length, start
+_OPEN = "open:"
+_MAX_EVENT = "wm:"
+_CLOSED_UNTIL = "cu:"
+CONFIG_TTL_SECONDS = 30.0
+
+
+def _open_field(key: WindowKey) -> str:
+    return _OPEN + json.dumps(list(key))
+
+
+@dataclass
+class ModelClock:
+    """Event-time progress of one model within one partition."""
+
+    max_event_time: float = -math.inf
+    closed_until: float = -math.inf
+    last_seen: float = field(default_factory=time.monotonic)
+
+
+class PartitionState:
+    """Open windows and event-time clocks of the models in one partition."""
+
+    def __init__(self, partition: int, cp: PartitionCheckpoint) -> None:
+        self.partition = partition
+        self.epoch = cp.epoch
+        self.offset = cp.offset
+        self.open: dict[WindowKey, WindowProfile] = {}
+        self.clocks: dict[str, ModelClock] = defaultdict(ModelClock)
+        self.dirty: set[WindowKey] = set()
+        self.dirty_clocks: set[str] = set()
+        self.closed: list[ClosedWindow] = []
+        self.deleted: list[str] = []
+        for name, value in cp.fields.items():
+            if name.startswith(_OPEN):
+                m, v, length, start = json.loads(name[len(_OPEN):])
+                self.open[(m, v, length, start)] = WindowProfile.from_bytes(value)
+            elif name.startswith(_MAX_EVENT):
+                self.clocks[name[len(_MAX_EVENT):]].max_event_time = float(value)
+            elif name.startswith(_CLOSED_UNTIL):
+                self.clocks[name[len(_CLOSED_UNTIL):]].closed_until = float(value)
+
+    def close_due(self, lateness: float, idle_seconds: float, now: float) -> None:
+        """Move windows past the watermark (or of idle models) to ``closed``."""
+        for key in sorted(self.open, key=lambda k: k[3]):
+            m, version, length, start = key
+            clock = self.clocks[m]
+            end = start + length
+            if end <= clock.max_event_time - lateness or now - clock.last_seen >= idle_seconds:
+                profile = self.open.pop(key)
+                self.dirty.discard(key)
+                self.deleted.append(_open_field(key))
+                member = window_member(length, start, version)
+                self.closed.append(ClosedWindow(m, member, start, profile.to_bytes()))
+                clock.closed_until = max(clock.closed_until, end)
+                self.dirty_clocks.add(m)
+
+    def updates(self) -> dict[str, bytes | str | int]:
+        out: dict[str, bytes | str | int] = {}
+        if self.offset is not None:
+            out["offset"] = self.offset
+        for key in self.dirty:
+            out[_open_field(key)] = self.open[key].to_bytes()
+        for m in self.dirty_clocks:
+            c = self.clocks[m]
+            out[_MAX_EVENT + m] = repr(c.max_event_time)
+            out[_CLOSED_UNTIL + m] = repr(c.closed_until)
+        return out
+
+    def clear_pending(self) -> None:
+        self.dirty.clear()
+        self.dirty_clocks.clear()
+        self.closed.clear()
+        self.deleted.clear()
+
+
+class _Rebalance(ConsumerRebalanceListener):
+    def __init__(self, aggregator: Aggregator) -> None:
+        self.aggregator = aggregator
+
+    async def on_partitions_revoked(self, revoked: list[TopicPartition]) -> None:
+        await self.aggregator.release(revoked)
+
+    async def on_partitions_assigned(self, assigned: list[TopicPartition]) -> None:
+        await self.aggregator.acquire(assigned)
+
+
+class Aggregator:
+    """One aggregator replica (a member of the aggregator consumer group).
+
+    Parameters
+    ----------
+    settings : Settings
+    store : Store
+    """
+
+    def __init__(self, settings: Settings, store: Store) -> None:
+        self.settings = settings
+        self.store = store
+        self.topic = settings.predictions_topic
+        self.partitions: dict[int, PartitionState] = {}
+        self._configs: dict[str, tuple[float, int]] = {}
+        self._consumer: AIOKafkaConsumer | None = None
+        self._producer: AIOKafkaProducer | None = None
+        self._last_checkpoint = time.monotonic()
+
+    # -- lifecycle ------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until ``stop`` is set, then checkpoint and leave the group."""
+        s = self.settings
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=s.kafka_bootstrap, acks="all",
+            enable_idempotence=s.kafka_enable_idempotence,
+        )
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=s.kafka_bootstrap, group_id=s.aggregator_group,
+            enable_auto_commit=False, auto_offset_reset="earliest",
+            max_poll_records=s.max_poll_records,
+        )
+        await self._producer.start()
+        await self._consumer.start()
+        self._consumer.subscribe([self.topic], listener=_Rebalance(self))
+        try:
+            while not stop.is_set():
+                batch = await self._consumer.getmany(timeout_ms=200)
+                await self.process(batch)
+                if time.monotonic() - self._last_checkpoint >= s.checkpoint_interval_seconds:
+                    await self.checkpoint_all()
+            await self.checkpoint_all(close_windows=False)
+        finally:
+            with contextlib.suppress(Exception):
+                await self._consumer.stop()
+            with contextlib.suppress(Exception):
+                await self._producer.stop()
+            self.partitions.clear()
+            metrics.OPEN_WINDOWS.set(0)
+
+    async def acquire(self, assigned: list[TopicPartition]) -> None:
+        for tp in assigned:
+            if tp.topic != self.topic:
+                continue
+            cp = await self._retrying(lambda tp=tp: self.store.acquire_partition(self.topic, tp.partition))
+            state = PartitionState(tp.partition, cp)
+            self.partitions[tp.partition] = state
+            if state.offset is not None:
+                self._consumer.seek(tp, state.offset)
+            log.info("partition %d acquired (epoch %d, offset %s, %d open windows)",
+                     tp.partition, state.epoch, state.offset, len(state.open))
+        self._update_open_gauge()
+
+    async def release(self, revoked: list[TopicPartition]) -> None:
+        for tp in revoked:
+            state = self.partitions.get(tp.partition)
+            if state is not None and tp.topic == self.topic:
+                await self._checkpoint(state, close_windows=False)
+                del self.partitions[tp.partition]
+        self._update_open_gauge()
+
+    # -- processing -------------------------------------------------------------------
+    async def process(self, batch: dict[TopicPartition, list]) -> None:
+        """Decode and aggregate one poll's messages."""
+        decoded = []
+        for tp, messages in batch.items():
+            state = self.partitions.get(tp.partition)
+            if state is None:
+                continue
+            for msg in messages:
+                if state.offset is not None and msg.offset < state.offset:
+                    continue  # already covered by the checkpoint
+                metrics.MESSAGES_CONSUMED.inc()
+                decoded.append((state, msg, self._decode(msg)))
+        lengths = await self._window_lengths({d.model_id for _s, _m, d in decoded if d is not None})
+        now_wall = time.time()
+        now = time.monotonic()
+        for state, msg, batch_ in decoded:
+            state.offset = msg.offset + 1
+            if batch_ is None:
+                continue
+            metrics.RECORDS_CONSUMED.inc(len(batch_.records) + len(batch_.errors))
+            self._aggregate(state, batch_.model_id, batch_.records, lengths[batch_.model_id],
+                            now_wall, now)
+        self._update_open_gauge()
+
+    def _decode(self, msg):
+        try:
+            batch = decode_batch(msg.value)
+        except WireError as exc:
+            self._dead_letter(msg.key, msg.value, "undecodable", str(exc), 1)
+            return None
+        if batch.errors:
+            detail = json.dumps(
+                [{"index": i, "field": e.field, "message": e.message} for i, e in batch.errors[:100]]
+            )
+            self._dead_letter(msg.key, msg.value, "invalid_record", detail, len(batch.errors))
+        return batch
+
+    def _aggregate(self, state: PartitionState, model_id: str, records: list[PredictionRecord],
+                   length: int, now_wall: float, now: float) -> None:
+        clock = state.clocks[model_id]
+        groups: dict[WindowKey, list[PredictionRecord]] = defaultdict(list)
+        late: list[PredictionRecord] = []
+        future: list[PredictionRecord] = []
+        horizon = now_wall + self.settings.max_future_seconds
+        for r in records:
+            if r.event_time > horizon:
+                future.append(r)
+                continue
+            start = window_start(r.event_time, length)
+            if start + length <= clock.closed_until:
+                late.append(r)
+                continue
+            groups[(model_id, r.model_version, length, start)].append(r)
+        for key, rs in groups.items():
+            profile = state.open.get(key)
+            if profile is None:
+                profile = state.open[key] = WindowProfile(model_id, key[3], length)
+            profile.add_records(rs)
+            state.dirty.add(key)
+            clock.max_event_time = max(clock.max_event_time, max(r.event_time for r in rs))
+            metrics.RECORDS_AGGREGATED.inc(len(rs))
+        if groups:
+            clock.last_seen = now
+            state.dirty_clocks.add(model_id)
+        for reason, rs in (("late", late), ("future_event_time", future)):
+            if rs:
+                value = encode_rows(model_id, [record_row(r) for r in rs])
+                self._dead_letter(model_id.encode(), value, reason, f"{len(rs)} records", len(rs))
+
+    def _dead_letter(self, key: bytes | None, value: bytes | None, reason: str, detail: str,
+                     n: int) -> None:
+        metrics.DEAD_LETTERED.labels(reason=reason).inc(n)
+        log.warning("dead-lettering %d record(s): %s: %s", n, reason, detail[:300])
+        headers = [("reason", reason.encode()), ("detail", detail[:10_000].encode())]
+        fut = self._producer.send(self.settings.dead_letter_topic, value=value, key=key,
+                                  headers=headers)
+        asyncio.ensure_future(fut)
+
+    async def _window_lengths(self, model_ids: set[str]) -> dict[str, int]:
+        now = time.monotonic()
+        stale = [m for m in model_ids if now - self._configs.get(m, (-math.inf, 0))[0] > CONFIG_TTL_SECONDS]
+        if stale:
+            configs = await self._retrying(lambda: self.store.model_configs(stale))
+            for m, cfg in configs.items():
+                length = cfg.window_seconds if cfg is not None else self.settings.window_seconds
+                self._configs[m] = (now, length)
+        return {m: self._configs[m][1] for m in model_ids}
+
+    # -- checkpoints --------------------------------------------------------------------
+    async def checkpoint_all(self, close_windows: bool = True) -> None:
+        for state in list(self.partitions.values()):
+            await self._checkpoint(state, close_windows)
+        self._last_checkpoint = time.monotonic()
+        self._update_open_gauge()
+
+    async def _checkpoint(self, state: PartitionState, close_windows: bool) -> None:
+        if close_windows:
+            state.close_due(self.settings.allowed_lateness_seconds,
+                            self.settings.idle_close_seconds, time.monotonic())
+        updates = state.updates()
+        if not updates and not state.deleted and not state.closed:
+            return
+        await self._producer.flush()  # dead letters are durable before offsets move
+        with metrics.CHECKPOINT_SECONDS.time():
+            ok = await self._retrying(lambda: self.store.checkpoint(
+                self.topic, state.partition, state.epoch, updates, state.deleted, state.closed))
+        if not ok:
+            log.warning("partition %d fenced: another aggregator owns it", state.partition)
+            self.partitions.pop(state.partition, None)
+            return
+        metrics.WINDOWS_CLOSED.inc(len(state.closed))
+        for w in state.closed:
+            log.info("window closed model=%s window=%s", w.model_id, w.member)
+        state.clear_pending()
+        if state.offset is not None:
+            with contextlib.suppress(Exception):
+                await self._consumer.commit({TopicPartition(self.topic, state.partition): state.offset})
+
+    async def _retrying(self, op):
+        """Run a Redis operation, retrying (and not consuming) while Redis is down."""
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type((RedisConnectionError, RedisTimeoutError, OSError)),
+            wait=wait_exponential(multiplier=0.2, max=5),
+            before_sleep=lambda _rs: metrics.REDIS_ERRORS.inc(),
+            reraise=True,
+        ):
+            with attempt:
+                return await op()
+
+    def _update_open_gauge(self) -> None:
+        metrics.OPEN_WINDOWS.set(sum(len(s.open) for s in self.partitions.values()))

@@ -1,0 +1,1 @@
+"""The FastAPI alert and profile API."""

@@ -1,0 +1,111 @@
+"""Model endpoints: list, configure, reference upload, window profiles."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
+
+from sdk.record import RecordError
+from service.api.errors import ApiError, ErrorBody
+from service.reference import build_reference
+from service.store import ModelConfig, Store, parse_member
+from service.summary import window_summary
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+MAX_REFERENCE_ROWS = 100_000
+MAX_WINDOWS = 1_000
+
+
+def store_of(request: Request) -> Store:
+    return request.app.state.store
+
+
+async def require_model(store: Store, model_id: str) -> None:
+    if not await store.model_exists(model_id):
+        raise ApiError(404, "model_not_found", f"unknown model {model_id!r}", "model_id")
+
+
+class ReferenceUpload(BaseModel):
+    rows: list[dict[str, Any]] = Field(..., max_length=MAX_REFERENCE_ROWS,
+                                       description="One object per row: feature -> value")
+    score_column: str | None = Field(None, description="Column holding the model score")
+    label_column: str | None = Field(None, description="Column holding the predicted label")
+    replace: bool = Field(True, description="Replace the reference (else merge into it)")
+
+    model_config = {"json_schema_extra": {"examples": [
+        {"rows": [{"distance": 1089, "carrier": "UA", "score": 0.12}], "score_column": "score"}
+    ]}}
+
+
+@router.get("", summary="List monitored models")
+async def list_models(request: Request) -> list[dict[str, Any]]:
+    store = store_of(request)
+    ids = await store.models()
+    configs = await store.model_configs(ids)
+    out = []
+    for m in ids:
+        cfg = configs.get(m) or ModelConfig()
+        out.append({"model_id": m, "config": cfg.model_dump(),
+                    "has_reference": await store.reference(m) is not None})
+    return out
+
+
+@router.put("/{model_id}", summary="Create or update a model's configuration")
+async def put_model(model_id: str, config: ModelConfig, request: Request) -> dict[str, Any]:
+    await store_of(request).put_model_config(model_id, config)
+    return {"model_id": model_id, "config": config.model_dump()}
+
+
+@router.post(
+    "/{model_id}/reference",
+    summary="Build the model's reference profile from rows",
+    responses={422: {"model": ErrorBody}},
+)
+async def upload_reference(model_id: str, body: ReferenceUpload, request: Request) -> dict[str, Any]:
+    store = store_of(request)
+    try:
+        profile = build_reference(model_id, body.rows, body.score_column, body.label_column)
+    except RecordError as exc:
+        raise ApiError(422, "invalid_row", exc.message, exc.field) from None
+    if not body.replace:
+        existing = await store.reference(model_id)
+        if existing is not None:
+            profile = existing.merge(profile)
+    await store.put_reference(model_id, profile)
+    return {"model_id": model_id, "count": profile.count, "features": sorted(profile.features)}
+
+
+@router.get(
+    "/{model_id}/profiles",
+    summary="Window profiles in a time range (versions merged)",
+    responses={404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+)
+async def profiles(
+    model_id: str,
+    request: Request,
+    from_: Annotated[datetime | None, Query(alias="from", description="Window start >= (ISO 8601 or Unix s)")] = None,
+    to: Annotated[datetime | None, Query(description="Window start <= (ISO 8601 or Unix s)")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_WINDOWS)] = 200,
+) -> dict[str, Any]:
+    store = store_of(request)
+    await require_model(store, model_id)
+    lo = from_.replace(tzinfo=from_.tzinfo or UTC).timestamp() if from_ else 0
+    hi = to.replace(tzinfo=to.tzinfo or UTC).timestamp() if to else float("inf")
+    if lo > hi:
+        raise ApiError(422, "invalid_request", "from must not be after to", "from")
+    members = await store.window_members(model_id, lo, hi)
+    by_window: dict[tuple[int, int], list[str]] = {}
+    for m in members:
+        length, start, _v = parse_member(m)
+        by_window.setdefault((start, length), []).append(m)
+    windows = []
+    for (_start, _length), ms in sorted(by_window.items())[:limit]:
+        parts = await store.window_profiles(model_id, ms)
+        merged = parts[0]
+        for p in parts[1:]:
+            merged.merge(p)
+        windows.append(window_summary(merged))
+    return {"model_id": model_id, "windows": windows}

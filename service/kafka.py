@@ -1,0 +1,49 @@
+"""Kafka helpers: topic creation at start-up."""
+
+from __future__ import annotations
+
+import logging
+
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
+
+from service.settings import Settings
+
+log = logging.getLogger("fleetwatch.kafka")
+
+
+async def ensure_topics(settings: Settings, timeout: float = 60.0) -> None:
+    """Create the predictions and dead-letter topics with ``topic_partitions``
+    partitions if they do not exist, retrying while the broker starts.
+
+    Raises
+    ------
+    aiokafka.errors.KafkaConnectionError
+        If the broker is unreachable for ``timeout`` seconds.
+    """
+    async for attempt in AsyncRetrying(
+        retry=retry_if_exception_type(KafkaConnectionError),
+        wait=wait_exponential(multiplier=0.1, max=2),
+        stop=stop_after_delay(timeout),
+        reraise=True,
+    ):
+        with attempt:
+            admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap)
+            await admin.start()
+            try:
+                existing = set(await admin.list_topics())
+                wanted = [settings.predictions_topic, settings.dead_letter_topic]
+                new = [
+                    NewTopic(t, num_partitions=settings.topic_partitions, replication_factor=1)
+                    for t in wanted
+                    if t not in existing
+                ]
+                if new:
+                    try:
+                        await admin.create_topics(new)
+                    except TopicAlreadyExistsError:
+                        pass
+                    log.info("created topics %s", [t.name for t in new])
+            finally:
+                await admin.close()

@@ -1,0 +1,41 @@
+"""Prometheus metrics of this process (default registry).
+
+Label values are bounded: ``reason`` takes the fixed values of
+:data:`DEAD_LETTER_REASONS`, ``check`` the detector names.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import Counter, Gauge, Histogram
+
+DEAD_LETTER_REASONS = ("undecodable", "invalid_record", "late", "future_event_time")
+
+RECORDS_CONSUMED = Counter(
+    "fleetwatch_records_consumed_total", "Prediction records decoded from Kafka"
+)
+RECORDS_AGGREGATED = Counter(
+    "fleetwatch_records_aggregated_total", "Prediction records added to window profiles"
+)
+MESSAGES_CONSUMED = Counter("fleetwatch_messages_consumed_total", "Kafka messages consumed")
+DEAD_LETTERED = Counter(
+    "fleetwatch_records_dead_lettered_total",
+    "Records (or whole undecodable messages) sent to the dead-letter topic",
+    ["reason"],
+)
+WINDOWS_CLOSED = Counter("fleetwatch_windows_closed_total", "Window profiles closed and stored")
+OPEN_WINDOWS = Gauge("fleetwatch_open_windows", "Window profiles held open by this aggregator")
+CHECKPOINT_SECONDS = Histogram(
+    "fleetwatch_checkpoint_duration_seconds", "Time to write an aggregator checkpoint to Redis"
+)
+REDIS_ERRORS = Counter("fleetwatch_redis_errors_total", "Failed Redis operations (retried)")
+DETECTOR_RUNS = Counter("fleetwatch_detector_windows_total", "Windows evaluated by the detector")
+DETECTOR_SECONDS = Histogram(
+    "fleetwatch_detector_window_duration_seconds", "Time to evaluate one window"
+)
+DETECTOR_SKIPPED = Counter(
+    "fleetwatch_detector_windows_skipped_total", "Windows not evaluated", ["reason"]
+)
+ALERTS_RAISED = Counter("fleetwatch_alerts_raised_total", "Alerts created", ["check"])
+
+for _reason in DEAD_LETTER_REASONS:
+    DEAD_LETTERED.labels(reason=_reason)

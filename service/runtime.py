@@ -1,0 +1,103 @@
+"""Running roles (aggregator, detector, API) in one process, on configured or
+embedded infrastructure."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+
+import uvicorn
+
+from service.aggregator import Aggregator
+from service.api.app import create_app
+from service.detector import Detector
+from service.embedded import kafka_broker, redis_server
+from service.kafka import ensure_topics
+from service.settings import Settings
+from service.store import Store
+
+log = logging.getLogger("fleetwatch")
+ROLES = ("aggregator", "detector", "api")
+
+
+@contextlib.contextmanager
+def infrastructure(settings: Settings) -> Iterator[Settings]:
+    """Yield settings whose Kafka and Redis are reachable: the configured ones,
+    or an embedded broker / Redis (child processes, stopped on exit) for any
+    that is unset."""
+    children = []
+    updates = {}
+    try:
+        if settings.redis_url is None:
+            redis = redis_server(settings.data_dir.resolve() / "redis")
+            redis.start()
+            children.append(redis)
+            updates["redis_url"] = f"redis://127.0.0.1:{redis.port}/0"
+        if settings.kafka_bootstrap is None:
+            broker = kafka_broker(settings.data_dir.resolve() / "broker")
+            broker.start()
+            children.append(broker)
+            updates["kafka_bootstrap"] = f"127.0.0.1:{broker.port}"
+        if updates:
+            log.info("embedded infrastructure: %s", updates)
+        yield settings.model_copy(update=updates)
+    finally:
+        for child in reversed(children):
+            child.stop()
+
+
+def install_signal_handlers(stop: asyncio.Event) -> None:
+    """SIGINT / SIGTERM set ``stop`` (graceful shutdown)."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+class ApiServer:
+    """uvicorn serving the API inside the running event loop."""
+
+    def __init__(self, settings: Settings, store: Store, port: int | None = None) -> None:
+        config = uvicorn.Config(
+            create_app(settings, store), host=settings.api_host,
+            port=settings.api_port if port is None else port, log_level="warning", lifespan="on",
+        )
+        self.server = uvicorn.Server(config)
+        self.server.install_signal_handlers = lambda: None  # the runtime owns signals
+
+    @property
+    def port(self) -> int:
+        return self.server.servers[0].sockets[0].getsockname()[1]
+
+    async def serve(self, stop: asyncio.Event) -> None:
+        task = asyncio.create_task(self.server.serve())
+        await stop.wait()
+        self.server.should_exit = True
+        await task
+
+
+async def run_roles(settings: Settings, roles: tuple[str, ...], stop: asyncio.Event,
+                    api: ApiServer | None = None) -> None:
+    """Run the given roles until ``stop`` is set; then shut each down gracefully."""
+    store = Store(settings.redis_url)
+    try:
+        tasks = []
+        if "aggregator" in roles:
+            await ensure_topics(settings)
+            tasks.append(asyncio.create_task(Aggregator(settings, store).run(stop)))
+        if "detector" in roles:
+            tasks.append(asyncio.create_task(Detector(settings, store).run(stop)))
+        if "api" in roles:
+            api = api or ApiServer(settings, store)
+            tasks.append(asyncio.create_task(api.serve(stop)))
+        done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for t in done:
+            if t.exception() is not None:
+                raise t.exception()
+    finally:
+        await store.close()

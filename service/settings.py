@@ -1,0 +1,55 @@
+"""All configuration, read from ``FLEETWATCH_*`` environment variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """fleetwatch settings. Every field is read from ``FLEETWATCH_<FIELD>``."""
+
+    model_config = SettingsConfigDict(env_prefix="FLEETWATCH_", extra="ignore")
+
+    kafka_bootstrap: str | None = Field(
+        None, description="Kafka bootstrap servers; unset: `run`/`demo` start an embedded broker"
+    )
+    redis_url: str | None = Field(
+        None, description="Redis URL; unset: `run`/`demo` start an embedded Redis"
+    )
+    data_dir: Path = Field(Path(".fleetwatch"), description="Folder for embedded Redis data")
+    predictions_topic: str = Field("fw.predictions", description="Topic the SDK produces to")
+    dead_letter_topic: str = Field("fw.deadletter", description="Topic for rejected records")
+    topic_partitions: int = Field(8, ge=1, description="Partitions when creating topics")
+    kafka_enable_idempotence: bool = Field(
+        False, description="Idempotent producer (not supported by every broker)"
+    )
+    aggregator_group: str = Field("fleetwatch-aggregator", description="Aggregator consumer group")
+    window_seconds: int = Field(300, ge=1, description="Default window length per model")
+    allowed_lateness_seconds: int = Field(
+        60, ge=0, description="Event-time lateness before a window closes"
+    )
+    idle_close_seconds: float = Field(
+        360.0, gt=0, description="Close a model's open windows after this long without records"
+    )
+    max_future_seconds: float = Field(
+        86_400.0, description="Records with event time further ahead of now are dead-lettered"
+    )
+    checkpoint_interval_seconds: float = Field(
+        2.0, gt=0, description="How often the aggregator checkpoints state and offsets to Redis"
+    )
+    max_poll_records: int = Field(5_000, ge=1, description="Kafka records per poll")
+    detector_group: str = Field("fleetwatch-detector", description="Detector consumer group")
+    psi_floor: float = Field(0.2, ge=0, description="Alert when PSI >= this (and KS p < alpha)")
+    js_floor: float = Field(0.1, ge=0, description="Alert when JS distance >= this (and chi2 p < alpha)")
+    null_rate_floor: float = Field(
+        0.1, ge=0, description="Alert when null rate rises/falls by >= this (and p < alpha)"
+    )
+    alpha: float = Field(0.01, gt=0, lt=1, description="Significance level of the gating tests")
+    api_host: str = Field("127.0.0.1", description="API listen address")
+    api_port: int = Field(8000, ge=0, le=65535, description="API listen port")
+    metrics_port: int = Field(
+        0, ge=0, le=65535, description="Prometheus port for `aggregate`/`detect` (0: none)"
+    )

@@ -1,0 +1,307 @@
+"""Redis store: model configs, reference and window profiles, aggregator
+checkpoints, window-closed events and alerts.
+
+Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
+
+==================================  ==============================================
+``fw:models``                       SET of model ids
+``fw:{m}:config``                   JSON :class:`ModelConfig`
+``fw:{m}:ref``                      reference profile (bytes)
+``fw:{m}:idx``                      ZSET ``"{len}:{start}:{version}"`` by start
+``fw:{m}:p:{len}:{start}:{ver}``    closed window profile (bytes)
+``fw:agg:{topic}:{partition}``      HASH: epoch, offset, watermarks, open partial profiles
+``fw:windows``                      STREAM of window-closed events (model, member)
+``fw:alert:{id}``                   JSON alert
+``fw:alerts`` / ``fw:{m}:alerts``   ZSET of alert ids by creation time
+==================================  ==============================================
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+from pydantic import BaseModel, Field
+
+from sketches.profile import WindowProfile
+
+MODELS = "fw:models"
+WINDOWS_STREAM = "fw:windows"
+ALERTS = "fw:alerts"
+STREAM_MAXLEN = 100_000
+
+
+class ModelConfig(BaseModel):
+    """Per-model settings, stored as JSON."""
+
+    window_seconds: int = Field(300, ge=1, le=31 * 86_400, description="Window length, seconds")
+    owner: str | None = Field(None, max_length=256, description="Owning team")
+
+
+def config_key(m: str) -> str:
+    return f"fw:{{{m}}}:config"
+
+
+def reference_key(m: str) -> str:
+    return f"fw:{{{m}}}:ref"
+
+
+def index_key(m: str) -> str:
+    return f"fw:{{{m}}}:idx"
+
+
+def window_member(window_seconds: int, start: int, version: str) -> str:
+    return f"{window_seconds}:{start}:{version}"
+
+
+def parse_member(member: str) -> tuple[int, int, str]:
+    length, start, version = member.split(":", 2)
+    return int(length), int(start), version
+
+
+def profile_key(m: str, member: str) -> str:
+    return f"fw:{{{m}}}:p:{member}"
+
+
+def alert_key(alert_id: str) -> str:
+    return f"fw:alert:{alert_id}"
+
+
+def model_alerts_key(m: str) -> str:
+    return f"fw:{{{m}}}:alerts"
+
+
+def partition_key(topic: str, partition: int) -> str:
+    return f"fw:agg:{topic}:{partition}"
+
+
+# Atomically: check the fencing epoch, update the partition checkpoint (offset,
+# watermarks, open partial profiles) and publish closed windows.
+_CHECKPOINT = """
+if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return 0 end
+local i = 2
+local n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]); i = i + 2 end
+n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do redis.call('HDEL', KEYS[1], ARGV[i]); i = i + 1 end
+n = tonumber(ARGV[i]); i = i + 1
+for j = 1, n do
+  redis.call('SET', KEYS[2 + 2 * j], ARGV[i + 3])
+  redis.call('ZADD', KEYS[3 + 2 * j], ARGV[i + 2], ARGV[i + 1])
+  redis.call('SADD', KEYS[2], ARGV[i])
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[i + 4], '*', 'model', ARGV[i], 'member', ARGV[i + 1])
+  i = i + 5
+end
+return 1
+"""
+
+
+@dataclass
+class PartitionCheckpoint:
+    """What the aggregator persisted for one partition."""
+
+    epoch: int
+    offset: int | None = None
+    fields: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClosedWindow:
+    model_id: str
+    member: str
+    start: int
+    profile: bytes
+
+
+class Store:
+    """Async Redis access for all roles.
+
+    Parameters
+    ----------
+    url : str
+        ``redis://host:port/db``.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.r = aioredis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+        self._checkpoint = self.r.register_script(_CHECKPOINT)
+
+    async def close(self) -> None:
+        await self.r.aclose()
+
+    async def ping(self) -> bool:
+        return bool(await self.r.ping())
+
+    # -- models -----------------------------------------------------------------
+    async def put_model_config(self, model_id: str, config: ModelConfig) -> None:
+        async with self.r.pipeline(transaction=True) as p:
+            p.set(config_key(model_id), config.model_dump_json())
+            p.sadd(MODELS, model_id)
+            await p.execute()
+
+    async def model_configs(self, model_ids: Iterable[str]) -> dict[str, ModelConfig | None]:
+        ids = list(model_ids)
+        if not ids:
+            return {}
+        raw = await self.r.mget([config_key(m) for m in ids])
+        return {
+            m: None if v is None else ModelConfig.model_validate_json(v)
+            for m, v in zip(ids, raw, strict=True)
+        }
+
+    async def models(self) -> list[str]:
+        return sorted(m.decode() for m in await self.r.smembers(MODELS))
+
+    async def model_exists(self, model_id: str) -> bool:
+        return bool(await self.r.sismember(MODELS, model_id))
+
+    # -- reference profiles -------------------------------------------------------
+    async def put_reference(self, model_id: str, profile: WindowProfile) -> None:
+        async with self.r.pipeline(transaction=True) as p:
+            p.set(reference_key(model_id), profile.to_bytes())
+            p.sadd(MODELS, model_id)
+            await p.execute()
+
+    async def reference(self, model_id: str) -> WindowProfile | None:
+        raw = await self.r.get(reference_key(model_id))
+        return None if raw is None else WindowProfile.from_bytes(raw)
+
+    # -- window profiles ----------------------------------------------------------
+    async def window_members(self, model_id: str, start: float, end: float) -> list[str]:
+        """Index members of windows with ``start <= window start <= end``."""
+        return [m.decode() for m in await self.r.zrangebyscore(index_key(model_id), start, end)]
+
+    async def window_profiles(self, model_id: str, members: list[str]) -> list[WindowProfile]:
+        if not members:
+            return []
+        raw = await self.r.mget([profile_key(model_id, m) for m in members])
+        return [WindowProfile.from_bytes(b) for b in raw if b is not None]
+
+    async def window_profile(self, model_id: str, member: str) -> WindowProfile | None:
+        raw = await self.r.get(profile_key(model_id, member))
+        return None if raw is None else WindowProfile.from_bytes(raw)
+
+    # -- aggregator checkpoints -----------------------------------------------------
+    async def acquire_partition(self, topic: str, partition: int) -> PartitionCheckpoint:
+        """Take ownership of a partition: bump its fencing epoch and load its state."""
+        key = partition_key(topic, partition)
+        epoch = await self.r.hincrby(key, "epoch", 1)
+        raw = await self.r.hgetall(key)
+        offset = raw.pop(b"offset", None)
+        raw.pop(b"epoch", None)
+        return PartitionCheckpoint(
+            epoch=epoch,
+            offset=None if offset is None else int(offset),
+            fields={k.decode(): v for k, v in raw.items()},
+        )
+
+    async def checkpoint(
+        self,
+        topic: str,
+        partition: int,
+        epoch: int,
+        updates: dict[str, bytes | str | int],
+        deletes: list[str],
+        closed: list[ClosedWindow],
+    ) -> bool:
+        """Atomically persist a partition's state and publish its closed windows.
+
+        Returns
+        -------
+        bool
+            False if another aggregator has taken the partition (fenced out).
+        """
+        keys = [partition_key(topic, partition), MODELS, WINDOWS_STREAM]
+        args: list[Any] = [epoch, len(updates)]
+        for k, v in updates.items():
+            args += [k, v]
+        args.append(len(deletes))
+        args += deletes
+        args.append(len(closed))
+        for w in closed:
+            keys += [profile_key(w.model_id, w.member), index_key(w.model_id)]
+            args += [w.model_id, w.member, w.start, w.profile, STREAM_MAXLEN]
+        return bool(await self._checkpoint(keys=keys, args=args))
+
+    # -- window-closed events -------------------------------------------------------
+    async def ensure_event_group(self, group: str) -> None:
+        try:
+            await self.r.xgroup_create(WINDOWS_STREAM, group, id="0", mkstream=True)
+        except aioredis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def read_events(
+        self, group: str, consumer: str, count: int, block_ms: int, reclaim_idle_ms: int
+    ) -> list[tuple[bytes, dict[str, str]]]:
+        """New window-closed events for this consumer, plus events another
+        consumer read but did not acknowledge within ``reclaim_idle_ms``."""
+        _next, claimed, _deleted = await self.r.xautoclaim(
+            WINDOWS_STREAM, group, consumer, reclaim_idle_ms, "0-0", count=count
+        )
+        out = list(claimed)
+        if len(out) < count:
+            resp = await self.r.xreadgroup(
+                group, consumer, {WINDOWS_STREAM: ">"}, count=count - len(out), block=block_ms
+            )
+            for _stream, entries in resp or []:
+                out += entries
+        return [
+            (eid, {k.decode(): v.decode() for k, v in fields.items()})
+            for eid, fields in out
+            if fields
+        ]
+
+    async def ack_events(self, group: str, ids: list[bytes]) -> None:
+        if ids:
+            await self.r.xack(WINDOWS_STREAM, group, *ids)
+
+    async def pending_events(self, group: str) -> int:
+        """Events not yet acknowledged by ``group`` (delivered or not)."""
+        try:
+            groups = await self.r.xinfo_groups(WINDOWS_STREAM)
+        except aioredis.ResponseError:
+            return 0
+        for g in groups:
+            if g["name"].decode() == group:
+                lag = g.get("lag") or 0
+                return int(g["pending"]) + int(lag)
+        return int(await self.r.xlen(WINDOWS_STREAM))
+
+    # -- alerts ---------------------------------------------------------------------
+    async def put_alert(self, alert: dict[str, Any]) -> bool:
+        """Store an alert unless one with its id exists. Returns True if created."""
+        created = await self.r.set(alert_key(alert["id"]), json.dumps(alert), nx=True)
+        if created:
+            async with self.r.pipeline(transaction=True) as p:
+                p.zadd(ALERTS, {alert["id"]: alert["created_at"]})
+                p.zadd(model_alerts_key(alert["model_id"]), {alert["id"]: alert["created_at"]})
+                await p.execute()
+        return bool(created)
+
+    async def alert(self, alert_id: str) -> dict[str, Any] | None:
+        raw = await self.r.get(alert_key(alert_id))
+        return None if raw is None else json.loads(raw)
+
+    async def alerts(
+        self, model_id: str | None, since: float, limit: int, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        """Alerts created at or after ``since`` (Unix seconds), newest first."""
+        index = ALERTS if model_id is None else model_alerts_key(model_id)
+        ids = await self.r.zrevrangebyscore(index, "+inf", since, start=offset, num=limit)
+        if not ids:
+            return []
+        raw = await self.r.mget([alert_key(i.decode()) for i in ids])
+        return [json.loads(v) for v in raw if v is not None]
+
+    # -- detector results ---------------------------------------------------------------
+    async def put_results(self, model_id: str, member: str, results: list[dict[str, Any]]) -> None:
+        """Store the test results of one window (served by the drift API)."""
+        await self.r.set(f"fw:{{{model_id}}}:res:{member}", json.dumps(results, default=str))
+
+    async def results(self, model_id: str, member: str) -> list[dict[str, Any]] | None:
+        raw = await self.r.get(f"fw:{{{model_id}}}:res:{member}")
+        return None if raw is None else json.loads(raw)

@@ -1,0 +1,62 @@
+"""Human-readable summaries of profiles, as served by the API."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from sketches.numeric import NumericSketch
+from sketches.profile import FeatureProfile, WindowProfile
+
+QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
+TOP_CATEGORIES = 10
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def numeric_summary(s: NumericSketch) -> dict[str, Any]:
+    if s.count == 0:
+        return {"count": 0}
+    return {
+        "count": s.count,
+        "min": s.min,
+        "max": s.max,
+        "mean": _finite(s.mean),
+        "std": _finite(math.sqrt(s.variance)),
+        "quantiles": {f"p{round(q * 100)}": s.quantile(q) for q in QUANTILES},
+        "exact": s.is_exact,
+    }
+
+
+def feature_summary(f: FeatureProfile) -> dict[str, Any]:
+    total = f.total
+    out: dict[str, Any] = {
+        "kind": f.kind,
+        "null_rate": f.null_count / total if total else None,
+        "null_count": f.null_count,
+        "inf_count": f.inf_count,
+        "type_mismatch_count": f.type_mismatch_count,
+    }
+    if f.kind == "numeric":
+        out.update(numeric_summary(f.numeric))
+    elif f.kind == "categorical":
+        out["count"] = f.categorical.count
+        out["distinct"] = f.categorical.distinct
+        out["top"] = f.categorical.frequencies(TOP_CATEGORIES)
+    return out
+
+
+def window_summary(p: WindowProfile) -> dict[str, Any]:
+    """Count, per-feature null rate, quantiles and top categories, score summary."""
+    return {
+        "window_start": p.window_start,
+        "window_end": p.window_end,
+        "count": p.count,
+        "insufficient_data": p.is_empty,
+        "versions": dict(p.versions),
+        "features": {k: feature_summary(f) for k, f in sorted(p.features.items())},
+        "score": numeric_summary(p.score),
+        "predictions": p.prediction.frequencies(TOP_CATEGORIES),
+    }
