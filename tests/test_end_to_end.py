@@ -1,0 +1,92 @@
+"""End to end: SDK -> Kafka -> aggregator -> Redis -> detector -> REST API."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import pytest
+
+from sdk import AsyncClient
+from service.api.app import create_app
+from service.reference import build_reference
+from tests.conftest import wait_for
+from tests.roles import running
+
+T0 = 1_700_000_100  # start of a 300 s window
+MODEL = "credit"
+
+
+def rows(rng: np.random.Generator, n: int, shift: float = 0.0) -> list[dict]:
+    return [
+        {
+            "income": float(rng.lognormal(10 + shift, 0.5)),
+            "age": float(rng.normal(40, 10)),
+            "segment": str(rng.choice(["a", "b", "c"], p=[0.5, 0.3, 0.2])),
+        }
+        for _ in range(n)
+    ]
+
+
+async def replay(settings, store, shift: float) -> list[dict]:
+    """Reference from unshifted data, then one window of live traffic; returns /v1/alerts."""
+    rng = np.random.default_rng(11)
+    await store.put_reference(MODEL, build_reference(MODEL, rows(rng, 3000)))
+    app = create_app(settings, store)
+    async with running(settings, store, "aggregator", "detector"):
+        async with AsyncClient(settings.kafka_bootstrap, settings.predictions_topic,
+                               linger_ms=10) as client:
+            for i, features in enumerate(rows(rng, 2000, shift)):
+                client.log_prediction(MODEL, features, model_version="7",
+                                      prediction_id=f"p{i}", event_time=T0 + i * 0.1)
+            await client.flush()
+
+        async def evaluated() -> bool:
+            members = await store.window_members(MODEL, 0, float("inf"))
+            return bool(members) and await store.results(MODEL, members[0]) is not None
+
+        await wait_for(evaluated, timeout=60)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://test") as http:
+        resp = await http.get("/v1/alerts", params={"model": MODEL})
+        assert resp.status_code == 200
+        alerts = resp.json()
+        for a in alerts:
+            one = await http.get(f"/v1/alerts/{a['id']}")
+            assert one.status_code == 200 and one.json() == a
+        return alerts
+
+
+async def test_injected_shift_raises_an_alert_on_the_api(settings, store):
+    alerts = await replay(settings, store, shift=1.0)
+    assert [(a["feature"], a["check"]) for a in alerts] == [("income", "psi")]
+    a = alerts[0]
+    assert a["model_id"] == MODEL and a["model_version"] == "7" and a["state"] == "firing"
+    assert a["window_start"] == T0 and a["window_end"] == T0 + 300
+    assert a["effect_size"] > 1.0 and a["p_value"] < 1e-10
+
+
+async def test_control_run_without_shift_raises_no_alert(settings, store):
+    assert await replay(settings, store, shift=0.0) == []
+
+
+@pytest.mark.parametrize("params,field", [
+    ({"limit": 0}, "limit"), ({"since": "yesterday"}, "since"), ({"state": "sleeping"}, "state"),
+])
+async def test_bad_alert_query_is_422_naming_the_parameter(settings, store, params, field):
+    app = create_app(settings, store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://test") as http:
+        resp = await http.get("/v1/alerts", params=params)
+    assert resp.status_code == 422
+    assert resp.json()["field"] == field
+
+
+async def test_unknown_model_is_404(settings, store):
+    app = create_app(settings, store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://test") as http:
+        for path in ("/v1/models/nope/profiles", "/v1/alerts?model=nope"):
+            resp = await http.get(path)
+            assert resp.status_code == 404
+            assert "nope" in resp.json()["message"]
+        assert (await http.get("/v1/alerts/nope")).status_code == 404
