@@ -12,13 +12,16 @@ MIN_COUNT = 30
 
 
 def baseline_edges(reference: NumericSketch, bins: int = DEFAULT_BINS) -> np.ndarray:
-    """Inner bin edges from the baseline: its distinct values when it has at most
-    ``bins`` of them (one bin per value), else its quantiles at ``i / bins``.
+    """Inner bin edges from the baseline.
 
-    Bins are ``(-inf, e_1], (e_1, e_2], ..., (e_k, +inf)``.
+    Bins are ``(-inf, e_1], (e_1, e_2], ..., (e_k, +inf)``. A baseline with at
+    most ``bins`` distinct values gets one bin per value plus one bin below its
+    minimum and one above its maximum (values the baseline never had); otherwise
+    the edges are its quantiles at ``i / bins``.
     """
     if reference.is_exact and len(reference.exact) <= bins:
-        return reference.support()[:-1]
+        support = reference.support()
+        return np.concatenate(([np.nextafter(support[0], -np.inf)], support))
     return np.unique([reference.quantile(i / bins) for i in range(1, bins)])
 
 

@@ -1,0 +1,96 @@
+"""The prediction record contract and its wire encoding."""
+
+from __future__ import annotations
+
+import math
+
+import msgpack
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sdk.record import MAX_FEATURES, PredictionRecord, RecordError, validate_record
+from sdk.wire import WireError, decode_batch, encode_batch
+
+VALID = {
+    "model_id": "m", "model_version": "3", "prediction_id": "p1", "event_time": 1.7e9,
+    "features": {"x": 1.5, "c": "red", "b": True, "n": None, "nan": math.nan},
+    "score": 0.3, "predicted_label": "yes", "slices": {"country": "DE"}, "latency_ms": 4.2,
+}
+
+
+def test_valid_record_keeps_every_field():
+    r = validate_record(VALID)
+    assert (r.model_id, r.model_version, r.prediction_id, r.event_time) == ("m", "3", "p1", 1.7e9)
+    assert r.features["c"] == "red" and r.features["b"] is True and r.features["n"] is None
+    assert (r.score, r.predicted_label, r.slices, r.latency_ms) == (0.3, "yes", {"country": "DE"}, 4.2)
+
+
+@pytest.mark.parametrize("field,value", [
+    ("model_id", ""), ("model_id", 7), ("model_version", None), ("prediction_id", "x" * 300),
+    ("event_time", "yesterday"), ("event_time", math.inf), ("event_time", -1.0),
+    ("score", "high"), ("score", True), ("latency_ms", [1]), ("predicted_label", 1.5),
+    ("features.x", [1, 2]), ("features.x", "s" * 2000), ("slices.k", 3),
+    ("class_probabilities.a", 1.5),
+])
+def test_invalid_field_is_named(field, value):
+    data = dict(VALID)
+    top, _, sub = field.partition(".")
+    data[top] = {sub: value} if sub else value
+    with pytest.raises(RecordError) as exc:
+        validate_record(data)
+    assert exc.value.field == field
+
+
+def test_too_many_features_is_rejected():
+    data = dict(VALID, features={f"f{i}": 1 for i in range(MAX_FEATURES + 1)})
+    with pytest.raises(RecordError, match="features"):
+        validate_record(data)
+
+
+def test_batch_round_trip():
+    records = [validate_record(dict(VALID, prediction_id=f"p{i}")) for i in range(3)]
+    batch = decode_batch(encode_batch(records))
+    assert batch.model_id == "m" and batch.errors == []
+    assert [r.prediction_id for r in batch.records] == ["p0", "p1", "p2"]
+    assert math.isnan(batch.records[0].features["nan"])
+    assert batch.records[0].features["x"] == 1.5
+
+
+def test_a_batch_holds_one_model():
+    with pytest.raises(ValueError):
+        encode_batch([PredictionRecord("a", "1", "p", 1.0), PredictionRecord("b", "1", "p", 1.0)])
+
+
+@pytest.mark.parametrize("value,reason", [
+    (b"\xc1\xc1", "undecodable"),
+    (msgpack.packb([1, 2]), "not a map"),
+    (msgpack.packb({"v": 2, "m": "m", "r": []}), "unknown schema version"),
+    (msgpack.packb({"v": 1, "r": []}), "model_id"),
+    (msgpack.packb({"v": 1, "m": "m", "r": "x"}), "not a list"),
+    (b"\xa2\xff\xfe", "undecodable"),  # a msgpack string that is not UTF-8
+])
+def test_undecodable_messages_raise_wire_error_with_reason(value, reason):
+    with pytest.raises(WireError, match=reason):
+        decode_batch(value)
+
+
+def test_bad_records_are_reported_by_index_and_the_rest_kept():
+    value = msgpack.packb({"v": 1, "m": "m", "r": [
+        ["1", "a", 1.0, {}, None, None, None, {}, None],
+        ["1", "b", 1.0, {"x": {"nested": 1}}, None, None, None, {}, None],
+        ["too", "short"],
+        ["1", "c", 2.0, {}, 0.5, None, None, {}, None],
+    ]})
+    batch = decode_batch(value)
+    assert [r.prediction_id for r in batch.records] == ["a", "c"]
+    assert [(i, e.field) for i, e in batch.errors] == [(1, "features.x"), (2, "record")]
+
+
+@given(st.binary(max_size=512))
+def test_decoder_never_raises_anything_but_wire_error_on_arbitrary_bytes(data):
+    try:
+        batch = decode_batch(data)
+    except WireError:
+        return
+    assert len(batch.records) + len(batch.errors) >= 0

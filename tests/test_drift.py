@@ -1,0 +1,171 @@
+"""Drift and data-quality statistics from sketches against numpy/scipy on the raw data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from detectors.drift.categorical import chi2_test, js_distance, js_test
+from detectors.drift.ks import ks_test
+from detectors.drift.psi import baseline_edges, psi
+from detectors.policy import EffectFloorPolicy
+from detectors.quality.null_rate import null_rate_test
+from detectors.result import Status
+from detectors.suite import evaluate_window
+from sdk.record import PredictionRecord
+from sketches.categorical import CategoricalSketch
+from sketches.numeric import NumericSketch
+from sketches.profile import WindowProfile
+
+
+def sketch(x: np.ndarray) -> NumericSketch:
+    s = NumericSketch()
+    s.update(x)
+    return s
+
+
+def numpy_psi(ref: np.ndarray, cur: np.ndarray, edges: np.ndarray) -> float:
+    bins = np.concatenate(([-np.inf], edges, [np.inf]))
+    r = np.histogram(ref, bins)[0] / ref.size
+    c = np.histogram(cur, bins)[0] / cur.size
+    r, c = np.maximum(r, 0.5 / ref.size), np.maximum(c, 0.5 / cur.size)
+    return float(np.sum((c - r) * np.log(c / r)))
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.1, 0.5, 2.0])
+def test_psi_from_sketches_matches_numpy_on_raw_data(shift):
+    # Tolerance: t-digest rank error (<= 0.005 per edge) moves each bin mass by
+    # <= 0.01; with 10 bins of mass ~0.1 PSI moves by a few 1e-3 near 0 and by a
+    # few percent when large.
+    rng = np.random.default_rng(1)
+    ref, cur = rng.normal(size=50_000), rng.normal(shift, 1, 50_000)
+    edges = baseline_edges(sketch(ref))
+    expected = numpy_psi(ref, cur, edges)
+    got = psi(sketch(ref), sketch(cur)).statistic
+    assert got == pytest.approx(expected, rel=0.05, abs=0.005)
+
+
+@pytest.mark.parametrize("shift", [0.0, 0.05, 0.3])
+def test_ks_from_sketches_matches_scipy_on_raw_data(shift):
+    # Tolerance 0.01: the rank error of both t-digests plus the evaluation grid.
+    rng = np.random.default_rng(2)
+    ref, cur = rng.normal(size=20_000), rng.normal(shift, 1, 20_000)
+    expected = stats.ks_2samp(ref, cur)
+    got = ks_test(sketch(ref), sketch(cur))
+    assert abs(got.statistic - expected.statistic) <= 0.01
+    assert got.error_bound == pytest.approx(0.01)
+    if shift == 0.3:
+        assert got.p_value < 1e-10
+    if shift == 0.0:
+        assert got.p_value >= expected.pvalue  # sketch error only makes the test conservative
+
+
+def test_ks_exact_mode_equals_scipy_exactly():
+    rng = np.random.default_rng(5)
+    ref, cur = rng.integers(0, 10, 3000).astype(float), rng.integers(0, 12, 3000).astype(float)
+    assert ks_test(sketch(ref), sketch(cur)).statistic == pytest.approx(stats.ks_2samp(ref, cur).statistic)
+
+
+def test_psi_with_empty_bins_is_finite():
+    ref = sketch(np.arange(1000, dtype=float))
+    cur = sketch(np.full(1000, 5000.0))  # everything in the top bin
+    r = psi(ref, cur)
+    assert np.isfinite(r.statistic) and r.statistic > 1.0
+
+
+def test_constant_reference_against_normal_current_drifts():
+    ref, cur = sketch(np.zeros(2000)), sketch(np.random.default_rng(0).normal(size=2000))
+    assert ks_test(ref, cur).statistic == pytest.approx(0.5, abs=0.03)
+    assert psi(ref, cur).statistic > 1.0
+
+
+def test_both_constant_is_no_drift():
+    r = ks_test(sketch(np.ones(500)), sketch(np.ones(500)))
+    assert r.statistic == 0.0 and r.p_value == 1.0
+    assert psi(sketch(np.ones(500)), sketch(np.ones(500))).statistic == 0.0
+
+
+def test_too_few_values_is_insufficient_data():
+    r = ks_test(sketch(np.ones(500)), sketch(np.ones(3)))
+    assert r.status == Status.INSUFFICIENT_DATA and r.p_value is None and "30" in r.reason
+
+
+def cat(values: list[str]) -> CategoricalSketch:
+    s = CategoricalSketch()
+    s.update(values)
+    return s
+
+
+def test_chi2_matches_scipy_on_raw_counts_with_new_and_vanished_categories():
+    ref = ["a"] * 500 + ["b"] * 300 + ["gone"] * 200
+    cur = ["a"] * 450 + ["b"] * 350 + ["new"] * 200
+    r = chi2_test(cat(ref), cat(cur))
+    table = [[500, 300, 200, 0], [450, 350, 0, 200]]
+    chi2, p, _dof, _e = stats.chi2_contingency(table, correction=False)
+    assert r.statistic == pytest.approx(chi2) and r.p_value == pytest.approx(p)
+
+
+def test_one_category_both_sides_is_p_one_not_nan():
+    r = chi2_test(cat(["x"] * 100), cat(["x"] * 50))
+    assert r.statistic == 0.0 and r.p_value == 1.0
+
+
+def test_js_distance_matches_scipy_and_never_nan():
+    from scipy.spatial.distance import jensenshannon
+
+    p, q = np.array([5.0, 3.0, 2.0]), np.array([1.0, 1.0, 8.0])
+    assert js_distance(p, q) == pytest.approx(jensenshannon(p, q, base=2))
+    near = np.array([1.0, 1e-300])
+    assert js_distance(near, near) == 0.0
+    assert js_test(cat(["a"] * 60), cat(["b"] * 60)).statistic == 1.0
+
+
+def test_null_rate_matches_two_proportion_z_test():
+    r = null_rate_test(50, 1000, 90, 1000)
+    p0, p1, pool = 0.05, 0.09, 0.07
+    z = (p1 - p0) / np.sqrt(pool * (1 - pool) * 2 / 1000)
+    assert r.statistic == pytest.approx(z) and r.p_value == pytest.approx(2 * stats.norm.sf(z))
+    assert null_rate_test(0, 100, 0, 100).p_value == 1.0
+
+
+def window(rows: list[dict], score: float | None = None) -> WindowProfile:
+    p = WindowProfile("m", 0, 300)
+    p.add_records([PredictionRecord("m", "1", str(i), 1.0, r, score=score) for i, r in enumerate(rows)])
+    return p
+
+
+def test_all_null_current_window_is_a_null_rate_alert_not_a_drift_alert():
+    rng = np.random.default_rng(9)
+    ref = window([{"x": float(v)} for v in rng.normal(size=1000)])
+    cur = window([{"x": None}] * 500)
+    results = evaluate_window(cur, ref)
+    by_check = {r.check: r for r in results}
+    assert by_check["psi"].status == Status.INSUFFICIENT_DATA
+    alerts = EffectFloorPolicy().decide(results)
+    assert [(a.feature, a.check) for a in alerts] == [("x", "null_rate")]
+
+
+def test_empty_window_is_insufficient_data():
+    ref = window([{"x": 1.0}] * 100)
+    [r] = evaluate_window(WindowProfile("m", 0, 300), ref)
+    assert r.status == Status.INSUFFICIENT_DATA and r.reason == "empty window"
+
+
+def test_mixed_string_and_number_values_do_not_crash():
+    ref = window([{"x": float(i % 7)} for i in range(500)])
+    cur = window([{"x": "seven" if i % 2 else float(i % 7)} for i in range(500)])
+    assert cur.features["x"].type_mismatch_count == 250
+    results = evaluate_window(cur, ref)
+    assert all(r.status in (Status.OK, Status.INSUFFICIENT_DATA) for r in results)
+
+
+def test_policy_needs_both_effect_floor_and_significance():
+    rng = np.random.default_rng(10)
+    ref = window([{"x": float(v)} for v in rng.normal(size=300)])
+    small = window([{"x": float(v)} for v in rng.normal(0.05, 1, 300)])
+    big = window([{"x": float(v)} for v in rng.normal(2.0, 1, 300)])
+    assert EffectFloorPolicy().decide(evaluate_window(small, ref)) == []
+    assert [a.check for a in EffectFloorPolicy().decide(evaluate_window(big, ref))] == ["psi"]
+    with pytest.raises(ValueError):
+        EffectFloorPolicy(alpha=0.0)
