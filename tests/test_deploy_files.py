@@ -24,8 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
-
-yaml = pytest.importorskip("yaml", reason="PyYAML parses the deployment files")
+import yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
