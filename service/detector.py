@@ -127,7 +127,7 @@ class Detector:
         for a in alerts:
             if await self.store.put_alert(a):
                 metrics.ALERTS_RAISED.labels(check=a["check"]).inc()
-                log.warning("alert model=%s window=%s feature=%s check=%s effect=%.3f p=%.2e",
+                log.info("alert model=%s window=%s feature=%s check=%s effect=%.3f p=%.2e",
                             model_id, member, a["feature"], a["check"], a["effect_size"], a["p_value"])
         await self.store.put_results(model_id, member, [asdict(r) for r in results])
         metrics.DETECTOR_RUNS.inc()
