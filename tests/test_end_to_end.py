@@ -90,3 +90,43 @@ async def test_unknown_model_is_404(settings, store):
             assert resp.status_code == 404
             assert "nope" in resp.json()["message"]
         assert (await http.get("/v1/alerts/nope")).status_code == 404
+
+
+async def test_profiles_and_models_endpoints(settings, store):
+    rng = np.random.default_rng(3)
+    app = create_app(settings, store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                 base_url="http://test") as http:
+        resp = await http.put(f"/v1/models/{MODEL}", json={"window_seconds": 60})
+        assert resp.status_code == 200
+        assert (await http.put(f"/v1/models/{MODEL}", json={"window_seconds": 0})).json()["field"] \
+            == "window_seconds"
+        ref_rows = rows(rng, 500)
+        resp = await http.post(f"/v1/models/{MODEL}/reference", json={"rows": ref_rows})
+        assert resp.status_code == 200 and resp.json()["count"] == 500
+        bad = await http.post(f"/v1/models/{MODEL}/reference", json={"rows": [{"x": [1]}]})
+        assert bad.status_code == 422 and bad.json()["field"] == "rows[0].features.x"
+        async with running(settings, store, "aggregator"):
+            async with AsyncClient(settings.kafka_bootstrap, settings.predictions_topic,
+                                   linger_ms=10) as client:
+                for i in range(1000):  # 100 s of traffic: 600 + 400 records in two 60 s windows
+                    client.log_prediction(MODEL, {"x": float(i % 100)}, event_time=T0 + i * 0.1)
+
+            async def stored() -> bool:
+                members = await store.window_members(MODEL, 0, float("inf"))
+                return sum(p.count for p in await store.window_profiles(MODEL, members)) == 1000
+
+            await wait_for(stored, timeout=60)
+        body = (await http.get(f"/v1/models/{MODEL}/profiles",
+                               params={"from": T0, "to": T0 + 30})).json()
+        [w] = body["windows"]
+        assert (w["window_start"], w["window_end"], w["count"]) == (T0, T0 + 60, 600)
+        x = w["features"]["x"]
+        assert x["null_rate"] == 0.0 and x["exact"] is False and (x["min"], x["max"]) == (0.0, 99.0)
+        assert abs(x["quantiles"]["p50"] - 49.0) <= 1.0 and x["quantiles"]["p99"] >= 97.0
+        models = (await http.get("/v1/models")).json()
+        assert models == [{"model_id": MODEL, "config": {"window_seconds": 60, "owner": None},
+                           "has_reference": True}]
+        metrics = (await http.get("/metrics")).text
+        assert "fleetwatch_records_aggregated_total" in metrics
+        assert (await http.get("/healthz")).json() == {"status": "ok", "redis": True}

@@ -1,0 +1,77 @@
+"""The command line: `fleetwatch run` on embedded infrastructure, `reference build`."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+import redis
+from typer.testing import CliRunner
+
+from service.cli import app
+from service.embedded import free_port
+from service.store import reference_key
+from sketches.profile import WindowProfile
+
+
+def _get(url: str) -> tuple[int, dict]:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.status, json.loads(resp.read())
+
+
+def test_run_starts_embedded_broker_and_redis_and_stops_them_on_ctrl_c(tmp_path):
+    port = free_port()
+    env = dict(os.environ, FLEETWATCH_API_PORT=str(port), FLEETWATCH_DATA_DIR=str(tmp_path))
+    env.pop("FLEETWATCH_KAFKA_BOOTSTRAP", None)
+    env.pop("FLEETWATCH_REDIS_URL", None)
+    proc = subprocess.Popen([sys.executable, "-m", "service.cli", "run"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status, body = _get(f"http://127.0.0.1:{port}/healthz")
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stdout.read()
+                assert time.monotonic() < deadline, "API did not come up"
+                time.sleep(0.2)
+        assert status == 200 and body == {"status": "ok", "redis": True}
+        children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
+        child_pids = [int(p) for p in children.stdout.split()]
+        assert len(child_pids) == 2  # tansu and redis-server
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, out
+    for pid in child_pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_reference_build_from_csv(tmp_path, settings, monkeypatch):
+    csv = tmp_path / "train.csv"
+    csv.write_text("amount,country,score\n10.5,DE,0.1\n,FR,0.2\n30.0,DE,0.9\n")
+    monkeypatch.setenv("FLEETWATCH_REDIS_URL", settings.redis_url)
+    result = CliRunner().invoke(app, ["reference", "build", "--model", "shop",
+                                      "--csv", str(csv), "--score-column", "score"])
+    assert result.exit_code == 0, result.output
+    ref = WindowProfile.from_bytes(redis.Redis.from_url(settings.redis_url).get(reference_key("shop")))
+    assert ref.count == 3 and sorted(ref.features) == ["amount", "country"]
+    assert ref.features["amount"].null_count == 1 and ref.score.count == 3
+    assert ref.features["country"].categorical.frequencies() == {"DE": 2, "FR": 1}
+
+
+def test_reference_build_names_the_bad_field(tmp_path, settings, monkeypatch):
+    csv = tmp_path / "bad.csv"
+    csv.write_text("amount,score\n1.0,high\n")
+    monkeypatch.setenv("FLEETWATCH_REDIS_URL", settings.redis_url)
+    result = CliRunner().invoke(app, ["reference", "build", "--model", "shop",
+                                      "--csv", str(csv), "--score-column", "score"])
+    assert result.exit_code != 0 and "rows[0].score" in result.output
