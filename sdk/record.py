@@ -23,6 +23,15 @@ MAX_STRING_LENGTH = 1_024
 FeatureValue = None | bool | int | float | str
 
 
+# Machine-readable reasons a record is rejected (bounded: used as a metric label).
+MISSING_FIELD = "missing_field"
+WRONG_TYPE = "wrong_type"
+TOO_LARGE = "too_large"
+NOT_FINITE = "not_finite"
+OUT_OF_RANGE = "out_of_range"
+RECORD_REASONS = (MISSING_FIELD, WRONG_TYPE, TOO_LARGE, NOT_FINITE, OUT_OF_RANGE)
+
+
 class RecordError(ValueError):
     """A record violates the contract.
 
@@ -32,12 +41,15 @@ class RecordError(ValueError):
         Dotted path of the offending field, e.g. ``"features.age"``.
     message : str
         What is wrong with it.
+    reason : str
+        One of :data:`RECORD_REASONS`.
     """
 
-    def __init__(self, field: str, message: str) -> None:
+    def __init__(self, field: str, message: str, reason: str = WRONG_TYPE) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
+        self.reason = reason
 
 
 @dataclass(slots=True)
@@ -58,7 +70,7 @@ class PredictionRecord:
         Model inputs. ``None`` and NaN are missing values; ``±inf`` is kept and
         counted separately by the profiles.
     score : float or None
-        Scalar score (e.g. probability of the positive class).
+        Scalar score (e.g. probability of the positive class); finite.
     class_probabilities : dict[str, float] or None
         Per-class probabilities for multiclass models.
     predicted_label : str, int, bool or None
@@ -82,26 +94,32 @@ class PredictionRecord:
 
 
 def _identifier(value: Any, name: str) -> str:
-    if not isinstance(value, str) or not value:
+    if value is None or value == "":
+        raise RecordError(name, "must be a non-empty string", MISSING_FIELD)
+    if not isinstance(value, str):
         raise RecordError(name, "must be a non-empty string")
     if len(value) > MAX_ID_LENGTH:
-        raise RecordError(name, f"longer than {MAX_ID_LENGTH} characters")
+        raise RecordError(name, f"longer than {MAX_ID_LENGTH} characters", TOO_LARGE)
     return value
 
 
 def _optional_number(value: Any, name: str) -> float | None:
+    """A finite number or None (NaN and +/-inf are rejected)."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RecordError(name, f"must be a number or null, got {type(value).__name__}")
-    return float(value)
+    value = float(value)
+    if not math.isfinite(value):
+        raise RecordError(name, "must be finite (NaN and inf are not allowed)", NOT_FINITE)
+    return value
 
 
 def _features(value: Any) -> dict[str, FeatureValue]:
     if not isinstance(value, Mapping):
         raise RecordError("features", "must be an object of name -> value")
     if len(value) > MAX_FEATURES:
-        raise RecordError("features", f"more than {MAX_FEATURES} features")
+        raise RecordError("features", f"more than {MAX_FEATURES} features", TOO_LARGE)
     for name, v in value.items():
         if not isinstance(name, str) or not name or len(name) > MAX_ID_LENGTH:
             raise RecordError("features", f"feature name {name!r} must be a non-empty string")
@@ -109,7 +127,9 @@ def _features(value: Any) -> dict[str, FeatureValue]:
             continue
         if isinstance(v, str):
             if len(v) > MAX_STRING_LENGTH:
-                raise RecordError(f"features.{name}", f"string longer than {MAX_STRING_LENGTH}")
+                raise RecordError(
+                    f"features.{name}", f"string longer than {MAX_STRING_LENGTH}", TOO_LARGE
+                )
             continue
         raise RecordError(
             f"features.{name}", f"must be number, string, bool or null, got {type(v).__name__}"
@@ -123,7 +143,7 @@ def _slices(value: Any) -> dict[str, str]:
     if not isinstance(value, Mapping):
         raise RecordError("slices", "must be an object of key -> string")
     if len(value) > MAX_SLICES:
-        raise RecordError("slices", f"more than {MAX_SLICES} slice keys")
+        raise RecordError("slices", f"more than {MAX_SLICES} slice keys", TOO_LARGE)
     for k, v in value.items():
         if not isinstance(k, str) or not isinstance(v, str) or len(v) > MAX_STRING_LENGTH:
             raise RecordError(f"slices.{k}", "slice keys and values must be short strings")
@@ -134,12 +154,16 @@ def _class_probabilities(value: Any) -> dict[str, float] | None:
     if value is None:
         return None
     if not isinstance(value, Mapping) or len(value) > MAX_CLASSES:
-        raise RecordError("class_probabilities", f"must be an object of <= {MAX_CLASSES} classes")
+        raise RecordError(
+            "class_probabilities", f"must be an object of <= {MAX_CLASSES} classes", TOO_LARGE
+        )
     out = {}
     for k, v in value.items():
         p = _optional_number(v, f"class_probabilities.{k}")
         if not isinstance(k, str) or p is None or not 0.0 <= p <= 1.0:
-            raise RecordError(f"class_probabilities.{k}", "must be a probability in [0, 1]")
+            raise RecordError(
+                f"class_probabilities.{k}", "must be a probability in [0, 1]", OUT_OF_RANGE
+            )
         out[k] = p
     return out
 
@@ -182,12 +206,19 @@ def validate_record(data: Mapping[str, Any]) -> PredictionRecord:
     """
     if not isinstance(data, Mapping):
         raise RecordError("record", "must be an object")
+    model_id = _identifier(data.get("model_id"), "model_id")
+    model_version = _identifier(data.get("model_version"), "model_version")
+    prediction_id = _identifier(data.get("prediction_id"), "prediction_id")
     event_time = _optional_number(data.get("event_time"), "event_time")
-    record = PredictionRecord(
-        model_id=_identifier(data.get("model_id"), "model_id"),
-        model_version=_identifier(data.get("model_version"), "model_version"),
-        prediction_id=_identifier(data.get("prediction_id"), "prediction_id"),
-        event_time=0.0 if event_time is None else event_time,
+    if event_time is None:
+        raise RecordError("event_time", "required", MISSING_FIELD)
+    if event_time < 0:
+        raise RecordError("event_time", "must be a non-negative Unix time in seconds", OUT_OF_RANGE)
+    return PredictionRecord(
+        model_id=model_id,
+        model_version=model_version,
+        prediction_id=prediction_id,
+        event_time=event_time,
         features=_features(data.get("features", {})),
         score=_optional_number(data.get("score"), "score"),
         class_probabilities=_class_probabilities(data.get("class_probabilities")),
@@ -195,6 +226,3 @@ def validate_record(data: Mapping[str, Any]) -> PredictionRecord:
         slices=_slices(data.get("slices")),
         latency_ms=_optional_number(data.get("latency_ms"), "latency_ms"),
     )
-    if event_time is None or not math.isfinite(event_time) or event_time < 0:
-        raise RecordError("event_time", "must be a finite, non-negative Unix time in seconds")
-    return record

@@ -33,8 +33,25 @@ _FIELDS = (
 )
 
 
+UNDECODABLE = "undecodable"
+MESSAGE_TOO_LARGE = "message_too_large"
+BAD_ENVELOPE = "bad_envelope"
+UNKNOWN_SCHEMA_VERSION = "unknown_schema_version"
+WIRE_REASONS = (UNDECODABLE, MESSAGE_TOO_LARGE, BAD_ENVELOPE, UNKNOWN_SCHEMA_VERSION)
+
+
 class WireError(ValueError):
-    """A whole message could not be decoded (undecodable bytes, bad envelope, unknown version)."""
+    """A whole message could not be decoded.
+
+    Attributes
+    ----------
+    reason : str
+        One of :data:`WIRE_REASONS`.
+    """
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,30 +134,30 @@ def decode_batch(value: bytes) -> DecodedBatch:
         record of such a message can be trusted.
     """
     if not isinstance(value, bytes | bytearray):
-        raise WireError("message value is empty")
+        raise WireError(BAD_ENVELOPE, "message value is empty")
     if len(value) > MAX_BATCH_BYTES:
-        raise WireError(f"message larger than {MAX_BATCH_BYTES} bytes")
+        raise WireError(MESSAGE_TOO_LARGE, f"message larger than {MAX_BATCH_BYTES} bytes")
     try:
         envelope = msgpack.unpackb(value, raw=False, strict_map_key=False)
     except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise WireError(f"undecodable: {type(exc).__name__}") from None
+        raise WireError(UNDECODABLE, f"undecodable: {type(exc).__name__}: {exc}") from None
     if not isinstance(envelope, dict):
-        raise WireError("envelope is not a map")
+        raise WireError(BAD_ENVELOPE, "envelope is not a map")
     version = envelope.get("v")
     if version != SCHEMA_VERSION:
-        raise WireError(f"unknown schema version {version!r}")
+        raise WireError(UNKNOWN_SCHEMA_VERSION, f"unknown schema version {version!r}")
     model_id = envelope.get("m")
     rows = envelope.get("r")
     if not isinstance(model_id, str) or not model_id:
-        raise WireError("envelope field m (model_id) missing")
+        raise WireError(BAD_ENVELOPE, "envelope field m (model_id) missing")
     if not isinstance(rows, list):
-        raise WireError("envelope field r (records) is not a list")
+        raise WireError(BAD_ENVELOPE, "envelope field r (records) is not a list")
     records: list[PredictionRecord] = []
     errors: list[tuple[int, RecordError]] = []
     for i, row in enumerate(rows):
         try:
             if not isinstance(row, list) or len(row) != len(_FIELDS):
-                raise RecordError("record", f"must be an array of {len(_FIELDS)} fields")
+                raise RecordError("record", f"must be an array of {len(_FIELDS)} fields", BAD_ENVELOPE)
             data = dict(zip(_FIELDS, row, strict=True))
             data["model_id"] = model_id
             records.append(validate_record(data))

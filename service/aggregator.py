@@ -76,29 +76,42 @@ class PartitionState:
         self.dirty_clocks: set[str] = set()
         self.closed: list[ClosedWindow] = []
         self.deleted: list[str] = []
+        self.features: dict[str, set[str]] = defaultdict(set)  # feature names seen per model
         for name, value in cp.fields.items():
             if name.startswith(_OPEN):
                 m, v, length, start = json.loads(name[len(_OPEN):])
-                self.open[(m, v, length, start)] = WindowProfile.from_bytes(value)
+                profile = self.open[(m, v, length, start)] = WindowProfile.from_bytes(value)
+                self.features[m].update(profile.features)
             elif name.startswith(_MAX_EVENT):
                 self.clocks[name[len(_MAX_EVENT):]].max_event_time = float(value)
             elif name.startswith(_CLOSED_UNTIL):
                 self.clocks[name[len(_CLOSED_UNTIL):]].closed_until = float(value)
 
-    def close_due(self, lateness: float, idle_seconds: float, now: float) -> None:
-        """Move windows past the watermark (or of idle models) to ``closed``."""
-        for key in sorted(self.open, key=lambda k: k[3]):
-            m, version, length, start = key
-            clock = self.clocks[m]
-            end = start + length
+    def close_due(self, lateness: float, idle_seconds: float, now: float, max_open: int) -> None:
+        """Move windows past the watermark (or of idle models) to ``closed``; if
+        more than ``max_open`` remain open, close the oldest early."""
+        by_age = sorted(self.open, key=lambda k: k[3])
+        for key in by_age:
+            clock = self.clocks[key[0]]
+            end = key[3] + key[2]
             if end <= clock.max_event_time - lateness or now - clock.last_seen >= idle_seconds:
-                profile = self.open.pop(key)
-                self.dirty.discard(key)
-                self.deleted.append(_open_field(key))
-                member = window_member(length, start, version)
-                self.closed.append(ClosedWindow(m, member, start, profile.to_bytes()))
-                clock.closed_until = max(clock.closed_until, end)
-                self.dirty_clocks.add(m)
+                self._close(key)
+        excess = [k for k in by_age if k in self.open][: max(len(self.open) - max_open, 0)]
+        for key in excess:
+            self._close(key)
+        metrics.WINDOWS_CLOSED_EARLY.inc(len(excess))
+
+    def _close(self, key: WindowKey) -> None:
+        m, version, length, start = key
+        profile = self.open.pop(key)
+        self.dirty.discard(key)
+        self.deleted.append(_open_field(key))
+        self.closed.append(ClosedWindow(m, window_member(length, start, version), start, profile.to_bytes()))
+        clock = self.clocks[m]
+        clock.closed_until = max(clock.closed_until, start + length)
+        self.dirty_clocks.add(m)
+        if not any(k[0] == m for k in self.open):
+            self.features.pop(m, None)  # the next window learns its features afresh
 
     def updates(self) -> dict[str, bytes | str | int]:
         out: dict[str, bytes | str | int] = {}
@@ -161,6 +174,8 @@ class Aggregator:
             bootstrap_servers=s.kafka_bootstrap, group_id=s.aggregator_group,
             enable_auto_commit=False, auto_offset_reset="earliest",
             max_poll_records=s.max_poll_records,
+            session_timeout_ms=s.kafka_session_timeout_ms,
+            heartbeat_interval_ms=s.kafka_heartbeat_interval_ms,
         )
         await self._producer.start()
         await self._consumer.start()
@@ -169,6 +184,7 @@ class Aggregator:
             while not stop.is_set():
                 batch = await self._consumer.getmany(timeout_ms=200)
                 await self.process(batch)
+                self._update_lag()
                 if time.monotonic() - self._last_checkpoint >= s.checkpoint_interval_seconds:
                     await self.checkpoint_all()
             await self.checkpoint_all(close_windows=False)
@@ -230,13 +246,20 @@ class Aggregator:
         try:
             batch = decode_batch(msg.value)
         except WireError as exc:
-            self._dead_letter(msg.key, msg.value, "undecodable", str(exc), 1)
+            self._dead_letter(msg.key, msg.value, exc.reason, str(exc), 1)
             return None
-        if batch.errors:
-            detail = json.dumps(
-                [{"index": i, "field": e.field, "message": e.message} for i, e in batch.errors[:100]]
-            )
-            self._dead_letter(msg.key, msg.value, "invalid_record", detail, len(batch.errors))
+        if msg.key is not None and msg.key != batch.model_id.encode():
+            # Records of one model must share a partition, or two replicas would
+            # close the same window; a producer keying by anything else is refused.
+            n = len(batch.records) + len(batch.errors)
+            self._dead_letter(msg.key, msg.value, metrics.KEY_MISMATCH,
+                              f"message key is not the model_id {batch.model_id!r}", n)
+            return None
+        by_reason: dict[str, list] = defaultdict(list)
+        for i, e in batch.errors:
+            by_reason[e.reason].append({"index": i, "field": e.field, "message": e.message})
+        for reason, errors in by_reason.items():
+            self._dead_letter(msg.key, msg.value, reason, json.dumps(errors[:100]), len(errors))
         return batch
 
     def _aggregate(self, state: PartitionState, model_id: str, records: list[PredictionRecord],
@@ -246,7 +269,11 @@ class Aggregator:
         late: list[PredictionRecord] = []
         future: list[PredictionRecord] = []
         horizon = now_wall + self.settings.max_future_seconds
+        known = state.features[model_id]
+        cap = self.settings.max_features_per_model
         for r in records:
+            if not r.features.keys() <= known:
+                self._admit_features(r, known, cap)
             if r.event_time > horizon:
                 future.append(r)
                 continue
@@ -266,10 +293,24 @@ class Aggregator:
         if groups:
             clock.last_seen = now
             state.dirty_clocks.add(model_id)
-        for reason, rs in (("late", late), ("future_event_time", future)):
+        for reason, rs in ((metrics.LATE, late), (metrics.FUTURE_EVENT_TIME, future)):
             if rs:
                 value = encode_rows(model_id, [record_row(r) for r in rs])
                 self._dead_letter(model_id.encode(), value, reason, f"{len(rs)} records", len(rs))
+
+    @staticmethod
+    def _admit_features(r: PredictionRecord, known: set[str], cap: int) -> None:
+        """Learn the record's new feature names up to the model's cap; strip the rest."""
+        dropped = []
+        for name in r.features:
+            if name not in known:
+                if len(known) < cap:
+                    known.add(name)
+                else:
+                    dropped.append(name)
+        if dropped:
+            r.features = {k: v for k, v in r.features.items() if k not in dropped}
+            metrics.FEATURES_DROPPED.inc(len(dropped))
 
     def _dead_letter(self, key: bytes | None, value: bytes | None, reason: str, detail: str,
                      n: int) -> None:
@@ -300,7 +341,8 @@ class Aggregator:
     async def _checkpoint(self, state: PartitionState, close_windows: bool) -> None:
         if close_windows:
             state.close_due(self.settings.allowed_lateness_seconds,
-                            self.settings.idle_close_seconds, time.monotonic())
+                            self.settings.idle_close_seconds, time.monotonic(),
+                            self.settings.max_open_windows)
         updates = state.updates()
         if not updates and not state.deleted and not state.closed:
             return
@@ -330,6 +372,12 @@ class Aggregator:
         ):
             with attempt:
                 return await op()
+
+    def _update_lag(self) -> None:
+        for p, state in self.partitions.items():
+            high = self._consumer.highwater(TopicPartition(self.topic, p))
+            if high is not None and state.offset is not None:
+                metrics.CONSUMER_LAG.labels(partition=str(p)).set(max(high - state.offset, 0))
 
     def _update_open_gauge(self) -> None:
         metrics.OPEN_WINDOWS.set(sum(len(s.open) for s in self.partitions.values()))

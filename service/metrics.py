@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-DEAD_LETTER_REASONS = ("undecodable", "invalid_record", "late", "future_event_time")
+from sdk.record import RECORD_REASONS
+from sdk.wire import WIRE_REASONS
+
+LATE = "late"
+FUTURE_EVENT_TIME = "future_event_time"
+KEY_MISMATCH = "key_mismatch"
+DEAD_LETTER_REASONS = WIRE_REASONS + RECORD_REASONS + (LATE, FUTURE_EVENT_TIME, KEY_MISMATCH)
 
 RECORDS_CONSUMED = Counter(
     "fleetwatch_records_consumed_total", "Prediction records decoded from Kafka"
@@ -24,6 +30,17 @@ DEAD_LETTERED = Counter(
 )
 WINDOWS_CLOSED = Counter("fleetwatch_windows_closed_total", "Window profiles closed and stored")
 OPEN_WINDOWS = Gauge("fleetwatch_open_windows", "Window profiles held open by this aggregator")
+WINDOWS_CLOSED_EARLY = Counter(
+    "fleetwatch_windows_closed_early_total",
+    "Windows closed before their watermark because the open-window cap was reached",
+)
+FEATURES_DROPPED = Counter(
+    "fleetwatch_feature_values_dropped_total",
+    "Feature values not profiled because the model reached its feature cap",
+)
+CONSUMER_LAG = Gauge(
+    "fleetwatch_consumer_lag_records", "Records behind the partition's high watermark", ["partition"]
+)
 CHECKPOINT_SECONDS = Histogram(
     "fleetwatch_checkpoint_duration_seconds", "Time to write an aggregator checkpoint to Redis"
 )

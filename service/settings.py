@@ -41,6 +41,16 @@ class Settings(BaseSettings):
         2.0, gt=0, description="How often the aggregator checkpoints state and offsets to Redis"
     )
     max_poll_records: int = Field(5_000, ge=1, description="Kafka records per poll")
+    kafka_session_timeout_ms: int = Field(
+        10_000, ge=1_000, description="Consumer group session timeout (failure detection)"
+    )
+    kafka_heartbeat_interval_ms: int = Field(3_000, ge=100, description="Consumer heartbeat interval")
+    max_open_windows: int = Field(
+        20_000, ge=1, description="Open windows per aggregator partition; beyond it the oldest close early"
+    )
+    max_features_per_model: int = Field(
+        500, ge=1, description="Distinct features profiled per model and window; more are dropped and counted"
+    )
     detector_group: str = Field("fleetwatch-detector", description="Detector consumer group")
     psi_floor: float = Field(0.2, ge=0, description="Alert when PSI >= this (and KS p < alpha)")
     js_floor: float = Field(0.1, ge=0, description="Alert when JS distance >= this (and chi2 p < alpha)")
