@@ -13,8 +13,10 @@ monitoring; Redis holds the authoritative offset).
 Windows are tumbling in event time, per model (length from the model's
 config). A window closes when the model's watermark (max event time seen minus
 ``allowed_lateness_seconds``) passes its end, or when the model has sent
-nothing for ``idle_close_seconds``. A record for a window that has closed is
-late: dead-lettered with reason ``late`` and counted.
+nothing for ``idle_close_seconds`` while its partition has no backlog (so a
+stall, e.g. a Redis outage, never closes windows whose records are still
+queued). A record for a window that has closed is late: dead-lettered with
+reason ``late`` and counted.
 """
 
 from __future__ import annotations
@@ -87,14 +89,18 @@ class PartitionState:
             elif name.startswith(_CLOSED_UNTIL):
                 self.clocks[name[len(_CLOSED_UNTIL):]].closed_until = float(value)
 
-    def close_due(self, lateness: float, idle_seconds: float, now: float, max_open: int) -> None:
-        """Move windows past the watermark (or of idle models) to ``closed``; if
-        more than ``max_open`` remain open, close the oldest early."""
+    def close_due(self, lateness: float, idle_seconds: float, now: float, max_open: int,
+                  caught_up: bool) -> None:
+        """Move windows past the watermark to ``closed``, and those of models idle
+        for ``idle_seconds`` while the partition is ``caught_up`` (no backlog that
+        could hold their records); if more than ``max_open`` remain open, close
+        the oldest early."""
         by_age = sorted(self.open, key=lambda k: k[3])
         for key in by_age:
             clock = self.clocks[key[0]]
             end = key[3] + key[2]
-            if end <= clock.max_event_time - lateness or now - clock.last_seen >= idle_seconds:
+            idle = caught_up and now - clock.last_seen >= idle_seconds
+            if end <= clock.max_event_time - lateness or idle:
                 self._close(key)
         excess = [k for k in by_age if k in self.open][: max(len(self.open) - max_open, 0)]
         for key in excess:
@@ -342,7 +348,7 @@ class Aggregator:
         if close_windows:
             state.close_due(self.settings.allowed_lateness_seconds,
                             self.settings.idle_close_seconds, time.monotonic(),
-                            self.settings.max_open_windows)
+                            self.settings.max_open_windows, self._caught_up(state))
         updates = state.updates()
         if not updates and not state.deleted and not state.closed:
             return
@@ -373,11 +379,21 @@ class Aggregator:
             with attempt:
                 return await op()
 
+    def _lag(self, state: PartitionState) -> int | None:
+        """Records between the partition's high watermark and our position (None: unknown)."""
+        high = self._consumer.highwater(TopicPartition(self.topic, state.partition))
+        if high is None:
+            return None
+        return max(high - (state.offset or 0), 0)
+
+    def _caught_up(self, state: PartitionState) -> bool:
+        return self._lag(state) == 0
+
     def _update_lag(self) -> None:
         for p, state in self.partitions.items():
-            high = self._consumer.highwater(TopicPartition(self.topic, p))
-            if high is not None and state.offset is not None:
-                metrics.CONSUMER_LAG.labels(partition=str(p)).set(max(high - state.offset, 0))
+            lag = self._lag(state)
+            if lag is not None:
+                metrics.CONSUMER_LAG.labels(partition=str(p)).set(lag)
 
     def _update_open_gauge(self) -> None:
         metrics.OPEN_WINDOWS.set(sum(len(s.open) for s in self.partitions.values()))

@@ -1,0 +1,40 @@
+"""Shared benchmark plumbing: embedded broker and Redis, aggregator processes,
+reading their Prometheus metrics."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+
+def aggregator(env: dict[str, str], metrics_port: int) -> subprocess.Popen:
+    """A `fleetwatch aggregate` process exposing metrics on ``metrics_port``."""
+    full = dict(os.environ, **env, FLEETWATCH_METRICS_PORT=str(metrics_port))
+    return subprocess.Popen([sys.executable, "-m", "service.cli", "aggregate"], env=full,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def metric(port: int, name: str) -> float:
+    """Sum of a metric's samples on a process's /metrics (0 if unreachable)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return 0.0
+    for family in text_string_to_metric_families(text):
+        if family.name == name:
+            return sum(s.value for s in family.samples if not s.name.endswith("_created"))
+    return 0.0
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """Peak resident set size of a live process (VmHWM)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("VmHWM not found")
