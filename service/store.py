@@ -24,6 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from pydantic import BaseModel, Field
 
 from sketches.profile import WindowProfile
@@ -126,7 +130,13 @@ class Store:
     """
 
     def __init__(self, url: str) -> None:
-        self.r = aioredis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+        # A dropped connection (Redis restarted, failover) is retried on a fresh one;
+        # every write below is idempotent, so a retried command changes nothing.
+        self.r = aioredis.Redis.from_url(
+            url, socket_timeout=10, socket_connect_timeout=5,
+            retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
+            retry_on_error=[RedisConnectionError, RedisTimeoutError],
+        )
         self._checkpoint = self.r.register_script(_CHECKPOINT)
 
     async def close(self) -> None:
@@ -305,3 +315,42 @@ class Store:
     async def results(self, model_id: str, member: str) -> list[dict[str, Any]] | None:
         raw = await self.r.get(f"fw:{{{model_id}}}:res:{member}")
         return None if raw is None else json.loads(raw)
+
+    # -- detector config and baselines ------------------------------------------------
+    # ``fw:{m}:detcfg``: JSON detector configuration (validated by the caller);
+    # ``fw:{m}:base:{key}``: HASH ``profile`` (bytes) + ``counts`` (JSON list), a
+    # merged trailing/seasonal baseline cached for ``ttl`` seconds.
+    async def put_detector_config(self, model_id: str, config_json: str) -> None:
+        """Store a model's detector configuration (and register the model)."""
+        async with self.r.pipeline(transaction=True) as p:
+            p.set(f"fw:{{{model_id}}}:detcfg", config_json)
+            p.sadd(MODELS, model_id)
+            await p.execute()
+
+    async def detector_config(self, model_id: str) -> str | None:
+        """A model's detector configuration JSON, or None when it has none."""
+        raw = await self.r.get(f"fw:{{{model_id}}}:detcfg")
+        return None if raw is None else raw.decode()
+
+    async def put_cached_baseline(self, model_id: str, key: str, profile: bytes, counts: list[int],
+                                  ttl: int) -> None:
+        """Cache a merged baseline profile and its windows' record counts."""
+        k = f"fw:{{{model_id}}}:base:{key}"
+        async with self.r.pipeline(transaction=True) as p:
+            p.hset(k, mapping={"profile": profile, "counts": json.dumps(counts)})
+            p.expire(k, ttl)
+            await p.execute()
+
+    async def cached_baseline(self, model_id: str, key: str) -> tuple[bytes, list[int]] | None:
+        """A cached merged baseline (profile bytes, window counts), or None."""
+        raw = await self.r.hgetall(f"fw:{{{model_id}}}:base:{key}")
+        if b"profile" not in raw:
+            return None
+        return raw[b"profile"], json.loads(raw[b"counts"])
+
+    async def profiles_in(self, model_id: str, ranges: list[tuple[int, int]]) -> list[WindowProfile]:
+        """Window profiles (all versions) whose start is in any ``[lo, hi)`` range."""
+        members: list[str] = []
+        for lo, hi in ranges:
+            members += await self.window_members(model_id, lo, f"({hi}")
+        return await self.window_profiles(model_id, members)
