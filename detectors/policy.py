@@ -1,48 +1,33 @@
 """Alert policy: which test results become alerts.
 
-A rule pairs an effect-size test with a significance test on the same
-feature: an alert fires only when the effect clears its floor *and* the
-significance test's p-value is below alpha. This keeps large windows (where
-every tiny change is significant) and small windows (where effects are noisy)
-from paging. Online FDR control, persistence and grouping plug in after
-:meth:`EffectFloorPolicy.decide` (see ``AlertCandidate``).
+A result becomes an alert candidate when its check may alert for its feature
+(configuration), its effect clears the floor *and* its p-value, which tests
+the interval null "effect <= floor", is below alpha. This keeps large windows
+(where every tiny change is significant) and small windows (where effects are
+noisy) from paging. Online FDR control (replacing the fixed alpha),
+persistence and grouping plug in after :meth:`EffectFloorPolicy.decide`
+(see ``AlertCandidate``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from detectors.result import Status, TestResult
 
 
 @dataclass(frozen=True, slots=True)
-class Rule:
-    """``effect_check``'s effect >= ``floor`` and ``significance_check``'s p < alpha."""
-
-    effect_check: str
-    floor: float
-    significance_check: str
-
-
-DEFAULT_RULES = (
-    Rule("psi", 0.2, "ks"),
-    Rule("js", 0.1, "chi2"),
-    Rule("null_rate", 0.1, "null_rate"),
-)
-
-
-@dataclass(frozen=True, slots=True)
 class AlertCandidate:
-    """A feature's test results that cleared a rule."""
+    """A test result that cleared the policy."""
 
     feature: str
     check: str
-    effect: TestResult
-    significance: TestResult
+    result: TestResult
 
     @property
     def p_value(self) -> float:
-        return self.significance.p_value if self.significance.p_value is not None else 1.0
+        return self.result.p_value if self.result.p_value is not None else 1.0
 
 
 @dataclass(frozen=True)
@@ -51,38 +36,47 @@ class EffectFloorPolicy:
 
     Parameters
     ----------
-    rules : tuple[Rule, ...]
+    alerting : Mapping[str, frozenset[str]]
+        Per feature, the checks that may alert (see
+        :func:`detectors.suite.alerting_checks`).
     alpha : float
-        Significance level for each rule's test, in (0, 1).
+        Significance level of each test, in (0, 1).
 
     Raises
     ------
     ValueError
-        If ``alpha`` is not in (0, 1) or a floor is negative.
+        If ``alpha`` is not in (0, 1).
+
+    Examples
+    --------
+    >>> from detectors.result import judged
+    >>> r = judged("psi", "x", 0.5, 0.5, 1e-9, 100, 100, floor=0.2)
+    >>> [c.check for c in EffectFloorPolicy({"x": frozenset({"psi"})}).decide([r])]
+    ['psi']
+    >>> EffectFloorPolicy({"x": frozenset({"ks"})}).decide([r])
+    []
     """
 
-    rules: tuple[Rule, ...] = DEFAULT_RULES
+    alerting: Mapping[str, frozenset[str]] = field(default_factory=dict)
     alpha: float = 0.01
-    _by_effect: dict[str, Rule] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 1.0:
             raise ValueError("alpha must be in (0, 1)")
-        if any(r.floor < 0 for r in self.rules):
-            raise ValueError("floors must be >= 0")
-        object.__setattr__(self, "_by_effect", {r.effect_check: r for r in self.rules})
 
     def decide(self, results: list[TestResult]) -> list[AlertCandidate]:
-        """Alert candidates among one window's results."""
-        index = {(r.feature, r.check): r for r in results}
+        """Alert candidates among one window's results.
+
+        A candidate: check in ``alerting[feature]``, status ok or drift (not
+        inconclusive, insufficient or error), ``|effect| >= floor`` and
+        ``p < alpha``.
+        """
         out = []
         for r in results:
-            rule = self._by_effect.get(r.check)
-            if rule is None or r.status != Status.OK or r.effect_size is None:
+            if r.check not in self.alerting.get(r.feature, ()):
                 continue
-            sig = index.get((r.feature, rule.significance_check))
-            if sig is None or sig.status != Status.OK or sig.p_value is None:
+            if r.status not in (Status.OK, Status.DRIFT) or r.effect_size is None or r.p_value is None:
                 continue
-            if abs(r.effect_size) >= rule.floor and sig.p_value < self.alpha:
-                out.append(AlertCandidate(r.feature, r.check, r, sig))
+            if abs(r.effect_size) >= r.floor and r.p_value < self.alpha:
+                out.append(AlertCandidate(r.feature, r.check, r))
         return out

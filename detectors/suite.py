@@ -1,58 +1,165 @@
-"""Run the tier-1 tests of one window profile against its baseline profile."""
+"""Run the tier-1 catalog on one window profile against its baseline profile."""
 
 from __future__ import annotations
 
-from detectors.drift.categorical import chi2_test, js_test
-from detectors.drift.ks import ks_test
-from detectors.drift.psi import psi
-from detectors.quality.null_rate import null_rate_test
-from detectors.result import TestResult, insufficient
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from detectors.catalog import CATEGORICAL_CHECKS, FEATURE_CHECKS, GRID_CHECKS, NUMERIC_CHECKS
+from detectors.config import DetectorConfig, TestPlan, merge, plan, service_defaults
+from detectors.drift.divergence import MIN_COUNT
+from detectors.drift.grid import JointCdf, joint_cdf
+from detectors.quality.volume import volume_test
+from detectors.result import TestResult, failed, insufficient
+from sketches.categorical import CategoricalSketch
+from sketches.numeric import NumericSketch
 from sketches.profile import FeatureProfile, WindowProfile
 
 SCORE_FEATURE = "__score__"
+PREDICTION_FEATURE = "__prediction__"
+WINDOW_FEATURE = ""
 
 
-def _feature_tests(name: str, cur: FeatureProfile, ref: FeatureProfile, n_cur: int,
-                   n_ref: int) -> list[TestResult]:
-    results = [null_rate_test(ref.null_count, n_ref, cur.null_count, n_cur, name)]
-    kind = ref.kind
-    if kind == "numeric":
-        results += [psi(ref.numeric, cur.numeric, name), ks_test(ref.numeric, cur.numeric, name)]
-    elif kind == "categorical":
-        results += [
-            chi2_test(ref.categorical, cur.categorical, name),
-            js_test(ref.categorical, cur.categorical, name),
-        ]
-    else:
-        results.append(insufficient("drift", name, n_cur, n_ref, "baseline has no values"))
-    return results
+def _guarded(fn: Callable[..., TestResult], check: str, feature: str, n_cur: int, n_ref: int,
+             *args: Any, **kwargs: Any) -> TestResult:
+    """Run one check; an exception becomes an ``error`` result naming it (never a crash)."""
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - one bad check must not hide the others
+        return failed(check, feature, n_cur, n_ref, f"{type(exc).__name__}: {exc}")
 
 
-def evaluate_window(current: WindowProfile, baseline: WindowProfile) -> list[TestResult]:
-    """All tier-1 tests of ``current`` against ``baseline``.
+def _numeric(name: str, ref: NumericSketch, cur: NumericSketch, p: TestPlan,
+             alpha: float) -> list[TestResult]:
+    grid: JointCdf | None = None
+    out = []
+    for check in p.checks:
+        fn = NUMERIC_CHECKS.get(check)
+        if fn is None:
+            continue
+        kwargs: dict[str, Any] = {"floor": p.floors[check], "alpha": alpha}
+        if check in GRID_CHECKS and min(ref.count, cur.count) >= MIN_COUNT:
+            if grid is None:
+                grid = joint_cdf(ref, cur)
+            kwargs["grid"] = grid
+        out.append(_guarded(fn, check, name, cur.count, ref.count, ref, cur, name, **kwargs))
+    return out
 
-    Per feature of the baseline: null-rate change, then PSI and KS (numeric) or
-    chi-square and Jensen-Shannon distance (categorical); the model score gets
-    PSI and KS as feature ``"__score__"``. A feature absent from the current
-    window is all-missing there. An empty current window yields one
-    ``insufficient_data`` result and no drift.
+
+def _categorical(name: str, ref: CategoricalSketch, cur: CategoricalSketch, p: TestPlan,
+                 alpha: float) -> list[TestResult]:
+    return [
+        _guarded(CATEGORICAL_CHECKS[c], c, name, cur.count, ref.count, ref, cur, name,
+                 floor=p.floors[c], alpha=alpha)
+        for c in p.checks if c in CATEGORICAL_CHECKS
+    ]
+
+
+def _feature(name: str, ref: FeatureProfile, cur: FeatureProfile, config: DetectorConfig,
+             alpha: float) -> list[TestResult]:
+    target = ref.kind
+    if target == "empty":
+        return [insufficient("drift", name, cur.total, ref.total, "baseline has no values")]
+    p = plan(config, name, target)
+    out = [
+        _guarded(FEATURE_CHECKS[c], c, name, cur.total, ref.total, ref, cur, name,
+                 floor=p.floors[c], alpha=alpha)
+        for c in p.checks if c in FEATURE_CHECKS
+    ]
+    if target == "numeric":
+        return out + _numeric(name, ref.numeric, cur.numeric, p, alpha)
+    return out + _categorical(name, ref.categorical, cur.categorical, p, alpha)
+
+
+def _targets(baseline: WindowProfile) -> list[tuple[str, str]]:
+    """(feature, target) pairs a baseline supports."""
+    out = [(name, f.kind) for name, f in sorted(baseline.features.items()) if f.kind != "empty"]
+    if baseline.score.count:
+        out.append((SCORE_FEATURE, "score"))
+    if baseline.prediction.count:
+        out.append((PREDICTION_FEATURE, "prediction"))
+    return [*out, (WINDOW_FEATURE, "window")]
+
+
+def alerting_checks(baseline: WindowProfile,
+                    config: DetectorConfig | None = None) -> dict[str, frozenset[str]]:
+    """Per feature, the checks that may alert (the alert policy's input).
+
+    Examples
+    --------
+    >>> from sdk.record import PredictionRecord
+    >>> b = WindowProfile("m", 0, 0)
+    >>> b.add_records([PredictionRecord("m", "1", "a", 0.0, {"x": 1.0, "c": "u"}, score=0.3)])
+    >>> a = alerting_checks(b)
+    >>> sorted(a["x"]), sorted(a["c"])
+    (['nonfinite', 'null_rate', 'psi', 'type_mismatch'], ['js', 'null_rate', 'type_mismatch'])
+    >>> sorted(a["__score__"]), sorted(a[""])
+    (['psi'], ['volume'])
+    """
+    cfg = merge(service_defaults(), config)
+    return {name: plan(cfg, name, target).alerting for name, target in _targets(baseline)}
+
+
+def evaluate_window(
+    current: WindowProfile,
+    baseline: WindowProfile,
+    config: DetectorConfig | None = None,
+    volume_history: Sequence[int] | None = None,
+) -> list[TestResult]:
+    """All configured tier-1 tests of ``current`` against ``baseline``.
+
+    Parameters
+    ----------
+    current, baseline : WindowProfile
+    config : DetectorConfig, optional
+        Overrides of :func:`~detectors.config.service_defaults` (checks,
+        floors, alpha; per feature).
+    volume_history : sequence of int, optional
+        Record counts of comparable past windows for the volume test (the
+        same slot of past weeks); None: volume is ``insufficient_data``.
 
     Returns
     -------
     list[TestResult]
+        Per feature of the baseline (by its kind): data quality, then
+        distribution checks; the score (``"__score__"``, numeric checks) and
+        the predicted label (``"__prediction__"``, categorical checks and the
+        class-rate check) when the baseline has them; the window-level volume
+        test (feature ``""``). A feature absent from the current window is
+        all-missing there. An empty current window gives an
+        ``empty_window`` result (insufficient data) and the volume test only.
+        A check that raises gives an ``error`` result, never an exception.
+
+    Examples
+    --------
+    >>> from sdk.record import PredictionRecord
+    >>> rows = lambda v: [PredictionRecord("m", "1", str(i), 0.0, {"x": float(i % 50 + v)})
+    ...                   for i in range(500)]
+    >>> b, c = WindowProfile("m", 0, 0), WindowProfile("m", 0, 300)
+    >>> b.add_records(rows(0)); c.add_records(rows(40))
+    >>> {r.check: r.status.value for r in evaluate_window(c, b) if r.feature == "x"}["psi"]
+    'drift'
     """
-    if current.is_empty:
-        return [insufficient("window", "", 0, baseline.count, "empty window")]
+    cfg = merge(service_defaults(), config)
+    alpha = cfg.alpha
+    window_plan = plan(cfg, WINDOW_FEATURE, "window")
     results: list[TestResult] = []
-    for name, ref in sorted(baseline.features.items()):
-        cur = current.features.get(name)
-        if cur is None:
-            cur = FeatureProfile()
-            cur.missing = current.count
-        results += _feature_tests(name, cur, ref, current.count, baseline.count)
-    if baseline.score.count:
-        results += [
-            psi(baseline.score, current.score, SCORE_FEATURE),
-            ks_test(baseline.score, current.score, SCORE_FEATURE),
-        ]
+    if current.is_empty:
+        results.append(insufficient("empty_window", WINDOW_FEATURE, 0, baseline.count, "empty window"))
+    else:
+        for name, target in _targets(baseline):
+            if target in ("numeric", "categorical"):
+                cur = current.features.get(name)
+                if cur is None:
+                    cur = FeatureProfile()
+                    cur.missing = current.count
+                results += _feature(name, baseline.features[name], cur, cfg, alpha)
+            elif target == "score":
+                results += _numeric(name, baseline.score, current.score, plan(cfg, name, target), alpha)
+            elif target == "prediction":
+                results += _categorical(name, baseline.prediction, current.prediction,
+                                        plan(cfg, name, target), alpha)
+    if "volume" in window_plan.checks:
+        results.append(volume_test(current.count, volume_history or (), WINDOW_FEATURE,
+                                   floor=window_plan.floors["volume"], alpha=alpha))
     return results

@@ -1,194 +1,152 @@
-"""Prediction logging clients: an asyncio client and a thread-backed sync facade.
+"""Prediction and label logging clients: :class:`Client` for threaded servers,
+:class:`AsyncClient` for asyncio servers. Same API, same machinery: a bounded
+buffer filled by the caller and a worker thread with its own event loop and
+Kafka producer (so encoding and compression never run on the server's loop).
 
-``log_prediction`` only appends a tuple to a bounded in-memory buffer and
-returns; a background task validates, batches (per model, by size and time),
-encodes and produces with ``acks=all``. Nothing here raises into the caller
-once the client is started: records that cannot be delivered are counted in
-:class:`ClientStats` by reason.
+The calling side does almost nothing: ``log_prediction`` copies the features
+dict, appends one tuple to a ``deque`` and returns. Validation, prediction
+ids, sampling, the PII policy, batching, encoding and compression happen on
+the worker. Nothing raises into the caller and nothing blocks it; every
+record that is not delivered is counted in :class:`~sdk.stats.ClientStats`
+by reason.
 
-Drop policy: when the buffer holds ``max_buffer`` records, new records are
-dropped (``dropped_buffer_full``); records that violate the contract are
-dropped (``dropped_invalid``, logged once per field); batches the broker does
-not acknowledge within the producer's delivery timeout are dropped
-(``dropped_send_failed``).
+Drop policy
+-----------
+- ``buffer_full``: the buffer holds ``max_buffer`` predictions logged one by
+  one (another ``max_buffer`` in columnar chunks, another ``max_buffer``
+  labels); a new record is dropped at once (newest dropped: what is buffered
+  is kept for delivery) and ``log_*`` returns False / 0. The buffer fills
+  when the broker is slow or down: the worker waits for each drain's
+  acknowledgements before it drains again.
+- ``invalid``: the record violates the contract (logged once per field).
+- ``send_failed``: the broker did not acknowledge within ``delivery_timeout_ms``.
+- ``closed``: logged after ``close()``, or still unsent when ``close()``
+  (or the flush at interpreter exit) ran out of time.
+
+Sampled-out records (``sample_rates``) are counted as ``sampled_out``, not dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import logging
-import threading
-import time
-import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from time import time
 from typing import Any
 
-from sdk.record import RecordError, validate_record
-from sdk.wire import encode_rows, record_row
+from sdk import lifecycle, prometheus
+from sdk.batching import Batcher
+from sdk.buffer import Buffer
+from sdk.columns import RecordColumns
+from sdk.pii import PiiPolicy
+from sdk.sampling import Sampler
+from sdk.stats import BUFFER_FULL, CLOSED, INVALID, LABELS, PREDICTIONS, ClientStats
+from sdk.tabular import column_list, feature_columns
+from sdk.worker import Delivery, Worker, resolve_compression
 
 log = logging.getLogger("fleetwatch.sdk")
 
 DEFAULT_TOPIC = "fw.predictions"
+DEFAULT_LABELS_TOPIC = "fw.labels"
+_NOT_A_MAPPING = (PREDICTIONS, INVALID, 1, "features must be a mapping of name -> value")
+# Workers inherited from the parent by a forked child are kept alive, never used:
+# finalizing them could touch connections the child shares with the parent.
+_ABANDONED: list[Worker] = []
 
 
-@dataclass
-class ClientStats:
-    """Counters of a client's life (records, not messages)."""
+class _BaseClient:
+    """What both clients share: configuration, the logging calls and the stats.
 
-    accepted: int = 0
-    sent: int = 0
-    dropped_buffer_full: int = 0
-    dropped_invalid: int = 0
-    dropped_send_failed: int = 0
+    Parameters
+    ----------
+    bootstrap_servers : str
+        Kafka bootstrap servers, ``host:port[,host:port]``.
+    topic : str
+        Predictions topic.
+    labels_topic : str
+        Labels topic.
+    max_buffer : int
+        Records held in memory at most (see the drop policy above).
+    batch_size : int
+        Records per Kafka message at most.
+    linger_ms : float
+        How long a record may wait in the buffer before its batch is sent
+        (a full batch is sent at once).
+    max_message_bytes : int
+        Encoded bytes per Kafka message at most (a larger batch is split);
+        keep it under the broker's ``message.max.bytes``.
+    compression_type : str or None
+        ``"auto"`` (lz4 when ``cramjam`` is installed, else gzip), ``"gzip"``,
+        ``"lz4"``, ``"zstd"``, ``"snappy"`` or None.
+    enable_idempotence : bool
+        Kafka idempotent producer (off by default: not every broker supports it).
+    delivery_timeout_ms : int
+        How long the broker has to acknowledge a message before its records
+        are dropped (``send_failed``).
+    sample_rates : Mapping[str, float], optional
+        ``model_id -> share of predictions kept``, decided by a hash of the
+        prediction id (:mod:`sdk.sampling`); labels follow their predictions.
+    default_sample_rate : float
+        Rate of models not in ``sample_rates``.
+    pii : PiiPolicy, optional
+        Features to drop or to replace by a keyed hash before anything leaves
+        the process.
+    close_timeout : float
+        Seconds ``close()`` (and the flush at interpreter exit) may spend
+        delivering what is buffered.
 
-    @property
-    def dropped(self) -> int:
-        return self.dropped_buffer_full + self.dropped_invalid + self.dropped_send_failed
-
-
-class _Core:
-    """Buffer + batching producer shared by both clients; runs on one event loop."""
+    Raises
+    ------
+    ValueError
+        On a bad parameter (the only time a client raises).
+    """
 
     def __init__(
         self,
         bootstrap_servers: str,
-        topic: str,
-        max_buffer: int,
-        batch_size: int,
-        linger_ms: float,
-        compression_type: str | None,
-        enable_idempotence: bool,
+        topic: str = DEFAULT_TOPIC,
+        *,
+        labels_topic: str = DEFAULT_LABELS_TOPIC,
+        max_buffer: int = 100_000,
+        batch_size: int = 1_000,
+        linger_ms: float = 100.0,
+        max_message_bytes: int = 1_000_000,
+        compression_type: str | None = "auto",
+        enable_idempotence: bool = False,
+        delivery_timeout_ms: int = 30_000,
+        sample_rates: Mapping[str, float] | None = None,
+        default_sample_rate: float = 1.0,
+        pii: PiiPolicy | None = None,
+        close_timeout: float = 10.0,
     ) -> None:
-        self.bootstrap_servers = bootstrap_servers
-        self.topic = topic
-        self.max_buffer = max_buffer
-        self.batch_size = batch_size
-        self.linger_s = linger_ms / 1000.0
-        self.compression_type = compression_type
-        self.enable_idempotence = enable_idempotence
-        self.buffer: collections.deque[dict[str, Any]] = collections.deque()
-        self.stats = ClientStats()
-        self._producer = None
-        self._task: asyncio.Task | None = None
-        self._stopping = False
-        self._logged_fields: set[str] = set()
-
-    def append(self, record: dict[str, Any]) -> bool:
-        if len(self.buffer) >= self.max_buffer:
-            self.stats.dropped_buffer_full += 1
-            return False
-        self.buffer.append(record)
-        self.stats.accepted += 1
-        return True
-
-    async def start(self) -> None:
-        from aiokafka import AIOKafkaProducer  # imported lazily: keeps `import sdk` light
-
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=self.bootstrap_servers,
-            acks="all",
-            compression_type=self.compression_type,
-            enable_idempotence=self.enable_idempotence,
-            linger_ms=5,
+        if batch_size < 1 or max_buffer < 1 or linger_ms < 0 or max_message_bytes < 1:
+            raise ValueError("batch_size, max_buffer and max_message_bytes must be positive, linger_ms >= 0")
+        self._delivery = Delivery(
+            bootstrap_servers, topic, labels_topic, linger_ms, batch_size, max_message_bytes,
+            resolve_compression(compression_type), enable_idempotence, delivery_timeout_ms,
         )
-        await self._producer.start()
-        self._task = asyncio.create_task(self._run(), name="fleetwatch-sdk-flusher")
+        self._sampler = Sampler(sample_rates, default_sample_rate)
+        self._pii = pii
+        self._max_buffer = max_buffer
+        self.close_timeout = close_timeout
+        self._worker: Worker | None = None
+        self._closed = False
+        self._reset_buffer()
+        lifecycle.track(self)
 
-    async def _run(self) -> None:
-        while not self._stopping:
-            await asyncio.sleep(self.linger_s)
-            await self.flush()
+    def _reset_buffer(self) -> None:
+        """A new empty buffer and stats; the hot path reads them from attributes of self."""
+        self._buffer = Buffer(self._max_buffer, self._delivery.batch_size)
+        self._stats = ClientStats()
+        self._rows, self._chunks, self._labels = self._buffer.rows, self._buffer.chunks, self._buffer.labels
+        self._drops = self._buffer.drops
+        self._max_rows, self._max_chunks = self._buffer.max_rows, self._buffer.max_chunks
+        self._max_labels = self._buffer.max_labels
+        self._refusal = BUFFER_FULL
+        self._row_refused = (PREDICTIONS, BUFFER_FULL, 1, None)
+        self._label_refused = (LABELS, BUFFER_FULL, 1, None)
 
-    def _take_batches(self) -> dict[str, list[list]]:
-        by_model: dict[str, list[list]] = {}
-        while self.buffer:
-            data = self.buffer.popleft()
-            try:
-                record = validate_record(data)
-            except RecordError as exc:
-                self.stats.dropped_invalid += 1
-                if exc.field not in self._logged_fields:
-                    self._logged_fields.add(exc.field)
-                    log.warning("dropping invalid prediction record: %s", exc)
-                continue
-            by_model.setdefault(record.model_id, []).append(record_row(record))
-        return by_model
-
-    async def flush(self) -> None:
-        """Produce everything buffered so far and wait for the broker's acknowledgements."""
-        if self._producer is None:
-            return
-        sends = []
-        for model_id, rows in self._take_batches().items():
-            key = model_id.encode()
-            for i in range(0, len(rows), self.batch_size):
-                chunk = rows[i : i + self.batch_size]
-                sends.append((len(chunk), self._send(key, encode_rows(model_id, chunk))))
-        for n, outcome in zip(
-            (n for n, _ in sends),
-            await asyncio.gather(*(c for _, c in sends), return_exceptions=True),
-            strict=True,
-        ):
-            if isinstance(outcome, BaseException):
-                self.stats.dropped_send_failed += n
-                log.warning("dropping %d records the broker did not acknowledge: %r", n, outcome)
-            else:
-                self.stats.sent += n
-
-    async def _send(self, key: bytes, value: bytes) -> None:
-        await self._producer.send_and_wait(self.topic, value=value, key=key)
-
-    async def close(self) -> None:
-        self._stopping = True
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        with contextlib.suppress(Exception):
-            await self.flush()
-        if self._producer is not None:
-            with contextlib.suppress(Exception):
-                await self._producer.stop()
-            self._producer = None
-
-
-def _record(
-    model_id: str,
-    features: Mapping[str, Any],
-    model_version: str,
-    prediction_id: str | None,
-    event_time: float | None,
-    score: float | None,
-    class_probabilities: Mapping[str, float] | None,
-    predicted_label: Any,
-    slices: Mapping[str, str] | None,
-    latency_ms: float | None,
-) -> dict[str, Any]:
-    return {
-        "model_id": model_id,
-        "model_version": model_version,
-        "prediction_id": prediction_id if prediction_id is not None else uuid.uuid4().hex,
-        "event_time": event_time if event_time is not None else time.time(),
-        "features": features,
-        "score": score,
-        "class_probabilities": class_probabilities,
-        "predicted_label": predicted_label,
-        "slices": slices,
-        "latency_ms": latency_ms,
-    }
-
-
-class _LoggingMixin:
-    _core: _Core
-
-    @property
-    def stats(self) -> ClientStats:
-        """Counters: accepted, sent and dropped records by reason."""
-        return self._core.stats
-
+    # -- logging (the caller's side: never blocks, never raises) -------------------------
     def log_prediction(
         self,
         model_id: str,
@@ -206,53 +164,234 @@ class _LoggingMixin:
         """Buffer one prediction for delivery; returns at once and never raises.
 
         Parameters are the fields of :class:`sdk.record.PredictionRecord`;
-        ``prediction_id`` defaults to a random UUID and ``event_time`` to now
-        (Unix seconds).
+        ``prediction_id`` defaults to an id unique to this process (pass your
+        own to join labels), ``event_time`` to now (Unix seconds). The
+        features dict is copied; ``slices`` and ``class_probabilities`` are
+        not (do not change them after the call).
 
         Returns
         -------
         bool
-            False if the record was dropped because the buffer is full.
+            False if the record was dropped at once (buffer full, client
+            closed, features not a mapping).
         """
+        rows = self._rows
+        if len(rows) < self._max_rows:
+            try:
+                features = dict(features)
+            except Exception:
+                self._drops.append(_NOT_A_MAPPING)
+                return False
+            rows.append((model_id, features, model_version, prediction_id,
+                         time() if event_time is None else event_time, score, class_probabilities,
+                         predicted_label, slices, latency_ms))
+            return True
+        self._drops.append(self._row_refused)
+        return False
+
+    def log_predictions(
+        self,
+        model_id: str,
+        features: Any,
+        *,
+        feature_names: Sequence[str] | None = None,
+        model_version: str = "0",
+        prediction_ids: Any = None,
+        event_times: Any = None,
+        scores: Any = None,
+        class_probabilities: Sequence[Mapping[str, float] | None] | None = None,
+        predicted_labels: Any = None,
+        slices: Any = None,
+        latency_ms: Any = None,
+    ) -> int:
+        """Buffer a batch of predictions of one model, given as columns; never raises.
+
+        Parameters
+        ----------
+        model_id : str
+        features : pandas.DataFrame, mapping of name -> 1-D array/sequence, or 2-D numpy array
+            One row per prediction. A 2-D array needs ``feature_names``.
+        feature_names : sequence of str, optional
+        model_version : str
+            One version for the batch.
+        prediction_ids, event_times, scores, predicted_labels, latency_ms : 1-D array or sequence, optional
+            One value per row. ``event_times`` defaults to now for every row,
+            ``prediction_ids`` to ids unique to this process.
+        class_probabilities : sequence of mappings, optional
+        slices : pandas.DataFrame or mapping of key -> 1-D array/sequence of str, optional
+
+        Returns
+        -------
+        int
+            Records buffered (0 if the batch was dropped: malformed, buffer full,
+            client closed).
+
+        Notes
+        -----
+        The columns are converted to Python lists here (numpy/pandas arrays may
+        be reused by the caller after the call); no per-record object is built.
+        pandas missing values become None.
+        """
+        n = 0
         try:
-            return self._core.append(
-                _record(
-                    model_id,
-                    features,
-                    model_version,
-                    prediction_id,
-                    event_time,
-                    score,
-                    class_probabilities,
-                    predicted_label,
-                    slices,
-                    latency_ms,
-                )
+            cols = feature_columns(features, feature_names)
+            given = {name: column_list(values) for name, values in (
+                ("prediction_ids", prediction_ids), ("event_times", event_times), ("scores", scores),
+                ("class_probabilities", class_probabilities), ("predicted_labels", predicted_labels),
+                ("latency_ms", latency_ms)) if values is not None}
+            slice_cols = {} if slices is None else feature_columns(slices)
+            lengths = {len(c) for c in (*cols.values(), *given.values(), *slice_cols.values())}
+            n = max(lengths, default=0)
+            if len(lengths) > 1:
+                raise ValueError(f"columns differ in length: {sorted(lengths)}")
+            chunk = RecordColumns(
+                model_id, [model_version] * n, given.get("prediction_ids") or [None] * n,
+                given.get("event_times") or [time()] * n, cols, given.get("scores"),
+                given.get("class_probabilities"), given.get("predicted_labels"), slice_cols,
+                given.get("latency_ms"),
             )
-        except Exception:  # never raise into the model server
-            self._core.stats.dropped_invalid += 1
-            return False
+        except Exception as exc:
+            self._drops.append((PREDICTIONS, INVALID, n, f"log_predictions: {exc}"))
+            return 0
+        step = self._delivery.batch_size
+        accepted = 0
+        for start in range(0, n, step):
+            piece = chunk if n <= step else chunk.take(range(start, min(start + step, n)))
+            if len(self._chunks) < self._max_chunks:
+                self._chunks.append(piece)
+                accepted += len(piece)
+            else:
+                self._drops.append((PREDICTIONS, self._refusal, len(piece), None))
+        return accepted
+
+    def log_label(
+        self, model_id: str, prediction_id: str, label: Any, event_time: float | None = None
+    ) -> bool:
+        """Buffer the ground truth of an earlier prediction; never raises.
+
+        Parameters
+        ----------
+        model_id : str
+        prediction_id : str
+            The id the prediction was logged with.
+        label : bool, int, float or str
+        event_time : float, optional
+            When the label became known (Unix seconds); default now.
+
+        Returns
+        -------
+        bool
+            False if the label was dropped at once (buffer full, client closed).
+        """
+        labels = self._labels
+        if len(labels) < self._max_labels:
+            labels.append((model_id, prediction_id, label, time() if event_time is None else event_time))
+            return True
+        self._drops.append(self._label_refused)
+        return False
+
+    @property
+    def stats(self) -> ClientStats:
+        """A snapshot of the counters: accepted, sent, sampled out, dropped by reason, buffered."""
+        self._buffer.collect_drops(self._stats)
+        snap = self._stats.snapshot()
+        preds, labels = self._buffer.pending()
+        snap.accepted += preds
+        snap.buffered += preds
+        snap.labels.accepted += labels
+        snap.labels.buffered += labels
+        return snap
+
+    # -- life cycle (shared by both facades) --------------------------------------------
+    def _start(self) -> None:
+        if self._worker is not None or self._closed:
+            return
+        batcher = Batcher(self._delivery.batch_size, self._delivery.max_message_bytes, self._sampler,
+                          self._pii)
+        self._worker = Worker(self._buffer, self._stats, batcher, self._delivery)
+        self._worker.start()
+        lifecycle.started(self)
+        prometheus.export(self)
+
+    def _flush(self, timeout: float) -> bool:
+        worker = self._worker
+        return worker is not None and worker.call(worker.flush(), timeout)
+
+    def _close(self, timeout: float) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        lifecycle.closed(self)
+        self._max_rows = self._max_chunks = self._max_labels = 0
+        self._refusal = CLOSED
+        self._row_refused = (PREDICTIONS, CLOSED, 1, None)
+        self._label_refused = (LABELS, CLOSED, 1, None)
+        worker = self._worker
+        if worker is not None and worker.call(worker.shutdown(timeout), timeout + 5.0):
+            worker.thread.join(timeout=5.0)
+            return
+        self._buffer.discard(self._stats)  # no worker (never started, or it did not answer)
+
+    def _after_fork(self) -> None:
+        """In a forked child: forget the parent's buffer and worker; restart if started."""
+        was_running = self._worker is not None and not self._closed
+        if self._worker is not None:
+            _ABANDONED.append(self._worker)
+        self._worker = None
+        self._reset_buffer()
+        if was_running:
+            self._start()
 
 
-class AsyncClient(_LoggingMixin):
-    """Prediction logger for asyncio model servers.
+class Client(_BaseClient):
+    """Prediction and label logger for synchronous (thread-based) model servers.
 
-    Parameters
-    ----------
-    bootstrap_servers : str
-        Kafka bootstrap servers, ``host:port[,host:port]``.
-    topic : str
-        Predictions topic.
-    max_buffer : int
-        Records held in memory at most; beyond it new records are dropped.
-    batch_size : int
-        Records per Kafka message at most.
-    linger_ms : float
-        How long records wait in the buffer before a batch is sent.
-    compression_type : str or None
-        Kafka compression (``"gzip"``, or ``"lz4"``/``"zstd"`` when installed).
-    enable_idempotence : bool
-        Kafka idempotent producer (off by default: not every broker supports it).
+    Takes the parameters of :class:`_BaseClient`. Its worker is a daemon
+    thread with its own event loop; ``flush`` is safe to call from a signal
+    handler (see :func:`sdk.lifecycle.flush_on_signals`).
+
+    Examples
+    --------
+    >>> with Client("localhost:9092") as fw:                # doctest: +SKIP
+    ...     fw.log_prediction("churn", {"tenure": 14, "plan": "pro"}, score=0.31,
+    ...                       prediction_id=request_id)
+    ...     fw.log_label("churn", request_id, True)
+    """
+
+    def start(self) -> None:
+        """Start the worker; returns at once and never raises (it connects in the
+        background, retrying while the broker is unreachable)."""
+        self._start()
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything logged so far is delivered or dropped; never raises.
+
+        Returns
+        -------
+        bool
+            False if ``timeout`` seconds passed first (or the client is not running).
+        """
+        return self._flush(timeout)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush for at most ``timeout`` seconds (default ``close_timeout``), then stop
+        the producer and the worker; never raises."""
+        self._close(self.close_timeout if timeout is None else timeout)
+
+    def __enter__(self) -> Client:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncClient(_BaseClient):
+    """Prediction and label logger for asyncio model servers.
+
+    Takes the parameters of :class:`_BaseClient`. Logging calls are plain
+    (non-async) methods; the worker runs on its own thread and event loop, so
+    batching, encoding and compression never block the server's loop.
 
     Examples
     --------
@@ -261,45 +400,32 @@ class AsyncClient(_LoggingMixin):
     ...         fw.log_prediction("fraud-v2", {"amount": 12.5}, score=0.07)
     """
 
-    def __init__(
-        self,
-        bootstrap_servers: str,
-        topic: str = DEFAULT_TOPIC,
-        *,
-        max_buffer: int = 100_000,
-        batch_size: int = 1_000,
-        linger_ms: float = 100.0,
-        compression_type: str | None = None,
-        enable_idempotence: bool = False,
-    ) -> None:
-        self._core = _Core(
-            bootstrap_servers,
-            topic,
-            max_buffer,
-            batch_size,
-            linger_ms,
-            compression_type,
-            enable_idempotence,
-        )
-
     async def start(self) -> None:
-        """Connect the producer and start the background flusher.
+        """Start the worker; never raises (it connects in the background)."""
+        self._start()
 
-        Raises
-        ------
-        aiokafka.errors.KafkaConnectionError
-            If the broker cannot be reached at start (the only time this client raises).
+    async def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until everything logged so far is delivered or dropped; never raises.
+
+        Returns
+        -------
+        bool
+            False if ``timeout`` seconds passed first (or the client is not running).
         """
-        await self._core.start()
+        worker = self._worker
+        if worker is None:
+            return False
+        future = worker.submit(worker.flush())
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+        except Exception:
+            return False
+        return True
 
-    async def flush(self) -> None:
-        """Deliver everything buffered so far; never raises."""
-        with contextlib.suppress(Exception):
-            await self._core.flush()
-
-    async def close(self) -> None:
-        """Flush, then stop the producer; never raises."""
-        await self._core.close()
+    async def close(self, timeout: float | None = None) -> None:
+        """Flush for at most ``timeout`` seconds (default ``close_timeout``), then stop
+        the producer and the worker; never raises."""
+        await asyncio.to_thread(self._close, self.close_timeout if timeout is None else timeout)
 
     async def __aenter__(self) -> AsyncClient:
         await self.start()
@@ -307,56 +433,3 @@ class AsyncClient(_LoggingMixin):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-class Client(_LoggingMixin):
-    """Prediction logger for synchronous (thread-based) model servers.
-
-    Runs an :class:`AsyncClient` core on its own event loop in a daemon thread.
-    Takes the same parameters as :class:`AsyncClient`.
-
-    Examples
-    --------
-    >>> with Client("localhost:9092") as fw:                # doctest: +SKIP
-    ...     fw.log_prediction("churn", {"tenure": 14, "plan": "pro"}, score=0.31)
-    """
-
-    def __init__(self, bootstrap_servers: str, topic: str = DEFAULT_TOPIC, **kwargs: Any) -> None:
-        self._async = AsyncClient(bootstrap_servers, topic, **kwargs)
-        self._core = self._async._core
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="fleetwatch-sdk", daemon=True
-        )
-        self._started = False
-
-    def _call(self, coro, timeout: float | None):
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
-
-    def start(self, timeout: float = 30.0) -> None:
-        """Start the background thread and connect; raises only if the broker is unreachable."""
-        self._thread.start()
-        self._call(self._async.start(), timeout)
-        self._started = True
-
-    def flush(self, timeout: float = 60.0) -> None:
-        """Block until everything buffered so far is delivered (or dropped); never raises."""
-        if self._started:
-            with contextlib.suppress(Exception):
-                self._call(self._async.flush(), timeout)
-
-    def close(self, timeout: float = 60.0) -> None:
-        """Flush, stop the producer and the thread; never raises."""
-        if self._started:
-            self._started = False
-            with contextlib.suppress(Exception):
-                self._call(self._async.close(), timeout)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout)
-
-    def __enter__(self) -> Client:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # the wire encoding written (see sdk.wire; version 1 is still read)
 
 MAX_ID_LENGTH = 256
 MAX_FEATURES = 1_000
@@ -93,7 +93,13 @@ class PredictionRecord:
     latency_ms: float | None = None
 
 
-def _identifier(value: Any, name: str) -> str:
+def check_identifier(value: Any, name: str) -> str:
+    """A non-empty string of at most MAX_ID_LENGTH characters.
+
+    Raises
+    ------
+    RecordError
+    """
     if value is None or value == "":
         raise RecordError(name, "must be a non-empty string", MISSING_FIELD)
     if not isinstance(value, str):
@@ -103,8 +109,13 @@ def _identifier(value: Any, name: str) -> str:
     return value
 
 
-def _optional_number(value: Any, name: str) -> float | None:
-    """A finite number or None (NaN and +/-inf are rejected)."""
+def check_number(value: Any, name: str) -> float | None:
+    """A finite number (as float) or None; NaN and +/-inf are rejected.
+
+    Raises
+    ------
+    RecordError
+    """
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -121,20 +132,39 @@ def _features(value: Any) -> dict[str, FeatureValue]:
     if len(value) > MAX_FEATURES:
         raise RecordError("features", f"more than {MAX_FEATURES} features", TOO_LARGE)
     for name, v in value.items():
-        if not isinstance(name, str) or not name or len(name) > MAX_ID_LENGTH:
-            raise RecordError("features", f"feature name {name!r} must be a non-empty string")
-        if v is None or isinstance(v, bool | int | float):
-            continue
-        if isinstance(v, str):
-            if len(v) > MAX_STRING_LENGTH:
-                raise RecordError(
-                    f"features.{name}", f"string longer than {MAX_STRING_LENGTH}", TOO_LARGE
-                )
-            continue
-        raise RecordError(
-            f"features.{name}", f"must be number, string, bool or null, got {type(v).__name__}"
-        )
+        check_feature_name(name)
+        check_feature_value(v, name)
     return dict(value)
+
+
+def check_feature_name(name: Any) -> str:
+    """A feature name: a non-empty string of at most MAX_ID_LENGTH characters.
+
+    Raises
+    ------
+    RecordError
+    """
+    if not isinstance(name, str) or not name or len(name) > MAX_ID_LENGTH:
+        raise RecordError("features", f"feature name {name!r} must be a non-empty string")
+    return name
+
+
+def check_feature_value(v: Any, name: str) -> FeatureValue:
+    """None, a bool, a number (NaN and inf allowed) or a short string.
+
+    Raises
+    ------
+    RecordError
+    """
+    if v is None or isinstance(v, bool | int | float):
+        return v
+    if isinstance(v, str):
+        if len(v) > MAX_STRING_LENGTH:
+            raise RecordError(f"features.{name}", f"string longer than {MAX_STRING_LENGTH}", TOO_LARGE)
+        return v
+    raise RecordError(
+        f"features.{name}", f"must be number, string, bool or null, got {type(v).__name__}"
+    )
 
 
 def _slices(value: Any) -> dict[str, str]:
@@ -145,12 +175,23 @@ def _slices(value: Any) -> dict[str, str]:
     if len(value) > MAX_SLICES:
         raise RecordError("slices", f"more than {MAX_SLICES} slice keys", TOO_LARGE)
     for k, v in value.items():
-        if not isinstance(k, str) or not isinstance(v, str) or len(v) > MAX_STRING_LENGTH:
-            raise RecordError(f"slices.{k}", "slice keys and values must be short strings")
+        check_slice_value(v, k)
     return dict(value)
 
 
-def _class_probabilities(value: Any) -> dict[str, float] | None:
+def check_slice_value(v: Any, key: Any) -> str:
+    """A slice value: a string of at most MAX_STRING_LENGTH characters.
+
+    Raises
+    ------
+    RecordError
+    """
+    if not isinstance(key, str) or not isinstance(v, str) or len(v) > MAX_STRING_LENGTH:
+        raise RecordError(f"slices.{key}", "slice keys and values must be short strings")
+    return v
+
+
+def check_class_probabilities(value: Any) -> dict[str, float] | None:
     if value is None:
         return None
     if not isinstance(value, Mapping) or len(value) > MAX_CLASSES:
@@ -159,7 +200,7 @@ def _class_probabilities(value: Any) -> dict[str, float] | None:
         )
     out = {}
     for k, v in value.items():
-        p = _optional_number(v, f"class_probabilities.{k}")
+        p = check_number(v, f"class_probabilities.{k}")
         if not isinstance(k, str) or p is None or not 0.0 <= p <= 1.0:
             raise RecordError(
                 f"class_probabilities.{k}", "must be a probability in [0, 1]", OUT_OF_RANGE
@@ -168,7 +209,22 @@ def _class_probabilities(value: Any) -> dict[str, float] | None:
     return out
 
 
-def _predicted_label(value: Any) -> str | int | bool | None:
+def check_event_time(value: Any) -> float:
+    """A finite, non-negative Unix time in seconds.
+
+    Raises
+    ------
+    RecordError
+    """
+    t = check_number(value, "event_time")
+    if t is None:
+        raise RecordError("event_time", "required", MISSING_FIELD)
+    if t < 0:
+        raise RecordError("event_time", "must be a non-negative Unix time in seconds", OUT_OF_RANGE)
+    return t
+
+
+def check_predicted_label(value: Any) -> str | int | bool | None:
     if value is None or isinstance(value, bool | int):
         return value
     if isinstance(value, str) and len(value) <= MAX_STRING_LENGTH:
@@ -206,23 +262,19 @@ def validate_record(data: Mapping[str, Any]) -> PredictionRecord:
     """
     if not isinstance(data, Mapping):
         raise RecordError("record", "must be an object")
-    model_id = _identifier(data.get("model_id"), "model_id")
-    model_version = _identifier(data.get("model_version"), "model_version")
-    prediction_id = _identifier(data.get("prediction_id"), "prediction_id")
-    event_time = _optional_number(data.get("event_time"), "event_time")
-    if event_time is None:
-        raise RecordError("event_time", "required", MISSING_FIELD)
-    if event_time < 0:
-        raise RecordError("event_time", "must be a non-negative Unix time in seconds", OUT_OF_RANGE)
+    model_id = check_identifier(data.get("model_id"), "model_id")
+    model_version = check_identifier(data.get("model_version"), "model_version")
+    prediction_id = check_identifier(data.get("prediction_id"), "prediction_id")
+    event_time = check_event_time(data.get("event_time"))
     return PredictionRecord(
         model_id=model_id,
         model_version=model_version,
         prediction_id=prediction_id,
         event_time=event_time,
         features=_features(data.get("features", {})),
-        score=_optional_number(data.get("score"), "score"),
-        class_probabilities=_class_probabilities(data.get("class_probabilities")),
-        predicted_label=_predicted_label(data.get("predicted_label")),
+        score=check_number(data.get("score"), "score"),
+        class_probabilities=check_class_probabilities(data.get("class_probabilities")),
+        predicted_label=check_predicted_label(data.get("predicted_label")),
         slices=_slices(data.get("slices")),
-        latency_ms=_optional_number(data.get("latency_ms"), "latency_ms"),
+        latency_ms=check_number(data.get("latency_ms"), "latency_ms"),
     )

@@ -6,27 +6,24 @@ sketch libraries. Uses only the standard library's HTTP client.
 
 from __future__ import annotations
 
-import json
 import math
-import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Sequence
 from typing import Any
+
+from sdk.http import model_url, send_json
+from sdk.pii import PiiPolicy
+from sdk.tabular import rows
 
 UPLOAD_CHUNK_ROWS = 20_000
 
 
 def _clean(value: Any) -> Any:
+    """A JSON value: NaN becomes null, numpy scalars Python numbers."""
+    if hasattr(value, "item"):  # numpy scalar
+        value = value.item()
     if isinstance(value, float) and math.isnan(value):
         return None
-    if hasattr(value, "item"):  # numpy scalar
-        return _clean(value.item())
     return value
-
-
-def _rows(data: Any) -> Iterable[Mapping[str, Any]]:
-    if hasattr(data, "to_dict"):  # pandas.DataFrame
-        return data.to_dict(orient="records")
-    return data
 
 
 def upload_reference(
@@ -34,8 +31,10 @@ def upload_reference(
     model_id: str,
     data: Any,
     *,
+    feature_names: Sequence[str] | None = None,
     score_column: str | None = None,
     label_column: str | None = None,
+    pii: PiiPolicy | None = None,
     api_key: str | None = None,
     timeout: float = 60.0,
 ) -> dict[str, Any]:
@@ -46,11 +45,17 @@ def upload_reference(
     api_url : str
         Base URL of the fleetwatch API, e.g. ``"http://localhost:8000"``.
     model_id : str
-    data : pandas.DataFrame or iterable of mappings
-        One row per prediction: feature columns, optionally a score column and a
-        predicted-label column.
+    data : DataFrame, mapping of name -> array / sequence, 2-D numpy array, or iterable of mappings
+        One row per prediction: feature columns, optionally a score column and
+        a predicted-label column. A 2-D array needs ``feature_names``.
+    feature_names : sequence of str, optional
+        Column names of a 2-D array.
     score_column, label_column : str, optional
         Columns holding the model's score and predicted label.
+    pii : PiiPolicy, optional
+        The policy the model's client applies: the same features are dropped
+        or hashed (with the same secret) so the reference matches live traffic
+        and raw values never leave the process.
     api_key : str, optional
         Sent as ``X-API-Key``.
     timeout : float
@@ -64,35 +69,21 @@ def upload_reference(
     Raises
     ------
     urllib.error.HTTPError
-        If the API refuses the data (the body names the field).
+        If the API refuses the data (the body names the row and field).
     """
-    headers = {"Content-Type": "application/json"}
-    if api_key:
-        headers["X-API-Key"] = api_key
+    url = model_url(api_url, model_id, "/reference")
     answer: dict[str, Any] = {}
     chunk: list[dict[str, Any]] = []
     first = True
 
-    def send(rows: list[dict[str, Any]], replace: bool) -> dict[str, Any]:
-        body = json.dumps(
-            {
-                "rows": rows,
-                "score_column": score_column,
-                "label_column": label_column,
-                "replace": replace,
-            }
-        ).encode()
-        req = urllib.request.Request(
-            f"{api_url.rstrip('/')}/v1/models/{model_id}/reference",
-            data=body,
-            headers=headers,
-            method="POST",
-        )
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            return json.loads(resp.read())
+    def send(chunk_rows: list[dict[str, Any]], replace: bool) -> dict[str, Any]:
+        body = {"rows": chunk_rows, "score_column": score_column, "label_column": label_column,
+                "replace": replace}
+        return send_json("POST", url, body, api_key=api_key, timeout=timeout)
 
-    for row in _rows(data):
-        chunk.append({k: _clean(v) for k, v in row.items()})
+    for row in rows(data, feature_names):
+        cleaned = {k: _clean(v) for k, v in row.items()}
+        chunk.append(pii.apply_row(cleaned) if pii is not None else cleaned)
         if len(chunk) >= UPLOAD_CHUNK_ROWS:
             answer, chunk, first = send(chunk, first), [], False
     if chunk or first:

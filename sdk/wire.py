@@ -1,13 +1,22 @@
 """Compact batch wire encoding of prediction records for Kafka.
 
 One Kafka message carries a batch of records of one model (the message key is
-the ``model_id``). The value is MessagePack (https://msgpack.org/ spec)::
+the ``model_id``). The value is MessagePack (https://msgpack.org/ spec). Schema
+version 2 (written by this SDK) carries the batch as columns, so field and
+feature names appear once per batch, not once per record::
 
-    {"v": SCHEMA_VERSION, "m": model_id,
+    {"v": 2, "m": model_id,
+     "c": {"model_version": [...], "prediction_id": [...], "event_time": [...],
+           "features": {name: [...], ...}, "slices": {key: [...], ...},
+           "score": [...], "class_probabilities": [...], "predicted_label": [...],
+           "latency_ms": [...]}}
+
+Optional columns may be absent; inside a column a missing value is nil.
+Schema version 1 (rows) is still read::
+
+    {"v": 1, "m": model_id,
      "r": [[model_version, prediction_id, event_time, features, score,
             class_probabilities, predicted_label, slices, latency_ms], ...]}
-
-Records are positional arrays so field names are not repeated per record.
 """
 
 from __future__ import annotations
@@ -17,41 +26,17 @@ from dataclasses import dataclass
 
 import msgpack
 
-from sdk.record import SCHEMA_VERSION, PredictionRecord, RecordError, validate_record
+from sdk.columns import RecordColumns, validate_columns
+from sdk.errors import BAD_ENVELOPE, MESSAGE_TOO_LARGE, UNDECODABLE, UNKNOWN_SCHEMA_VERSION, WireError
+from sdk.record import PredictionRecord, RecordError, validate_record
 
+ROWS_VERSION = 1
+COLUMNS_VERSION = 2
 MAX_BATCH_BYTES = 8 * 1024 * 1024
-_FIELDS = (
-    "model_version",
-    "prediction_id",
-    "event_time",
-    "features",
-    "score",
-    "class_probabilities",
-    "predicted_label",
-    "slices",
-    "latency_ms",
+_ROW_FIELDS = (
+    "model_version", "prediction_id", "event_time", "features", "score",
+    "class_probabilities", "predicted_label", "slices", "latency_ms",
 )
-
-
-UNDECODABLE = "undecodable"
-MESSAGE_TOO_LARGE = "message_too_large"
-BAD_ENVELOPE = "bad_envelope"
-UNKNOWN_SCHEMA_VERSION = "unknown_schema_version"
-WIRE_REASONS = (UNDECODABLE, MESSAGE_TOO_LARGE, BAD_ENVELOPE, UNKNOWN_SCHEMA_VERSION)
-
-
-class WireError(ValueError):
-    """A whole message could not be decoded.
-
-    Attributes
-    ----------
-    reason : str
-        One of :data:`WIRE_REASONS`.
-    """
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,35 +46,27 @@ class DecodedBatch:
     Attributes
     ----------
     model_id : str
-    records : list[PredictionRecord]
+    columns : RecordColumns
         The valid records, in message order.
     errors : list[tuple[int, RecordError]]
         ``(index in batch, error)`` for each record that violates the contract.
     """
 
     model_id: str
-    records: list[PredictionRecord]
+    columns: RecordColumns
     errors: list[tuple[int, RecordError]]
 
-
-def record_row(r: PredictionRecord) -> list:
-    """Positional row of one record, in wire field order."""
-    return [
-        r.model_version,
-        r.prediction_id,
-        r.event_time,
-        r.features,
-        r.score,
-        r.class_probabilities,
-        r.predicted_label,
-        r.slices,
-        r.latency_ms,
-    ]
+    @property
+    def records(self) -> list[PredictionRecord]:
+        """The valid records as objects (slow: one object per record)."""
+        return self.columns.records()
 
 
-def encode_rows(model_id: str, rows: Sequence[list]) -> bytes:
-    """Encode positional rows (see :func:`record_row`) of one model as one message value."""
-    return msgpack.packb({"v": SCHEMA_VERSION, "m": model_id, "r": list(rows)}, use_bin_type=True)
+def encode_columns(columns: RecordColumns) -> bytes:
+    """Encode one model's records, given as columns, as one message value."""
+    return msgpack.packb(
+        {"v": COLUMNS_VERSION, "m": columns.model_id, "c": columns.to_wire()}, use_bin_type=True
+    )
 
 
 def encode_batch(records: Sequence[PredictionRecord]) -> bytes:
@@ -111,11 +88,28 @@ def encode_batch(records: Sequence[PredictionRecord]) -> bytes:
     model_id = records[0].model_id
     if any(r.model_id != model_id for r in records):
         raise ValueError("a batch holds records of one model only")
-    return encode_rows(model_id, [record_row(r) for r in records])
+    return encode_columns(RecordColumns.from_records(model_id, records))
+
+
+def _decode_rows(model_id: str, rows: object) -> tuple[RecordColumns, list[tuple[int, RecordError]]]:
+    if not isinstance(rows, list):
+        raise WireError(BAD_ENVELOPE, "envelope field r (records) is not a list")
+    records: list[PredictionRecord] = []
+    errors: list[tuple[int, RecordError]] = []
+    for i, row in enumerate(rows):
+        try:
+            if not isinstance(row, list) or len(row) != len(_ROW_FIELDS):
+                raise RecordError("record", f"must be an array of {len(_ROW_FIELDS)} fields", BAD_ENVELOPE)
+            data = dict(zip(_ROW_FIELDS, row, strict=True))
+            data["model_id"] = model_id
+            records.append(validate_record(data))
+        except RecordError as exc:
+            errors.append((i, exc))
+    return RecordColumns.from_records(model_id, records), errors
 
 
 def decode_batch(value: bytes) -> DecodedBatch:
-    """Decode and validate one message value.
+    """Decode and validate one message value (schema version 1 or 2).
 
     Parameters
     ----------
@@ -144,23 +138,16 @@ def decode_batch(value: bytes) -> DecodedBatch:
     if not isinstance(envelope, dict):
         raise WireError(BAD_ENVELOPE, "envelope is not a map")
     version = envelope.get("v")
-    if version != SCHEMA_VERSION:
-        raise WireError(UNKNOWN_SCHEMA_VERSION, f"unknown schema version {version!r}")
     model_id = envelope.get("m")
-    rows = envelope.get("r")
+    if version not in (ROWS_VERSION, COLUMNS_VERSION):
+        raise WireError(UNKNOWN_SCHEMA_VERSION, f"unknown schema version {version!r}")
     if not isinstance(model_id, str) or not model_id:
         raise WireError(BAD_ENVELOPE, "envelope field m (model_id) missing")
-    if not isinstance(rows, list):
-        raise WireError(BAD_ENVELOPE, "envelope field r (records) is not a list")
-    records: list[PredictionRecord] = []
-    errors: list[tuple[int, RecordError]] = []
-    for i, row in enumerate(rows):
-        try:
-            if not isinstance(row, list) or len(row) != len(_FIELDS):
-                raise RecordError("record", f"must be an array of {len(_FIELDS)} fields", BAD_ENVELOPE)
-            data = dict(zip(_FIELDS, row, strict=True))
-            data["model_id"] = model_id
-            records.append(validate_record(data))
-        except RecordError as exc:
-            errors.append((i, exc))
-    return DecodedBatch(model_id, records, errors)
+    if version == ROWS_VERSION:
+        columns, errors = _decode_rows(model_id, envelope.get("r"))
+    else:
+        raw = envelope.get("c")
+        if not isinstance(raw, dict):
+            raise WireError(BAD_ENVELOPE, "envelope field c (columns) is not a map")
+        columns, errors = validate_columns(model_id, raw)
+    return DecodedBatch(model_id, columns, errors)

@@ -30,18 +30,20 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 
-from sdk.record import PredictionRecord
-from sdk.wire import WireError, decode_batch, encode_rows, record_row
+from sdk.columns import RecordColumns
+from sdk.errors import WireError
+from sdk.wire import decode_batch, encode_columns
 from service import metrics
 from service.settings import Settings
 from service.store import ClosedWindow, PartitionCheckpoint, Store, window_member
 from sketches.profile import WindowProfile
-from sketches.window import window_start
+from sketches.window import window_starts
 
 log = logging.getLogger("fleetwatch.aggregator")
 
@@ -243,9 +245,8 @@ class Aggregator:
             state.offset = msg.offset + 1
             if batch_ is None:
                 continue
-            metrics.RECORDS_CONSUMED.inc(len(batch_.records) + len(batch_.errors))
-            self._aggregate(state, batch_.model_id, batch_.records, lengths[batch_.model_id],
-                            now_wall, now)
+            metrics.RECORDS_CONSUMED.inc(len(batch_.columns) + len(batch_.errors))
+            self._aggregate(state, batch_.columns, lengths[batch_.model_id], now_wall, now)
         self._update_open_gauge()
 
     def _decode(self, msg):
@@ -257,7 +258,7 @@ class Aggregator:
         if msg.key is not None and msg.key != batch.model_id.encode():
             # Records of one model must share a partition, or two replicas would
             # close the same window; a producer keying by anything else is refused.
-            n = len(batch.records) + len(batch.errors)
+            n = len(batch.columns) + len(batch.errors)
             self._dead_letter(msg.key, msg.value, metrics.KEY_MISMATCH,
                               f"message key is not the model_id {batch.model_id!r}", n)
             return None
@@ -268,55 +269,56 @@ class Aggregator:
             self._dead_letter(msg.key, msg.value, reason, json.dumps(errors[:100]), len(errors))
         return batch
 
-    def _aggregate(self, state: PartitionState, model_id: str, records: list[PredictionRecord],
-                   length: int, now_wall: float, now: float) -> None:
+    def _aggregate(self, state: PartitionState, cols: RecordColumns, length: int,
+                   now_wall: float, now: float) -> None:
+        """Route one message's valid records to their open windows."""
+        model_id = cols.model_id
         clock = state.clocks[model_id]
-        groups: dict[WindowKey, list[PredictionRecord]] = defaultdict(list)
-        late: list[PredictionRecord] = []
-        future: list[PredictionRecord] = []
-        horizon = now_wall + self.settings.max_future_seconds
-        known = state.features[model_id]
-        cap = self.settings.max_features_per_model
-        for r in records:
-            if not r.features.keys() <= known:
-                self._admit_features(r, known, cap)
-            if r.event_time > horizon:
-                future.append(r)
-                continue
-            start = window_start(r.event_time, length)
-            if start + length <= clock.closed_until:
-                late.append(r)
-                continue
-            groups[(model_id, r.model_version, length, start)].append(r)
-        for key, rs in groups.items():
+        self._cap_features(cols, state.features[model_id])
+        t = np.asarray(cols.event_time, dtype=np.float64)
+        starts = window_starts(t, length)
+        future = t > now_wall + self.settings.max_future_seconds
+        late = ~future & (starts + length <= clock.closed_until)
+        ok = ~(future | late)
+        for reason, mask in ((metrics.FUTURE_EVENT_TIME, future), (metrics.LATE, late)):
+            if mask.any():
+                idx = np.flatnonzero(mask).tolist()
+                self._dead_letter(model_id.encode(), encode_columns(cols.take(idx)), reason,
+                                  f"{len(idx)} records", len(idx))
+        if not ok.any():
+            return
+        versions = cols.model_version
+        if ok.all() and starts.min() == starts.max() and versions.count(versions[0]) == len(versions):
+            groups = {(model_id, versions[0], length, int(starts[0])): cols}  # the common case
+        else:
+            by_key: dict[WindowKey, list[int]] = defaultdict(list)
+            for i in np.flatnonzero(ok).tolist():
+                by_key[(model_id, versions[i], length, int(starts[i]))].append(i)
+            groups = {key: cols.take(idx) for key, idx in by_key.items()}
+        for key, part in groups.items():
             profile = state.open.get(key)
             if profile is None:
                 profile = state.open[key] = WindowProfile(model_id, key[3], length)
-            profile.add_records(rs)
+            profile.add_columns(part)
             state.dirty.add(key)
-            clock.max_event_time = max(clock.max_event_time, max(r.event_time for r in rs))
-            metrics.RECORDS_AGGREGATED.inc(len(rs))
-        if groups:
-            clock.last_seen = now
-            state.dirty_clocks.add(model_id)
-        for reason, rs in ((metrics.LATE, late), (metrics.FUTURE_EVENT_TIME, future)):
-            if rs:
-                value = encode_rows(model_id, [record_row(r) for r in rs])
-                self._dead_letter(model_id.encode(), value, reason, f"{len(rs)} records", len(rs))
+            metrics.RECORDS_AGGREGATED.inc(len(part))
+        clock.max_event_time = max(clock.max_event_time, float(t[ok].max()))
+        clock.last_seen = now
+        state.dirty_clocks.add(model_id)
 
-    @staticmethod
-    def _admit_features(r: PredictionRecord, known: set[str], cap: int) -> None:
-        """Learn the record's new feature names up to the model's cap; strip the rest."""
-        dropped = []
-        for name in r.features:
-            if name not in known:
-                if len(known) < cap:
-                    known.add(name)
-                else:
-                    dropped.append(name)
-        if dropped:
-            r.features = {k: v for k, v in r.features.items() if k not in dropped}
-            metrics.FEATURES_DROPPED.inc(len(dropped))
+    def _cap_features(self, cols: RecordColumns, known: set[str]) -> None:
+        """Learn the batch's new feature names up to the model's cap; drop the rest (counted)."""
+        if cols.features.keys() <= known:
+            return
+        cap = self.settings.max_features_per_model
+        for name in list(cols.features):
+            if name in known:
+                continue
+            if len(known) < cap:
+                known.add(name)
+            else:
+                dropped = cols.features.pop(name)
+                metrics.FEATURES_DROPPED.inc(sum(v is not None for v in dropped))
 
     def _dead_letter(self, key: bytes | None, value: bytes | None, reason: str, detail: str,
                      n: int) -> None:

@@ -21,8 +21,18 @@ from typing import Any
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from detectors.policy import AlertCandidate, EffectFloorPolicy, Rule
-from detectors.suite import evaluate_window
+from detectors.baseline import (
+    Baseline,
+    choose_baseline,
+    merged_baseline,
+    seasonal_ranges,
+    trailing_range,
+    window_counts,
+)
+from detectors.config import DetectorConfig, merge, service_defaults
+from detectors.policy import AlertCandidate, EffectFloorPolicy
+from detectors.result import TestResult
+from detectors.suite import alerting_checks, evaluate_window
 from service import metrics
 from service.settings import Settings
 from service.store import Store, parse_member
@@ -32,18 +42,74 @@ log = logging.getLogger("fleetwatch.detector")
 
 EVENTS_PER_READ = 50
 RECLAIM_IDLE_MS = 60_000
+BASELINE_CACHE_SECONDS = 3_600
 
 
-def policy_from_settings(s: Settings) -> EffectFloorPolicy:
-    """The alert policy configured by ``FLEETWATCH_*_FLOOR`` and ``FLEETWATCH_ALPHA``."""
-    return EffectFloorPolicy(
-        rules=(
-            Rule("psi", s.psi_floor, "ks"),
-            Rule("js", s.js_floor, "chi2"),
-            Rule("null_rate", s.null_rate_floor, "null_rate"),
-        ),
-        alpha=s.alpha,
+def service_config(s: Settings) -> DetectorConfig:
+    """The detector defaults of this deployment (``FLEETWATCH_ALPHA``, ``*_FLOOR``)."""
+    return service_defaults(
+        alpha=s.alpha, floors={"psi": s.psi_floor, "js": s.js_floor, "null_rate": s.null_rate_floor}
     )
+
+
+async def model_detector_config(store: Store, settings: Settings, model_id: str) -> DetectorConfig:
+    """The service defaults with the model's stored configuration on top."""
+    raw = await store.detector_config(model_id)
+    stored = None if raw is None else DetectorConfig.model_validate_json(raw)
+    return merge(service_config(settings), stored)
+
+
+async def _past_baseline(store: Store, model_id: str, kind: str, key: str,
+                         ranges: list[tuple[int, int]]) -> tuple[Baseline | None, list[int]]:
+    """Past windows in ``ranges`` merged (None when there are none) and their
+    record counts per window; cached per ``key`` for an hour."""
+    cached = await store.cached_baseline(model_id, key)
+    if cached is not None:
+        profile, counts = cached
+        return Baseline(kind, WindowProfile.from_bytes(profile), len(counts)), counts
+    profiles = await store.profiles_in(model_id, ranges)
+    baseline = merged_baseline(kind, model_id, profiles)
+    if baseline is None:
+        return None, []
+    counts = window_counts(profiles)
+    await store.put_cached_baseline(model_id, key, baseline.profile.to_bytes(), counts,
+                                    BASELINE_CACHE_SECONDS)
+    return baseline, counts
+
+
+async def resolve_baseline(
+    store: Store, model_id: str, current: WindowProfile, config: DetectorConfig
+) -> tuple[Baseline | None, list[int]]:
+    """The baseline the model's configuration asks for, and the record counts of
+    the same slot in past weeks (the volume test's history)."""
+    b = config.baseline
+    seasonal, counts = await _past_baseline(
+        store, model_id, "seasonal",
+        f"seasonal:{b.seasonal_weeks}:{current.window_seconds}:{current.window_start // 3600}",
+        seasonal_ranges(current.window_start, current.window_seconds, b.seasonal_weeks),
+    )
+    reference = await store.reference(model_id) if b.kind in ("reference", "auto") else None
+    trailing = None
+    if b.kind == "trailing" or (b.kind == "auto" and reference is None and seasonal is None):
+        lo, hi = trailing_range(current.window_start, b.trailing_seconds)
+        trailing, _counts = await _past_baseline(store, model_id, "trailing",
+                                                 f"trailing:{lo}:{hi}", [(lo, hi)])
+    return choose_baseline(b.kind, reference, seasonal, trailing), counts
+
+
+async def evaluate_member(
+    store: Store, settings: Settings, model_id: str, member: str
+) -> tuple[WindowProfile, Baseline, DetectorConfig, list[TestResult]] | str:
+    """Every configured test of one stored window, or the reason it cannot be tested
+    (``"no_profile"``, ``"no_baseline"``)."""
+    current = await store.window_profile(model_id, member)
+    if current is None:
+        return "no_profile"
+    config = await model_detector_config(store, settings, model_id)
+    baseline, counts = await resolve_baseline(store, model_id, current, config)
+    if baseline is None:
+        return "no_baseline"
+    return current, baseline, config, evaluate_window(current, baseline.profile, config, counts)
 
 
 def alert_id(model_id: str, member: str, feature: str, check: str) -> str:
@@ -63,12 +129,13 @@ def make_alert(current: WindowProfile, member: str, c: AlertCandidate, now: floa
         "state": "firing",
         "window_start": current.window_start,
         "window_end": current.window_end,
-        "statistic": c.effect.statistic,
-        "effect_size": c.effect.effect_size,
+        "statistic": c.result.statistic,
+        "effect_size": c.result.effect_size,
+        "floor": c.result.floor,
         "p_value": c.p_value,
-        "significance_check": c.significance.check,
-        "n_current": c.effect.n_current,
-        "n_baseline": c.effect.n_baseline,
+        "significance_check": c.check,
+        "n_current": c.result.n_current,
+        "n_baseline": c.result.n_baseline,
         "created_at": now,
     }
 
@@ -79,7 +146,6 @@ class Detector:
     def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
         self.store = store
-        self.policy = policy_from_settings(settings)
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -113,23 +179,22 @@ class Detector:
     async def evaluate(self, model_id: str, member: str) -> list[dict[str, Any]]:
         """Test one closed window; store and return the alerts it raised."""
         t0 = time.perf_counter()
-        current = await self.store.window_profile(model_id, member)
-        baseline = await self.store.reference(model_id)
-        if current is None or baseline is None:
-            reason = "no_profile" if current is None else "no_baseline"
-            metrics.DETECTOR_SKIPPED.labels(reason=reason).inc()
-            log.info("window skipped model=%s window=%s reason=%s", model_id, member, reason)
+        outcome = await evaluate_member(self.store, self.settings, model_id, member)
+        if isinstance(outcome, str):
+            metrics.DETECTOR_SKIPPED.labels(reason=outcome).inc()
+            log.info("window skipped model=%s window=%s reason=%s", model_id, member, outcome)
             return []
-        results = evaluate_window(current, baseline)
-        candidates = self.policy.decide(results)
+        current, baseline, config, results = outcome
+        policy = EffectFloorPolicy(alerting_checks(baseline.profile, config), alpha=config.alpha)
         now = time.time()
-        alerts = [make_alert(current, member, c, now) for c in candidates]
+        alerts = [make_alert(current, member, c, now) for c in policy.decide(results)]
         for a in alerts:
             if await self.store.put_alert(a):
                 metrics.ALERTS_RAISED.labels(check=a["check"]).inc()
                 log.info("alert model=%s window=%s feature=%s check=%s effect=%.3f p=%.2e",
-                            model_id, member, a["feature"], a["check"], a["effect_size"], a["p_value"])
-        await self.store.put_results(model_id, member, [asdict(r) for r in results])
+                         model_id, member, a["feature"], a["check"], a["effect_size"], a["p_value"])
+        await self.store.put_results(
+            model_id, member, [{**asdict(r), "baseline": baseline.kind} for r in results])
         metrics.DETECTOR_RUNS.inc()
         metrics.DETECTOR_SECONDS.observe(time.perf_counter() - t0)
         return alerts

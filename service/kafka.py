@@ -15,7 +15,7 @@ log = logging.getLogger("fleetwatch.kafka")
 
 
 async def ensure_topics(settings: Settings, timeout: float = 60.0) -> None:
-    """Create the predictions and dead-letter topics with ``topic_partitions``
+    """Create the predictions, dead-letter and labels topics with ``topic_partitions``
     partitions if they do not exist, retrying while the broker starts.
 
     Raises
@@ -34,7 +34,7 @@ async def ensure_topics(settings: Settings, timeout: float = 60.0) -> None:
             await admin.start()
             try:
                 existing = set(await admin.list_topics())
-                wanted = [settings.predictions_topic, settings.dead_letter_topic]
+                wanted = [settings.predictions_topic, settings.dead_letter_topic, settings.labels_topic]
                 new = [
                     NewTopic(t, num_partitions=settings.topic_partitions, replication_factor=1)
                     for t in wanted

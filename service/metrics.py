@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from sdk.errors import WIRE_REASONS
 from sdk.record import RECORD_REASONS
-from sdk.wire import WIRE_REASONS
 
 LATE = "late"
 FUTURE_EVENT_TIME = "future_event_time"

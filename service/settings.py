@@ -22,6 +22,7 @@ class Settings(BaseSettings):
     data_dir: Path = Field(Path(".fleetwatch"), description="Folder for embedded Redis data")
     predictions_topic: str = Field("fw.predictions", description="Topic the SDK produces to")
     dead_letter_topic: str = Field("fw.deadletter", description="Topic for rejected records")
+    labels_topic: str = Field("fw.labels", description="Topic the SDK produces delayed labels to")
     topic_partitions: int = Field(8, ge=1, description="Partitions when creating topics")
     kafka_enable_idempotence: bool = Field(
         False, description="Idempotent producer (not supported by every broker)"

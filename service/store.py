@@ -24,18 +24,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
+from pydantic import BaseModel, Field
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from pydantic import BaseModel, Field
 
 from sketches.profile import WindowProfile
 
 MODELS = "fw:models"
 WINDOWS_STREAM = "fw:windows"
 ALERTS = "fw:alerts"
-STREAM_MAXLEN = 100_000
 
 
 class ModelConfig(BaseModel):
@@ -96,8 +95,8 @@ for j = 1, n do
   redis.call('SET', KEYS[2 + 2 * j], ARGV[i + 3])
   redis.call('ZADD', KEYS[3 + 2 * j], ARGV[i + 2], ARGV[i + 1])
   redis.call('SADD', KEYS[2], ARGV[i])
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[i + 4], '*', 'model', ARGV[i], 'member', ARGV[i + 1])
-  i = i + 5
+  redis.call('XADD', KEYS[3], '*', 'model', ARGV[i], 'member', ARGV[i + 1])
+  i = i + 4
 end
 return 1
 """
@@ -233,7 +232,7 @@ class Store:
         args.append(len(closed))
         for w in closed:
             keys += [profile_key(w.model_id, w.member), index_key(w.model_id)]
-            args += [w.model_id, w.member, w.start, w.profile, STREAM_MAXLEN]
+            args += [w.model_id, w.member, w.start, w.profile]
         return bool(await self._checkpoint(keys=keys, args=args))
 
     # -- window-closed events -------------------------------------------------------
@@ -266,19 +265,16 @@ class Store:
         ]
 
     async def ack_events(self, group: str, ids: list[bytes]) -> None:
+        """Acknowledge evaluated events and delete them: the stream is trimmed by
+        evaluation, never by length, so no event is dropped before it is read."""
         if ids:
-            await self.r.xack(WINDOWS_STREAM, group, *ids)
+            async with self.r.pipeline(transaction=True) as p:
+                p.xack(WINDOWS_STREAM, group, *ids)
+                p.xdel(WINDOWS_STREAM, *ids)
+                await p.execute()
 
-    async def pending_events(self, group: str) -> int:
-        """Events not yet acknowledged by ``group`` (delivered or not)."""
-        try:
-            groups = await self.r.xinfo_groups(WINDOWS_STREAM)
-        except aioredis.ResponseError:
-            return 0
-        for g in groups:
-            if g["name"].decode() == group:
-                lag = g.get("lag") or 0
-                return int(g["pending"]) + int(lag)
+    async def pending_events(self) -> int:
+        """Window-closed events not yet evaluated (acknowledged events are deleted)."""
         return int(await self.r.xlen(WINDOWS_STREAM))
 
     # -- alerts ---------------------------------------------------------------------

@@ -1,130 +1,55 @@
 """Window profiles: the per (model, model version, window) summary of prediction traffic.
 
-A :class:`WindowProfile` holds the record count, per-feature profiles, and
-sketches of the score, the predicted label and the serving latency. Profiles
-merge exactly (counts) or within sketch bounds (t-digest, frequent items,
-HLL), so partial profiles from any number of aggregator replicas, or the 5-minute
-windows of an hour, combine into the profile a single pass would give.
+A :class:`WindowProfile` holds the record count, the records per model version,
+per-feature profiles (:class:`~sketches.feature.FeatureProfile`), sketches of the
+score, the predicted label and the serving latency, and per slice key a capped
+set of slice sub-profiles (:mod:`sketches.slices`) holding the score, the
+predicted label and the features named in ``slice_features``. Profiles merge
+exactly (counts, min, max, moments) or within sketch bounds (t-digest,
+frequent items, count-min, CPC), so partial profiles from any number of
+aggregator replicas, or the 5-minute windows of an hour, combine into the
+profile a single pass would give.
 
-Serialized form: MessagePack of ``{"fmt": PROFILE_FORMAT_VERSION, ...}``.
+Serialized form: :mod:`sketches.codec` (versioned, zlib-compressed MessagePack).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
-from typing import Any, Literal
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-import msgpack
 import numpy as np
 
+from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord
 from sketches.categorical import CategoricalSketch
+from sketches.codec import PROFILE_FORMAT_VERSION, decode, encode
+from sketches.columns import subset
+from sketches.feature import Column, FeatureProfile, category_label
 from sketches.numeric import NumericSketch
+from sketches.slices import MAX_SLICE_VALUES, SliceSet
 
-PROFILE_FORMAT_VERSION = 1
-Kind = Literal["numeric", "categorical", "empty"]
-
-
-def _label(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
+__all__ = ["PROFILE_FORMAT_VERSION", "FeatureProfile", "WindowProfile"]
 
 
-class FeatureProfile:
-    """One feature in one window: missing values plus numeric and categorical parts.
+def _update_numeric(sketch: NumericSketch, column: Column | None, n: int) -> None:
+    if column is None:
+        sketch.add_nulls(n)
+    else:  # None -> NaN, counted as missing by the sketch
+        sketch.update(column if isinstance(column, np.ndarray) else np.array(column, dtype=np.float64))
 
-    Numbers (int, float) go to :attr:`numeric`; strings and booleans to
-    :attr:`categorical`. A feature's :attr:`kind` is the part holding most
-    values; values of the other part count as type mismatches. ``None``, an
-    absent key and NaN are missing values; ``+/-inf`` are counted apart.
-    """
 
-    __slots__ = ("missing", "numeric", "categorical")
-
-    def __init__(self) -> None:
-        self.missing = 0
-        self.numeric = NumericSketch()
-        self.categorical = CategoricalSketch()
-
-    def update(self, values: list[Any]) -> None:
-        """Add raw values of one column (numbers, strings, bools, None)."""
-        nums: list[float] = []
-        cats: list[str] = []
-        missing = 0
-        for v in values:
-            t = type(v)
-            if t is float or t is int:
-                nums.append(v)
-            elif t is str:
-                cats.append(v)
-            elif v is None:
-                missing += 1
-            elif t is bool:
-                cats.append("true" if v else "false")
-            else:  # int / float subclasses such as numpy scalars
-                nums.append(float(v))
-        self.missing += missing
-        if nums:
-            self.numeric.update(np.fromiter(nums, dtype=np.float64, count=len(nums)))
-        if cats:
-            self.categorical.update(cats)
-
-    def merge(self, other: FeatureProfile) -> None:
-        """Merge ``other`` into this profile (in place)."""
-        self.missing += other.missing
-        self.numeric.merge(other.numeric)
-        self.categorical.merge(other.categorical)
-
-    @property
-    def null_count(self) -> int:
-        """Missing values: None, absent key, NaN."""
-        return self.missing + self.numeric.null_count
-
-    @property
-    def inf_count(self) -> int:
-        """Values equal to +inf or -inf."""
-        return self.numeric.pos_inf_count + self.numeric.neg_inf_count
-
-    @property
-    def numeric_total(self) -> int:
-        return self.numeric.count + self.inf_count
-
-    @property
-    def kind(self) -> Kind:
-        """``"numeric"``, ``"categorical"``, or ``"empty"`` when no value is present."""
-        if self.numeric_total == 0 and self.categorical.count == 0:
-            return "empty"
-        return "numeric" if self.numeric_total >= self.categorical.count else "categorical"
-
-    @property
-    def type_mismatch_count(self) -> int:
-        """Values whose type differs from the feature's kind."""
-        return min(self.numeric_total, self.categorical.count)
-
-    @property
-    def total(self) -> int:
-        """All values, missing included."""
-        return self.null_count + self.numeric_total + self.categorical.count
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"miss": self.missing}
-        if self.numeric.count or self.numeric.null_count or self.inf_count:
-            d["num"] = self.numeric.to_dict()
-        if self.categorical.count:
-            d["cat"] = self.categorical.to_dict()
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> FeatureProfile:
-        f = cls()
-        f.missing = d["miss"]
-        if "num" in d:
-            f.numeric = NumericSketch.from_dict(d["num"])
-        if "cat" in d:
-            f.categorical = CategoricalSketch.from_dict(d["cat"])
-        return f
+def _update_labels(sketch: CategoricalSketch, labels: Sequence[Any] | None, n: int) -> None:
+    if labels is None:
+        sketch.add_nulls(n)
+        return
+    if set(map(type, labels)) <= {str, type(None)}:
+        counts = Counter(labels)
+    else:  # ints and bools: count by label, so True and 1 stay apart
+        counts = Counter(None if v is None else category_label(v) for v in labels)
+    sketch.add_nulls(counts.pop(None, 0))
+    sketch.update_counts(counts)
 
 
 class WindowProfile:
@@ -137,32 +62,45 @@ class WindowProfile:
         Window start, Unix seconds (0 for a reference profile).
     window_seconds : int
         Window length in seconds (0 for a reference profile).
+    slice_features : Sequence[str]
+        Features profiled in each slice sub-profile besides score and label.
+    max_slice_values : int
+        Slice values per slice key with their own sub-profile; the rest share
+        ``"__other__"``.
 
     Examples
     --------
     >>> from sdk.record import PredictionRecord
     >>> p = WindowProfile("m", 0, 300)
-    >>> p.add_records([PredictionRecord("m", "1", "a", 1.0, {"x": 1.0, "c": "u"}, score=0.2),
+    >>> p.add_records([PredictionRecord("m", "1", "a", 1.0, {"x": 1.0, "c": "u"}, score=0.2,
+    ...                                 slices={"country": "DE"}),
     ...                PredictionRecord("m", "1", "b", 2.0, {"x": None}, score=0.4)])
     >>> p.count, p.features["x"].null_count, p.features["c"].null_count
     (2, 1, 1)
-    >>> WindowProfile.from_bytes(p.to_bytes()).features["c"].categorical.frequencies()
-    {'u': 1}
+    >>> q = WindowProfile.from_bytes(p.to_bytes())
+    >>> q.features["c"].categorical.frequencies(), q.slices["country"].profiles["DE"].score.mean
+    ({'u': 1}, 0.2)
     """
 
-    def __init__(self, model_id: str, window_start: int, window_seconds: int) -> None:
+    def __init__(self, model_id: str, window_start: int, window_seconds: int, *,
+                 slice_features: Sequence[str] = (),
+                 max_slice_values: int = MAX_SLICE_VALUES) -> None:
         self.model_id = model_id
         self.window_start = window_start
         self.window_seconds = window_seconds
+        self.slice_features = tuple(slice_features)
+        self.max_slice_values = max_slice_values
         self.count = 0
         self.versions: Counter[str] = Counter()
         self.features: dict[str, FeatureProfile] = {}
         self.score = NumericSketch()
         self.prediction = CategoricalSketch()
         self.latency = NumericSketch()
+        self.slices: dict[str, SliceSet[WindowProfile]] = {}
 
     @property
     def window_end(self) -> int:
+        """Window end (exclusive), Unix seconds."""
         return self.window_start + self.window_seconds
 
     @property
@@ -170,56 +108,66 @@ class WindowProfile:
         """True when the profile holds no record: "insufficient data"."""
         return self.count == 0
 
+    def _sub_profile(self) -> WindowProfile:
+        return WindowProfile(self.model_id, self.window_start, self.window_seconds)
+
+    def _feature(self, name: str) -> FeatureProfile:
+        feature = self.features.get(name)
+        if feature is None:
+            feature = self.features[name] = FeatureProfile()
+            feature.missing += self.count  # earlier records lacked it
+        return feature
+
+    def _slice_set(self, key: str) -> SliceSet[WindowProfile]:
+        s = self.slices.get(key)
+        if s is None:
+            s = self.slices[key] = SliceSet(self.max_slice_values, self._sub_profile)
+        return s
+
+    # -- building -------------------------------------------------------------
     def add_records(self, records: Iterable[PredictionRecord]) -> None:
-        """Add records (assumed to belong to this model and window)."""
-        records = list(records)
-        n = len(records)
+        """Add records (assumed to belong to this model and window).
+
+        Equivalent to ``add_columns(RecordColumns.from_records(model_id, records))``.
+        """
+        self.add_columns(RecordColumns.from_records(self.model_id, records))
+
+    def add_columns(self, cols: RecordColumns) -> None:
+        """Add records given as columns (assumed to belong to this model and window).
+
+        Parameters
+        ----------
+        cols : sdk.columns.RecordColumns
+            Feature columns may be lists (None missing) or numpy arrays (NaN
+            missing); see :meth:`FeatureProfile.update
+            <sketches.feature.FeatureProfile.update>`. A feature absent from
+            ``cols`` is missing in all its records.
+        """
+        n = len(cols)
         if not n:
             return
-        columns: dict[str, list[Any]] = {}
-        scores: list[float] = []
-        latencies: list[float] = []
-        labels: list[str] = []
-        for r in records:
-            self.versions[r.model_version] += 1
-            for k, v in r.features.items():
-                col = columns.get(k)
-                if col is None:
-                    columns[k] = [v]
-                else:
-                    col.append(v)
-            if r.score is not None:
-                scores.append(r.score)
-            if r.latency_ms is not None:
-                latencies.append(r.latency_ms)
-            if r.predicted_label is not None:
-                labels.append(_label(r.predicted_label))
-        for name, col in columns.items():
-            feature = self.features.get(name)
-            if feature is None:
-                feature = self.features[name] = FeatureProfile()
-                feature.missing += self.count  # earlier records lacked it
-            feature.update(col)
-            feature.missing += n - len(col)
+        self.versions.update(cols.model_version)
+        for name, column in cols.features.items():
+            self._feature(name).update(column)
         for name, feature in self.features.items():
-            if name not in columns:
+            if name not in cols.features:
                 feature.missing += n
-        self.score.update(np.array(scores, dtype=np.float64))
-        self.score.add_nulls(n - len(scores))
-        self.latency.update(np.array(latencies, dtype=np.float64))
-        self.latency.add_nulls(n - len(latencies))
-        self.prediction.update(labels)
-        self.prediction.add_nulls(n - len(labels))
+        _update_numeric(self.score, cols.score, n)
+        _update_numeric(self.latency, cols.latency_ms, n)
+        _update_labels(self.prediction, cols.predicted_label, n)
         self.count += n
+        for key, values in cols.slices.items():
+            for sub, rows in self._slice_set(key).route(values):
+                sub.add_columns(subset(cols, rows, self.slice_features))
 
     def merge(self, other: WindowProfile) -> WindowProfile:
-        """Merge ``other`` into this profile (in place) and return ``self``."""
+        """Merge ``other`` into this profile (in place) and return ``self``.
+
+        ``other`` is not modified. Slice sub-profiles follow this profile's
+        slice configuration.
+        """
         for name, feature in other.features.items():
-            mine = self.features.get(name)
-            if mine is None:
-                mine = self.features[name] = FeatureProfile()
-                mine.missing += self.count
-            mine.merge(feature)
+            self._feature(name).merge(feature)
         for name, feature in self.features.items():
             if name not in other.features:
                 feature.missing += other.count
@@ -228,25 +176,46 @@ class WindowProfile:
         self.score.merge(other.score)
         self.prediction.merge(other.prediction)
         self.latency.merge(other.latency)
+        for key, s in other.slices.items():
+            self._slice_set(key).merge(s)
         return self
 
+    # -- serialisation ----------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form (for MessagePack); see :meth:`from_dict`."""
+        return {
+            "model": self.model_id,
+            "start": self.window_start,
+            "len": self.window_seconds,
+            "n": self.count,
+            "versions": dict(self.versions),
+            "features": {k: f.to_dict() for k, f in self.features.items()},
+            "score": self.score.to_dict(),
+            "prediction": self.prediction.to_dict(),
+            "latency": self.latency.to_dict(),
+            "slice_features": list(self.slice_features),
+            "max_slice_values": self.max_slice_values,
+            "slices": {k: s.to_dict(WindowProfile.to_dict) for k, s in self.slices.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> WindowProfile:
+        """Inverse of :meth:`to_dict`."""
+        p = cls(d["model"], d["start"], d["len"], slice_features=d["slice_features"],
+                max_slice_values=d["max_slice_values"])
+        p.count = d["n"]
+        p.versions = Counter(d["versions"])
+        p.features = {k: FeatureProfile.from_dict(v) for k, v in d["features"].items()}
+        p.score = NumericSketch.from_dict(d["score"])
+        p.prediction = CategoricalSketch.from_dict(d["prediction"])
+        p.latency = NumericSketch.from_dict(d["latency"])
+        p.slices = {k: SliceSet.from_dict(v, p._sub_profile, WindowProfile.from_dict)
+                    for k, v in d["slices"].items()}
+        return p
+
     def to_bytes(self) -> bytes:
-        """Serialize (MessagePack, format ``PROFILE_FORMAT_VERSION``)."""
-        return msgpack.packb(
-            {
-                "fmt": PROFILE_FORMAT_VERSION,
-                "model": self.model_id,
-                "start": self.window_start,
-                "len": self.window_seconds,
-                "n": self.count,
-                "versions": dict(self.versions),
-                "features": {k: f.to_dict() for k, f in self.features.items()},
-                "score": self.score.to_dict(),
-                "prediction": self.prediction.to_dict(),
-                "latency": self.latency.to_dict(),
-            },
-            use_bin_type=True,
-        )
+        """Serialize (format ``PROFILE_FORMAT_VERSION``, see :mod:`sketches.codec`)."""
+        return encode(self.to_dict())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> WindowProfile:
@@ -257,14 +226,4 @@ class WindowProfile:
         ValueError
             If the bytes are not a profile of a known format version.
         """
-        d = msgpack.unpackb(data, raw=False, strict_map_key=False)
-        if not isinstance(d, dict) or d.get("fmt") != PROFILE_FORMAT_VERSION:
-            raise ValueError(f"unknown profile format {d.get('fmt') if isinstance(d, dict) else d!r}")
-        p = cls(d["model"], d["start"], d["len"])
-        p.count = d["n"]
-        p.versions = Counter(d["versions"])
-        p.features = {k: FeatureProfile.from_dict(v) for k, v in d["features"].items()}
-        p.score = NumericSketch.from_dict(d["score"])
-        p.prediction = CategoricalSketch.from_dict(d["prediction"])
-        p.latency = NumericSketch.from_dict(d["latency"])
-        return p
+        return cls.from_dict(decode(data))

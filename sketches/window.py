@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import math
+import numpy as np
 
 
-def window_start(event_time: float, window_seconds: int) -> int:
-    """Start (Unix seconds) of the tumbling window holding ``event_time``.
+def window_starts(event_times: np.ndarray, window_seconds: int) -> np.ndarray:
+    """Start (Unix seconds, int64) of the tumbling window holding each event time.
 
     Windows are ``[k * window_seconds, (k + 1) * window_seconds)``, aligned to
     the Unix epoch (UTC).
@@ -14,15 +14,13 @@ def window_start(event_time: float, window_seconds: int) -> int:
     Raises
     ------
     ValueError
-        If ``window_seconds`` is not positive or ``event_time`` is not finite.
+        If ``window_seconds`` is not positive.
 
     Examples
     --------
-    >>> window_start(1_700_000_123.5, 300)
-    1700000100
+    >>> window_starts(np.array([1_700_000_123.5, 1_700_000_400.0]), 300).tolist()
+    [1700000100, 1700000400]
     """
     if window_seconds <= 0:
         raise ValueError("window_seconds must be positive")
-    if not math.isfinite(event_time):
-        raise ValueError("event_time must be finite")
-    return int(event_time // window_seconds) * window_seconds
+    return (np.asarray(event_times, dtype=np.float64) // window_seconds).astype(np.int64) * window_seconds

@@ -73,13 +73,20 @@ async def test_every_kind_of_bad_input_is_dead_lettered_counted_and_the_rest_pro
         finally:
             await producer.stop()
 
-        async def processed() -> bool:
-            return sum((await window_counts(store, "m")).values()) == good + 1
+        async def counted() -> dict[str, float]:
+            after = dead_lettered((await http.get("/metrics")).text)
+            return {r: after[r] - before.get(r, 0) for r in expected}
 
-        await wait_for(processed, timeout=60)
-    after = dead_lettered((await http.get("/metrics")).text)
-    await http.aclose()
-    assert {r: after[r] - before.get(r, 0) for r in expected} == dict(expected)
+        async def processed() -> bool:  # every message, on every partition, handled
+            return (sum((await window_counts(store, "m")).values()) == good + 1
+                    and await counted() == dict(expected))
+
+        try:
+            await wait_for(processed, timeout=60)
+        finally:
+            got = await counted()
+            await http.aclose()
+    assert got == dict(expected)
 
     consumer = AIOKafkaConsumer(settings.dead_letter_topic, bootstrap_servers=settings.kafka_bootstrap,
                                 auto_offset_reset="earliest", group_id=None,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import msgpack
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sdk.record import MAX_FEATURES, PredictionRecord, RecordError, validate_record
@@ -65,7 +66,10 @@ def test_a_batch_holds_one_model():
 @pytest.mark.parametrize("value,reason", [
     (b"\xc1\xc1", "undecodable"),
     (msgpack.packb([1, 2]), "not a map"),
-    (msgpack.packb({"v": 2, "m": "m", "r": []}), "unknown schema version"),
+    (msgpack.packb({"v": 3, "m": "m", "r": []}), "unknown schema version"),
+    (msgpack.packb({"v": 2, "m": "m", "c": []}), "columns"),
+    (msgpack.packb({"v": 2, "m": "m", "c": {"prediction_id": ["a"], "model_version": ["1", "2"],
+                                            "event_time": [1.0]}}), "model_version"),
     (msgpack.packb({"v": 1, "r": []}), "model_id"),
     (msgpack.packb({"v": 1, "m": "m", "r": "x"}), "not a list"),
     (b"\xa2\xff\xfe", "undecodable"),  # a msgpack string that is not UTF-8
@@ -94,3 +98,70 @@ def test_decoder_never_raises_anything_but_wire_error_on_arbitrary_bytes(data):
     except WireError:
         return
     assert len(batch.records) + len(batch.errors) >= 0
+
+
+def columns_message(**over) -> bytes:
+    cols = {"model_version": ["1", "1", "1", "1"], "prediction_id": ["a", "b", "c", "d"],
+            "event_time": [1.0, 2.0, 3.0, 4.0],
+            "features": {"x": [1.0, None, float("nan"), 2], "s": ["u", "v", None, True]},
+            "slices": {"country": ["DE", None, "FR", "DE"]}, "score": [0.1, None, 0.3, 0.4]}
+    cols.update(over)
+    return msgpack.packb({"v": 2, "m": "m", "c": cols})
+
+
+def test_columnar_batch_round_trip_and_missing_values():
+    batch = decode_batch(columns_message())
+    assert batch.errors == [] and len(batch.columns) == 4
+    r = batch.records
+    assert r[1].features == {"s": "v"} and r[1].score is None and r[1].slices == {}
+    assert math.isnan(r[2].features["x"]) and r[3].features["s"] is True
+    assert r[0].slices == {"country": "DE"}
+
+
+@pytest.mark.parametrize("over,index,field,reason", [
+    ({"event_time": [1.0, "noon", 3.0, 4.0]}, 1, "event_time", "wrong_type"),
+    ({"event_time": [1.0, 2.0, -3.0, 4.0]}, 2, "event_time", "out_of_range"),
+    ({"score": [0.1, float("inf"), 0.3, 0.4]}, 1, "score", "not_finite"),
+    ({"prediction_id": ["a", "", "c", "d"]}, 1, "prediction_id", "missing_field"),
+    ({"features": {"x": [1.0, 2.0, [3], 4.0]}}, 2, "features.x", "wrong_type"),
+    ({"features": {"s": ["u", "v", "w" * 5000, "x"]}}, 2, "features.s", "too_large"),
+    ({"slices": {"k": ["a", 7, None, "b"]}}, 1, "slices.k", "wrong_type"),
+    ({"predicted_label": [1, 2.5, None, "x"]}, 1, "predicted_label", "wrong_type"),
+])
+def test_columnar_bad_values_are_reported_by_index_and_the_rest_kept(over, index, field, reason):
+    batch = decode_batch(columns_message(**over))
+    assert [(i, e.field, e.reason) for i, e in batch.errors] == [(index, field, reason)]
+    assert [r.prediction_id for r in batch.records] == [p for i, p in enumerate("abcd") if i != index]
+
+
+def test_too_many_feature_columns_rejects_every_record():
+    wide = {f"f{i}": [1.0] * 4 for i in range(MAX_FEATURES + 1)}
+    batch = decode_batch(columns_message(features=wide))
+    assert len(batch.errors) == 4 and len(batch.columns) == 0
+    assert {e.reason for _i, e in batch.errors} == {"too_large"}
+
+
+column_values = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**63), 2**64 - 1), st.floats(), st.text(max_size=5),
+    st.binary(max_size=3), st.lists(st.integers(-(2**63), 2**63 - 1), max_size=2),
+)
+
+
+@settings(suppress_health_check=[HealthCheck.too_slow], max_examples=300)
+@given(st.dictionaries(st.sampled_from(["model_version", "prediction_id", "event_time", "score",
+                                        "predicted_label", "latency_ms", "features", "slices",
+                                        "class_probabilities"]),
+                       st.one_of(st.lists(column_values, min_size=0, max_size=4),
+                                 st.lists(st.text(max_size=3), min_size=4, max_size=4),
+                                 st.dictionaries(st.text(max_size=3), st.lists(column_values, max_size=4),
+                                                 max_size=3),
+                                 column_values)))
+def test_columnar_decoder_never_raises_anything_but_wire_error(cols):
+    try:
+        batch = decode_batch(msgpack.packb({"v": 2, "m": "m", "c": cols}))
+    except WireError:
+        return
+    n = len(batch.columns) + len(batch.errors)
+    assert n == len(cols.get("prediction_id", []))
+    for r in batch.records:  # whatever survives is valid under the record contract
+        validate_record(dataclasses.asdict(r))

@@ -5,6 +5,10 @@ subcommands, settings, routes and exported metrics).
 
 When ``promtool`` is on PATH the Prometheus files are also checked by it and the
 alert rules are unit-tested with ``promtool test rules``.
+
+Schema validation of these files and of deploy/k8s/ is in test_deploy_schemas.py;
+deploy/k8s/ against the service in test_deploy_k8s.py; the Grafana dashboard in
+test_deploy_grafana.py.
 """
 
 from __future__ import annotations
@@ -114,9 +118,9 @@ def rules() -> list[dict]:
     return [r for g in load_yaml(RULES)["groups"] for r in g["rules"]]
 
 
-@pytest.fixture(scope="module")
-def exported() -> dict[str, tuple[str, ...]]:
-    """Sample name -> label names of every fleetwatch_* series the service can export."""
+def exported_series() -> dict[str, tuple[str, ...]]:
+    """Sample name -> label names of every fleetwatch_* series the service can export
+    (service.metrics imported, prometheus_client's default registry read)."""
     from prometheus_client import REGISTRY
     from prometheus_client.metrics import MetricWrapperBase
 
@@ -145,6 +149,11 @@ def exported() -> dict[str, tuple[str, ...]]:
         for sample in family.samples:  # whatever the client really emits, too
             names.setdefault(sample.name, tuple(k for k in sample.labels))
     return names
+
+
+@pytest.fixture(scope="module")
+def exported() -> dict[str, tuple[str, ...]]:
+    return exported_series()
 
 
 # --- docker-compose.yml -------------------------------------------------------------------

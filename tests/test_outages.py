@@ -1,13 +1,14 @@
 """Infrastructure outages: Redis down for 30 s stops consumption (bounded memory)
-and nothing is lost when it returns."""
+and nothing is lost when it returns; a hung broker is reconnected to."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 
 from service import metrics
-from service.embedded import redis_server
+from service.embedded import kafka_broker, redis_server
 from service.kafka import ensure_topics
 from service.store import Store
 from tests.conftest import wait_for
@@ -61,3 +62,34 @@ async def test_redis_outage_pauses_consumption_and_loses_nothing(settings, tmp_p
     finally:
         await store.close()
         redis.stop()
+
+
+async def test_broker_hang_then_resume_loses_and_double_counts_nothing(settings, store, tmp_path):
+    """The broker stops answering for 20 s (SIGSTOP: a hung or partitioned broker;
+    the embedded broker keeps its log in memory, so a kill would lose the log);
+    the aggregator's connections time out, it reconnects and resumes."""
+    broker = kafka_broker(tmp_path / "broker")
+    broker.start()
+    settings = settings.model_copy(update={
+        "kafka_bootstrap": f"127.0.0.1:{broker.port}", "allowed_lateness_seconds": 60,
+        "idle_close_seconds": 25.0, "kafka_session_timeout_ms": 6000, "kafka_heartbeat_interval_ms": 1000,
+    })
+    records = workload(20_000, windows=2, seed=6)
+    try:
+        await ensure_topics(settings)
+        async with running(settings, store, "aggregator"):
+            await produce(settings, records[:10_000])
+
+            async def checkpointed() -> bool:
+                return await committed_offsets(store, settings) > 0
+
+            await wait_for(checkpointed, timeout=60)
+            broker.proc.send_signal(signal.SIGSTOP)
+            await asyncio.sleep(20)  # the hang itself
+            broker.proc.send_signal(signal.SIGCONT)
+            await produce(settings, records[10_000:])
+            await wait_for(lambda: all_windows_stored(store, records), timeout=120)
+        await assert_matches(store, records)
+    finally:
+        broker.proc.send_signal(signal.SIGCONT)
+        broker.stop()

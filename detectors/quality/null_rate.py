@@ -1,56 +1,41 @@
-"""Null-rate change: two-proportion z-test."""
+"""Null-rate change: share of missing values (None, absent key, NaN)."""
 
 from __future__ import annotations
 
-import math
-
-from scipy import stats
-
-from detectors.result import TestResult, insufficient
-
-MIN_COUNT = 30
+from detectors.quality.proportion import MIN_COUNT, rate_test
+from detectors.result import TestResult
+from sketches.profile import FeatureProfile
 
 
-def null_rate_test(
-    ref_nulls: int, ref_total: int, cur_nulls: int, cur_total: int, feature: str = "",
-    min_count: int = MIN_COUNT,
-) -> TestResult:
-    """Has the share of missing values changed?
+def null_rate_test(reference: FeatureProfile, current: FeatureProfile, feature: str = "", *,
+                   floor: float = 0.0, alpha: float = 0.05, min_count: int = MIN_COUNT) -> TestResult:
+    """Has the share of missing values changed by more than ``floor``?
 
     Parameters
     ----------
-    ref_nulls, ref_total : int
-        Missing values and all values (records) in the baseline.
-    cur_nulls, cur_total : int
-        The same in the current window.
+    reference, current : FeatureProfile
+        Missing values over all values (records) of each side.
+    feature, floor, alpha, min_count
+        See :func:`~detectors.quality.proportion.rate_test`.
 
     Returns
     -------
     TestResult
-        ``statistic`` = z, ``effect_size`` = current null rate - baseline null
-        rate (in [-1, 1]), two-sided ``p_value``.
+        ``statistic`` = z, ``effect_size`` = current null rate - baseline
+        null rate (in [-1, 1]).
 
     Notes
     -----
     z = (p1 - p0) / sqrt(p (1 - p) (1/n1 + 1/n0)) with the pooled rate p
-    (Agresti, "Categorical Data Analysis", 2013, sec. 3.1). When p is 0 or 1
-    both rates are equal: z = 0, p-value 1.
+    (Agresti, "Categorical Data Analysis", 2013, sec. 3.1).
 
     Examples
     --------
-    >>> r = null_rate_test(5, 1000, 400, 1000)
+    >>> ref, cur = FeatureProfile(), FeatureProfile()
+    >>> ref.update([1.0] * 995 + [None] * 5); cur.update([1.0] * 600 + [None] * 400)
+    >>> r = null_rate_test(ref, cur)
     >>> round(r.effect_size, 3), r.p_value < 1e-10
     (0.395, True)
     """
-    if ref_total < min_count or cur_total < min_count:
-        return insufficient(
-            "null_rate", feature, cur_total, ref_total, f"needs >= {min_count} records each side"
-        )
-    p0, p1 = ref_nulls / ref_total, cur_nulls / cur_total
-    pooled = (ref_nulls + cur_nulls) / (ref_total + cur_total)
-    var = pooled * (1 - pooled) * (1 / ref_total + 1 / cur_total)
-    if var <= 0:
-        return TestResult("null_rate", feature, 0.0, p1 - p0, 1.0, cur_total, ref_total)
-    z = (p1 - p0) / math.sqrt(var)
-    p = float(2 * stats.norm.sf(abs(z)))
-    return TestResult("null_rate", feature, z, p1 - p0, p, cur_total, ref_total)
+    return rate_test("null_rate", reference.null_count, reference.total, current.null_count,
+                     current.total, feature, floor=floor, alpha=alpha, min_count=min_count)

@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from service.api import alerts, errors, models
+from service.api import alerts, drift, errors, ingest, models
 from service.settings import Settings
 from service.store import Store
 
@@ -25,6 +25,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         try:
             yield
         finally:
+            await ingest.close(app)
             if own:
                 await app.state.store.close()
 
@@ -34,11 +35,14 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
+    app.state.settings = settings
     if store is not None:
         app.state.store = store
     errors.install(app)
     app.include_router(models.router)
     app.include_router(alerts.router)
+    app.include_router(drift.router)
+    app.include_router(ingest.router)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness and Redis reachability")
     async def healthz(request: Request) -> Any:

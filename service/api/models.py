@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
 
-from sdk.record import RecordError
+from sdk.record import MAX_FEATURES, MAX_ID_LENGTH, RecordError
+from sdk.registry import FEATURE_TYPES
 from service.api.errors import ApiError, ErrorBody
 from service.reference import build_reference
 from service.store import ModelConfig, Store, parse_member
@@ -40,6 +41,27 @@ class ReferenceUpload(BaseModel):
     ]}}
 
 
+class FeatureDeclaration(BaseModel):
+    """A feature's declared type and lineage."""
+
+    type: Literal[FEATURE_TYPES] = Field(..., description="numeric, categorical or boolean")
+    source: str | None = Field(None, max_length=256, description="Upstream source the feature comes from")
+
+    model_config = {"extra": "forbid"}
+
+
+class ModelRegistration(ModelConfig):
+    """The body of ``PUT /v1/models/{id}``: the model's configuration and its feature declarations.
+
+    Stored with the configuration (readers of :class:`ModelConfig` ignore the
+    extra field). TODO: move ``features`` into ``service.store.ModelConfig``
+    when the detector uses lineage; this class then goes away.
+    """
+
+    features: dict[Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)],
+                   FeatureDeclaration] = Field(default_factory=dict, max_length=MAX_FEATURES)
+
+
 @router.get("", summary="List monitored models")
 async def list_models(request: Request) -> list[dict[str, Any]]:
     store = store_of(request)
@@ -54,7 +76,7 @@ async def list_models(request: Request) -> list[dict[str, Any]]:
 
 
 @router.put("/{model_id}", summary="Create or update a model's configuration")
-async def put_model(model_id: str, config: ModelConfig, request: Request) -> dict[str, Any]:
+async def put_model(model_id: str, config: ModelRegistration, request: Request) -> dict[str, Any]:
     await store_of(request).put_model_config(model_id, config)
     return {"model_id": model_id, "config": config.model_dump()}
 

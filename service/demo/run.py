@@ -121,7 +121,7 @@ async def _replay(settings: Settings, api_url: str, store: Store) -> dict[str, A
                                        params={"limit": 1000})).json()
                 if sum(w["count"] for w in body["windows"]) != n:
                     return False
-            return await store.pending_events(settings.detector_group) == 0
+            return await store.pending_events() == 0
 
         await _wait(stored, timeout=120)
         alerts: list[dict[str, Any]] = []

@@ -1,0 +1,179 @@
+"""Baselines: which past profiles a window is compared with, merged into one profile.
+
+Pure functions: the caller (the detector worker) fetches the profiles whose
+window starts fall in the ranges given here and passes them in.
+
+* reference: a profile uploaded by the user (e.g. the training data);
+* trailing: the windows of the ``span`` seconds before the current window's
+  hour (e.g. the previous 24 h merged);
+* seasonal: the windows in the same slot of the week (the same hour of the
+  week for windows up to an hour long, else the same window) over the
+  previous ``weeks`` weeks, which removes daily and weekly seasonality.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sketches.profile import WindowProfile
+
+HOUR = 3_600
+DAY = 86_400
+WEEK = 7 * DAY
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A merged baseline profile and where it came from.
+
+    Attributes
+    ----------
+    kind : str
+        ``"reference"``, ``"trailing"`` or ``"seasonal"``.
+    profile : WindowProfile
+    windows : int
+        Window profiles merged (0 for a reference).
+    """
+
+    kind: str
+    profile: WindowProfile
+    windows: int
+
+
+def trailing_range(window_start: int, span: int = DAY) -> tuple[int, int]:
+    """Window starts ``[lo, hi)`` of the trailing baseline.
+
+    The range ends at the hour holding ``window_start`` (so the windows of
+    one hour share one baseline, which the caller can cache).
+
+    Raises
+    ------
+    ValueError
+        If ``span`` is not positive.
+
+    Examples
+    --------
+    >>> trailing_range(10 * 3600 + 600)
+    (-50400, 36000)
+    """
+    if span <= 0:
+        raise ValueError("span must be positive")
+    hour = window_start // HOUR * HOUR
+    return hour - span, hour
+
+
+def seasonal_ranges(window_start: int, window_seconds: int, weeks: int,
+                    period: int = WEEK) -> list[tuple[int, int]]:
+    """Window starts ``[lo, hi)`` of the same slot of the period, one range per past period.
+
+    The slot is the hour holding the window for windows up to an hour long,
+    else the window itself; ranges are listed most recent first.
+
+    Raises
+    ------
+    ValueError
+        If ``weeks < 1`` or the window is longer than the period.
+
+    Examples
+    --------
+    >>> seasonal_ranges(2 * 604800 + 3900, 300, weeks=2)
+    [(608400, 612000), (3600, 7200)]
+    """
+    if weeks < 1:
+        raise ValueError("weeks must be >= 1")
+    if window_seconds > period:
+        raise ValueError("window longer than the seasonal period")
+    if window_seconds <= HOUR:
+        start, length = window_start // HOUR * HOUR, HOUR
+    else:
+        start, length = window_start, window_seconds
+    return [(start - j * period, start - j * period + length) for j in range(1, weeks + 1)]
+
+
+def merge_profiles(model_id: str, profiles: Iterable[WindowProfile]) -> WindowProfile:
+    """A new profile holding every given profile (the inputs are not modified).
+
+    Examples
+    --------
+    >>> from sdk.record import PredictionRecord
+    >>> a, b = WindowProfile("m", 0, 300), WindowProfile("m", 300, 300)
+    >>> a.add_records([PredictionRecord("m", "1", "a", 1.0, {"x": 1.0})])
+    >>> b.add_records([PredictionRecord("m", "1", "b", 301.0, {"x": 2.0})])
+    >>> merged = merge_profiles("m", [a, b])
+    >>> merged.count, a.count, merged.features["x"].numeric.max
+    (2, 1, 2.0)
+    """
+    out = WindowProfile(model_id, 0, 0)
+    for p in profiles:
+        out.merge(p)
+    return out
+
+
+def window_counts(profiles: Iterable[WindowProfile]) -> list[int]:
+    """Record count per window start (model versions summed), by start.
+
+    Examples
+    --------
+    >>> a, b = WindowProfile("m", 0, 300), WindowProfile("m", 0, 300)
+    >>> a.count, b.count = 3, 4
+    >>> window_counts([a, b])
+    [7]
+    """
+    by_start: dict[int, int] = {}
+    for p in profiles:
+        by_start[p.window_start] = by_start.get(p.window_start, 0) + p.count
+    return [by_start[s] for s in sorted(by_start)]
+
+
+def merged_baseline(kind: str, model_id: str, profiles: Sequence[WindowProfile]) -> Baseline | None:
+    """A trailing or seasonal :class:`Baseline` of past windows; None when there are none.
+
+    Examples
+    --------
+    >>> w = WindowProfile("m", 0, 300); w.count = 5
+    >>> b = merged_baseline("trailing", "m", [w, w])
+    >>> b.kind, b.profile.count, b.windows
+    ('trailing', 10, 2)
+    """
+    if not profiles:
+        return None
+    return Baseline(kind, merge_profiles(model_id, profiles), len(profiles))
+
+
+def choose_baseline(
+    kind: str,
+    reference: WindowProfile | None,
+    seasonal: Baseline | None,
+    trailing: Baseline | None,
+) -> Baseline | None:
+    """The baseline a model's configuration asks for, or None when it has no data.
+
+    Parameters
+    ----------
+    kind : str
+        ``"auto"``, ``"reference"``, ``"seasonal"`` or ``"trailing"``.
+    reference : WindowProfile or None
+    seasonal, trailing : Baseline or None
+        See :func:`merged_baseline`.
+
+    Returns
+    -------
+    Baseline or None
+        ``auto``: the reference if there is one, else the seasonal baseline
+        if any past week has windows in the slot, else the trailing one.
+
+    Examples
+    --------
+    >>> w = WindowProfile("m", 0, 300); w.count = 5
+    >>> choose_baseline("auto", None, None, merged_baseline("trailing", "m", [w])).kind
+    'trailing'
+    >>> choose_baseline("seasonal", None, None, merged_baseline("trailing", "m", [w])) is None
+    True
+    """
+    if kind in ("reference", "auto") and reference is not None:
+        return Baseline("reference", reference, 0)
+    for name, candidate in (("seasonal", seasonal), ("trailing", trailing)):
+        if kind in (name, "auto") and candidate is not None:
+            return candidate
+    return None

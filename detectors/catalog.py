@@ -1,0 +1,106 @@
+"""The tier-1 catalog: which check runs on which target, and the function behind each name.
+
+Targets: ``numeric`` and ``categorical`` features (by the baseline's kind),
+the model ``score``, the ``prediction`` (predicted label) and the ``window``
+itself. Every function returns a :class:`~detectors.result.TestResult` and
+takes ``floor`` and ``alpha`` keywords.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from detectors.drift.cardinality import cardinality_test
+from detectors.drift.chi2 import chi2_test
+from detectors.drift.class_rate import class_rate_test
+from detectors.drift.js import js_test
+from detectors.drift.ks import ks_test
+from detectors.drift.mean_shift import mean_shift_test
+from detectors.drift.psi import psi
+from detectors.drift.unseen import new_category_test, vanished_category_test
+from detectors.drift.variance_shift import variance_shift_test
+from detectors.drift.wasserstein import wasserstein_test
+from detectors.quality.nonfinite import nonfinite_test
+from detectors.quality.null_rate import null_rate_test
+from detectors.quality.out_of_range import out_of_range_test
+from detectors.quality.type_mismatch import type_mismatch_test
+
+TARGETS = ("numeric", "categorical", "score", "prediction", "window")
+
+#: Checks on a pair of FeatureProfiles (data quality of any feature).
+FEATURE_CHECKS: dict[str, Callable[..., Any]] = {
+    "null_rate": null_rate_test,
+    "type_mismatch": type_mismatch_test,
+    "nonfinite": nonfinite_test,
+}
+#: Checks on a pair of NumericSketches (numeric features and the score).
+NUMERIC_CHECKS: dict[str, Callable[..., Any]] = {
+    "out_of_range": out_of_range_test,
+    "psi": psi,
+    "ks": ks_test,
+    "js": js_test,
+    "wasserstein": wasserstein_test,
+    "mean_shift": mean_shift_test,
+    "variance_shift": variance_shift_test,
+}
+#: Checks on a pair of CategoricalSketches (categorical features and predictions).
+CATEGORICAL_CHECKS: dict[str, Callable[..., Any]] = {
+    "chi2": chi2_test,
+    "psi": psi,
+    "js": js_test,
+    "new_category": new_category_test,
+    "vanished_category": vanished_category_test,
+    "cardinality": cardinality_test,
+    "class_rate": class_rate_test,
+}
+#: Numeric checks that read the pair's shared CDF grid (built once per pair).
+GRID_CHECKS = frozenset({"psi", "ks", "js", "wasserstein", "variance_shift"})
+
+#: Check names per target, in the order they run.
+CHECKS_BY_TARGET: dict[str, tuple[str, ...]] = {
+    "numeric": ("null_rate", "type_mismatch", "nonfinite", "out_of_range", "psi", "ks", "js",
+                "wasserstein", "mean_shift", "variance_shift"),
+    "categorical": ("null_rate", "type_mismatch", "chi2", "psi", "js", "new_category",
+                    "vanished_category", "cardinality"),
+    "score": ("psi", "ks", "js", "wasserstein", "mean_shift", "variance_shift"),
+    "prediction": ("chi2", "psi", "js", "class_rate"),
+    "window": ("volume",),
+}
+ALL_CHECKS = frozenset(c for checks in CHECKS_BY_TARGET.values() for c in checks)
+
+#: Effect floors: the interval null each p-value tests, and the policy's floor.
+DEFAULT_FLOORS: dict[str, float] = {
+    "null_rate": 0.1, "type_mismatch": 0.01, "nonfinite": 0.01, "out_of_range": 0.01,
+    "psi": 0.2, "ks": 0.1, "js": 0.1, "wasserstein": 0.1, "mean_shift": 0.2,
+    "variance_shift": 0.2, "chi2": 0.1, "new_category": 0.01, "vanished_category": 0.05,
+    "cardinality": 0.5, "class_rate": 0.05, "volume": 0.5,
+}
+#: Checks that may page by default: one distribution check per target plus data quality.
+DEFAULT_ALERTING = ("numeric:psi", "categorical:js", "score:psi", "prediction:class_rate",
+                    "null_rate", "type_mismatch", "nonfinite", "volume")
+
+
+def matches(entry: str, check: str, target: str) -> bool:
+    """Does a config entry (``"psi"`` or ``"numeric:psi"``) name ``check`` on ``target``?
+
+    Examples
+    --------
+    >>> matches("psi", "psi", "score"), matches("numeric:psi", "psi", "score")
+    (True, False)
+    """
+    return entry == check or entry == f"{target}:{check}"
+
+
+def valid_entry(entry: str) -> bool:
+    """Is ``entry`` a check name, or ``target:check`` for a check that runs on that target?
+
+    Examples
+    --------
+    >>> valid_entry("ks"), valid_entry("categorical:ks"), valid_entry("numeric:ks")
+    (True, False, True)
+    """
+    target, _, check = entry.rpartition(":")
+    if not target:
+        return check in ALL_CHECKS
+    return check in CHECKS_BY_TARGET.get(target, ())

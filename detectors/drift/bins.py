@@ -1,0 +1,195 @@
+"""Aligned bins of a baseline and a current sketch, for binned divergences (PSI, JS).
+
+Numeric: bins from the baseline's quantiles; both sides' masses by rank (CDF)
+at the same edges. Categorical: the union of both sides' top categories plus
+an OTHER bucket, so new and vanished categories are treated symmetrically.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from detectors.drift.grid import JointCdf, joint_cdf
+from sketches.categorical import CategoricalSketch
+from sketches.numeric import NumericSketch
+
+DEFAULT_BINS = 10
+TOP_K = 50
+OTHER = "__other__"
+
+
+def baseline_edges(reference: NumericSketch, bins: int = DEFAULT_BINS,
+                   grid: JointCdf | None = None) -> np.ndarray:
+    """Inner bin edges from the baseline.
+
+    Bins are ``(-inf, e_1], (e_1, e_2], ..., (e_k, +inf)``. A baseline with at
+    most ``bins`` distinct values gets one bin per value plus one bin below its
+    minimum (values the baseline never had above its maximum fall in the last
+    bin); otherwise the edges are its quantiles at ``i / bins``: the smallest
+    grid point whose baseline CDF reaches ``i / bins`` (no CDF inversion).
+
+    Parameters
+    ----------
+    reference : NumericSketch
+        Non-empty.
+    bins : int
+        Number of quantile bins, >= 2.
+    grid : JointCdf, optional
+        A grid holding the baseline's CDF; built from the baseline alone if None.
+
+    Returns
+    -------
+    np.ndarray of float64
+        Sorted distinct edges.
+
+    Examples
+    --------
+    >>> s = NumericSketch(); s.update(np.array([1.0, 2.0, 2.0, 3.0]))
+    >>> baseline_edges(s).tolist()[1:]
+    [1.0, 2.0, 3.0]
+    """
+    if reference.is_exact and len(reference.exact) <= bins:
+        support = reference.support()
+        return np.concatenate(([np.nextafter(support[0], -np.inf)], support))
+    if grid is None:
+        grid = joint_cdf(reference, reference)
+    idx = np.searchsorted(grid.ref, np.arange(1, bins) / bins, side="left")
+    return np.unique(grid.x[np.minimum(idx, grid.x.size - 1)])
+
+
+def bin_masses(sketch: NumericSketch, edges: np.ndarray) -> np.ndarray:
+    """Mass of each bin ``(-inf, e_1], ..., (e_k, inf)`` from the sketch's CDF at the edges.
+
+    Examples
+    --------
+    >>> s = NumericSketch(); s.update(np.array([1.0, 2.0, 2.0, 3.0]))
+    >>> bin_masses(s, np.array([1.0, 2.0])).tolist()
+    [0.25, 0.5, 0.25]
+    """
+    cdf = np.concatenate(([0.0], sketch.cdf_many(edges), [1.0]))
+    return np.clip(np.diff(cdf), 0.0, 1.0)
+
+
+def aligned_counts(
+    reference: CategoricalSketch, current: CategoricalSketch, top: int = TOP_K
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Counts of both sides over the union of each side's top categories, plus
+    an OTHER bucket holding the rest (only when some count is left over).
+
+    Returns
+    -------
+    categories : list[str]
+    ref, cur : np.ndarray of float64, shape (len(categories),)
+
+    Examples
+    --------
+    >>> a, b = CategoricalSketch(), CategoricalSketch()
+    >>> a.update(["x", "x", "y"]); b.update(["x", "z"])
+    >>> cats, r, c = aligned_counts(a, b)
+    >>> cats, r.tolist(), c.tolist()
+    (['x', 'y', 'z'], [2.0, 1.0, 0.0], [1.0, 0.0, 1.0])
+    """
+    cats = sorted(set(reference.frequencies(top)) | set(current.frequencies(top)))
+    ref = np.array([reference.estimate(c) for c in cats], dtype=np.float64)
+    cur = np.array([current.estimate(c) for c in cats], dtype=np.float64)
+    ref_other = max(reference.count - ref.sum(), 0.0)
+    cur_other = max(current.count - cur.sum(), 0.0)
+    if ref_other or cur_other:
+        cats.append(OTHER)
+        ref = np.append(ref, ref_other)
+        cur = np.append(cur, cur_other)
+    return cats, ref, cur
+
+
+def count_error(sketch: CategoricalSketch) -> float:
+    """Bound on the error of one category's count (0 while the sketch is exact).
+
+    Examples
+    --------
+    >>> s = CategoricalSketch(); s.update(["a"]); count_error(s)
+    0.0
+    """
+    if sketch.is_exact:
+        return 0.0
+    return float(max(sketch.frequency_error, sketch.cms_error))
+
+
+def aligned_masses(
+    reference: NumericSketch | CategoricalSketch,
+    current: NumericSketch | CategoricalSketch,
+    bins: int = DEFAULT_BINS,
+    grid: JointCdf | None = None,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Bin masses of both sides on the same bins, and the bound on a mass's error.
+
+    Parameters
+    ----------
+    reference, current : NumericSketch or CategoricalSketch
+        Both of one kind, both non-empty.
+    bins : int
+        Numeric only: number of baseline-quantile bins (categorical sketches
+        use each side's ``TOP_K`` categories plus OTHER).
+    grid : JointCdf, optional
+        Numeric only: a grid of the pair, reused if given.
+
+    Returns
+    -------
+    ref, cur : np.ndarray of float64
+        Masses, each summing to 1 (up to sketch error).
+    eta : float
+        Bound on |estimated - true| of any one bin's mass difference
+        (cur - ref): numeric 2 (eps_ref + eps_cur) (two edges per bin, rank
+        error eps each); categorical err_ref / n_ref + err_cur / n_cur.
+
+    Examples
+    --------
+    >>> a, b = CategoricalSketch(), CategoricalSketch()
+    >>> a.update(["x", "y"]); b.update(["x", "x"])
+    >>> r, c, eta = aligned_masses(a, b)
+    >>> r.tolist(), c.tolist(), eta
+    ([0.5, 0.5], [1.0, 0.0], 0.0)
+    """
+    if isinstance(reference, CategoricalSketch):
+        _cats, r, c = aligned_counts(reference, current)
+        eta = count_error(reference) / reference.count + count_error(current) / current.count
+        return r / reference.count, c / current.count, eta
+    edges = baseline_edges(reference, bins, grid)
+    eta = 2.0 * (reference.rank_error + current.rank_error)
+    return bin_masses(reference, edges), bin_masses(current, edges), eta
+
+
+def pool_sparse(ref: np.ndarray, cur: np.ndarray, n_min: int,
+                min_expected: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
+    """Merge the bins expected to hold fewer than ``min_expected`` values into one bin.
+
+    Parameters
+    ----------
+    ref, cur : np.ndarray
+        Masses (or counts) of the same bins.
+    n_min : int
+        Values in the smaller window; a bin is sparse when
+        ``n_min * (ref + cur) / 2 < min_expected`` (masses).
+
+    Returns
+    -------
+    ref, cur : np.ndarray
+        Non-sparse bins in order, then the merged sparse bins (when more
+        than one bin is sparse).
+
+    Notes
+    -----
+    Chi-square approximations of binned statistics need expected counts of
+    about 5 or more per bin (Cochran, "Some methods for strengthening the
+    common chi-square tests", 1954); sparse bins make G-type statistics such
+    as PSI and JS liberal.
+
+    Examples
+    --------
+    >>> r, c = pool_sparse(np.array([0.5, 0.48, 0.01, 0.01]), np.array([0.5, 0.5, 0.0, 0.0]), 100)
+    >>> r.tolist(), c.tolist()
+    ([0.5, 0.48, 0.02], [0.5, 0.5, 0.0])
+    """
+    sparse = n_min * (ref + cur) / 2 < min_expected
+    if sparse.sum() <= 1:
+        return ref, cur
+    return (np.append(ref[~sparse], ref[sparse].sum()), np.append(cur[~sparse], cur[sparse].sum()))

@@ -1,0 +1,1 @@
+"""Sampling distributions shared by the detectors (no sketches, no profiles)."""

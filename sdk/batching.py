@@ -1,0 +1,267 @@
+"""Worker side of the client: buffered records -> sampled, validated, PII-safe
+Kafka messages of one model each, at most ``batch_size`` records and
+``max_message_bytes`` bytes. Pure (no I/O, no clock); runs on the worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable, Mapping
+from itertools import count
+from typing import Any, Protocol
+
+from sdk.columns import RecordColumns, validate_columns
+from sdk.errors import WireError
+from sdk.labels import LabelColumns, encode_labels, validate_labels
+from sdk.pii import PiiPolicy
+from sdk.record import (
+    MAX_FEATURES,
+    MAX_SLICES,
+    TOO_LARGE,
+    WRONG_TYPE,
+    RecordError,
+    check_feature_name,
+    check_identifier,
+)
+from sdk.sampling import Sampler, sample_point
+from sdk.stats import StreamStats
+from sdk.wire import encode_columns
+
+log = logging.getLogger("fleetwatch.sdk")
+
+Message = tuple[bytes, bytes, int]  # Kafka key, value, records in it
+# A prediction logged by log_prediction, as the hot path stores it:
+# (model_id, features, model_version, prediction_id, event_time, score,
+#  class_probabilities, predicted_label, slices, latency_ms)
+Row = tuple
+# A label logged by log_label: (model_id, prediction_id, label, event_time)
+LabelRow = tuple
+_MAX_REMEMBERED = 10_000  # feature names known to be valid; error fields already logged
+
+
+class _Batch(Protocol):
+    def __len__(self) -> int: ...
+    def take(self, keep: Iterable[int]) -> _Batch: ...
+
+
+def _optional(values: list) -> list | None:
+    return values if any(v is not None for v in values) else None
+
+
+class Batcher:
+    """Turns drained buffer contents into Kafka messages and counts what it drops.
+
+    Parameters
+    ----------
+    batch_size : int
+        Records per message at most.
+    max_message_bytes : int
+        Encoded bytes per message at most; a larger batch is split in halves.
+    sampler : Sampler
+    pii : PiiPolicy or None
+    """
+
+    def __init__(
+        self, batch_size: int, max_message_bytes: int, sampler: Sampler, pii: PiiPolicy | None
+    ) -> None:
+        self.batch_size = batch_size
+        self.max_message_bytes = max_message_bytes
+        self.sampler = sampler
+        self.pii = pii
+        # Ids for predictions logged without one: unique per process (a fork makes a new Batcher).
+        self._id_prefix = os.urandom(8).hex()
+        self._id_counter = count()
+        self._valid_names: set[str] = set()
+        self._logged: set[str] = set()
+
+    # -- predictions -------------------------------------------------------------------
+    def predictions(
+        self, rows: list[Row], chunks: list[RecordColumns], stats: StreamStats
+    ) -> list[Message]:
+        """Messages of rows (grouped by model) and of columnar chunks."""
+        groups: dict[Any, list[Row]] = {}
+        for row in rows:
+            try:
+                group = groups.get(row[0])
+            except TypeError:  # an unhashable model id
+                self._invalid(stats, RecordError("model_id", "must be a non-empty string"))
+                continue
+            if group is None:
+                groups[row[0]] = group = []
+            group.append(row)
+        out: list[Message] = []
+        for model_id, group in groups.items():
+            try:
+                check_identifier(model_id, "model_id")
+            except RecordError as exc:
+                self._invalid(stats, exc, len(group))
+                continue
+            out += self._prediction_messages(self._columns_of_rows(model_id, group, stats), stats)
+        for chunk in chunks:
+            out += self._prediction_messages(chunk, stats)
+        return out
+
+    def _row_error(self, row: Row) -> RecordError | None:
+        """What makes a row impossible to put into columns (checked before building them)."""
+        features, slices = row[1], row[8]
+        if len(features) > MAX_FEATURES:
+            return RecordError("features", f"more than {MAX_FEATURES} features", TOO_LARGE)
+        if not self._valid_names.issuperset(features):
+            try:
+                for name in features:
+                    check_feature_name(name)
+            except RecordError as exc:
+                return exc
+            if len(self._valid_names) > _MAX_REMEMBERED:
+                self._valid_names.clear()
+            self._valid_names.update(features)
+        if slices is not None:
+            if not isinstance(slices, Mapping) or len(slices) > MAX_SLICES:
+                return RecordError("slices", f"must be an object of at most {MAX_SLICES} strings")
+            for key in slices:
+                if not isinstance(key, str):
+                    return RecordError(f"slices.{key}", "slice keys must be strings", WRONG_TYPE)
+        return None
+
+    def _columns_of_rows(self, model_id: str, rows: list[Row], stats: StreamStats) -> RecordColumns:
+        good = []
+        for row in rows:
+            error = self._row_error(row)
+            if error is None:
+                good.append(row)
+            else:
+                self._invalid(stats, error)
+        n = len(good)
+        features: dict[str, list[Any]] = {}
+        slices: dict[str, list[Any]] = {}
+        for i, row in enumerate(good):
+            for k, v in row[1].items():
+                col = features.get(k)
+                if col is None:
+                    col = features[k] = [None] * n
+                col[i] = v
+            if row[8]:
+                for k, v in row[8].items():
+                    col = slices.get(k)
+                    if col is None:
+                        col = slices[k] = [None] * n
+                    col[i] = v
+        columns = [list(c) for c in zip(*(row[2:] for row in good), strict=True)] or [[] for _ in range(8)]
+        version, pid, event_time, score, probs, label, _slices, latency = columns
+        return RecordColumns(
+            model_id, version, pid, event_time, features, _optional(score), _optional(probs),
+            _optional(label), slices, _optional(latency),
+        )
+
+    def _prediction_messages(self, cols: RecordColumns, stats: StreamStats) -> list[Message]:
+        pid = cols.prediction_id
+        if None in pid:
+            cols.prediction_id = pid = [
+                f"{self._id_prefix}-{next(self._id_counter):x}" if p is None else p for p in pid
+            ]
+        cols = self._sampled(cols, cols.model_id, pid, stats)
+        if self.pii is not None:
+            cols.features = {k: v for k, v in cols.features.items() if k not in self.pii.drop}
+        try:
+            valid, errors = validate_columns(cols.model_id, cols.to_wire())
+        except WireError as exc:  # columns of unequal length: no record can be trusted
+            self._invalid(stats, RecordError("record", str(exc)), len(cols))
+            return []
+        for _i, exc in errors:
+            self._invalid(stats, exc)
+        if self.pii is not None:
+            valid.features = self.pii.apply_columns(valid.features)
+        return self._messages(valid.model_id.encode(), valid, encode_columns, stats)
+
+    # -- labels ------------------------------------------------------------------------
+    def labels(self, rows: list[LabelRow], stats: StreamStats) -> list[Message]:
+        """Label messages, one model each."""
+        groups: dict[Any, list[LabelRow]] = {}
+        for row in rows:
+            try:
+                groups.setdefault(row[0], []).append(row)
+            except TypeError:
+                self._invalid(stats, RecordError("model_id", "must be a non-empty string"))
+        out: list[Message] = []
+        for model_id, group in groups.items():
+            try:
+                check_identifier(model_id, "model_id")
+            except RecordError as exc:
+                self._invalid(stats, exc, len(group))
+                continue
+            _m, pid, label, event_time = (list(c) for c in zip(*group, strict=True))
+            cols = self._sampled(LabelColumns(model_id, pid, label, event_time), model_id, pid, stats)
+            valid, errors = validate_labels(model_id, cols.prediction_id, cols.label, cols.event_time)
+            for _i, exc in errors:
+                self._invalid(stats, exc)
+            out += self._messages(model_id.encode(), valid, encode_labels, stats)
+        return out
+
+    # -- shared ------------------------------------------------------------------------
+    def _sampled(self, batch: _Batch, model_id: str, pid: list, stats: StreamStats) -> Any:
+        """The records the model's sampling rate keeps (by prediction id)."""
+        rate = self.sampler.rate(model_id)
+        if rate >= 1.0:
+            return batch
+        keep = [i for i, p in enumerate(pid) if not isinstance(p, str) or sample_point(p) < rate]
+        stats.sampled_out += len(pid) - len(keep)
+        return batch.take(keep)
+
+    def _messages(
+        self, key: bytes, batch: _Batch, encode: Callable[[Any], bytes], stats: StreamStats
+    ) -> list[Message]:
+        messages, oversized = split_messages(key, batch, encode, self.batch_size, self.max_message_bytes)
+        if oversized:
+            self._invalid(stats, RecordError(
+                "record", f"encodes to more than {self.max_message_bytes} bytes", TOO_LARGE), oversized)
+        return messages
+
+    def _invalid(self, stats: StreamStats, exc: RecordError, n: int = 1) -> None:
+        stats.dropped_invalid += n
+        if exc.field not in self._logged and len(self._logged) < _MAX_REMEMBERED:
+            self._logged.add(exc.field)
+            log.warning("dropping invalid record(s): %s (logged once per field)", exc)
+
+
+def split_messages(
+    key: bytes, batch: _Batch, encode: Callable[[Any], bytes], max_records: int, max_bytes: int
+) -> tuple[list[Message], int]:
+    """Encode a batch as messages of at most ``max_records`` records and ``max_bytes`` bytes.
+
+    A part that encodes too large is split in halves until it fits.
+
+    Parameters
+    ----------
+    key : bytes
+        The Kafka key of every message.
+    batch : RecordColumns or LabelColumns
+    encode : callable
+        Batch -> message value.
+    max_records, max_bytes : int
+
+    Returns
+    -------
+    messages : list of (key, value, records)
+    oversized : int
+        Records left out because one alone encodes to more than ``max_bytes``.
+    """
+    messages: list[Message] = []
+    oversized = 0
+
+    def fit(part: _Batch) -> None:
+        nonlocal oversized
+        value = encode(part)
+        n = len(part)
+        if len(value) <= max_bytes:
+            messages.append((key, value, n))
+        elif n == 1:
+            oversized += 1
+        else:
+            fit(part.take(range(n // 2)))
+            fit(part.take(range(n // 2, n)))
+
+    n = len(batch)
+    for start in range(0, n, max_records):
+        fit(batch if n <= max_records else batch.take(range(start, min(start + max_records, n))))
+    return messages, oversized

@@ -1,0 +1,269 @@
+"""Prediction records of one model as columns: the form the wire carries (schema
+version 2) and the aggregator profiles, without a Python object per record.
+
+Validation is per column: a fast check on the set of value types (and string
+lengths) covers the common all-valid case; only a column that fails it is
+validated value by value, with the same rules as :func:`sdk.record.validate_record`,
+to find the offending records.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any
+
+from sdk.errors import BAD_ENVELOPE, WireError
+from sdk.record import (
+    MAX_FEATURES,
+    MAX_ID_LENGTH,
+    MAX_SLICES,
+    MAX_STRING_LENGTH,
+    TOO_LARGE,
+    PredictionRecord,
+    RecordError,
+    check_class_probabilities,
+    check_event_time,
+    check_feature_name,
+    check_feature_value,
+    check_identifier,
+    check_number,
+    check_predicted_label,
+    check_slice_value,
+)
+
+_NONE = type(None)
+_GET = {name: attrgetter(name) for name in (
+    "features", "slices", "model_version", "prediction_id", "event_time", "score",
+    "class_probabilities", "predicted_label", "latency_ms")}
+
+
+def _transpose(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Dict rows -> columns; a key absent from a row is None there."""
+    keys = tuple(rows[0])
+    if all(tuple(r) == keys for r in rows):  # the usual case: one schema, one key order
+        return {k: list(v) for k, v in zip(keys, zip(*[r.values() for r in rows], strict=True),
+                                           strict=True)}
+    return {k: [r.get(k) for r in rows] for k in sorted(set().union(*rows))}
+_NUMBER_TYPES = {float, int}
+_FEATURE_TYPES = {float, int, str, bool, _NONE}
+
+
+@dataclass(slots=True)
+class RecordColumns:
+    """Records of one model, column by column (index i is record i everywhere).
+
+    Optional columns are None when every record lacks the field; inside a
+    column a missing value is None. ``features`` and ``slices`` map a name to
+    its column.
+    """
+
+    model_id: str
+    model_version: list[str]
+    prediction_id: list[str]
+    event_time: list[float]
+    features: dict[str, list[Any]] = field(default_factory=dict)
+    score: list[float | None] | None = None
+    class_probabilities: list[dict[str, float] | None] | None = None
+    predicted_label: list[Any] | None = None
+    slices: dict[str, list[str | None]] = field(default_factory=dict)
+    latency_ms: list[float | None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.prediction_id)
+
+    def take(self, keep: Sequence[int]) -> RecordColumns:
+        """The records at the given indices, as columns."""
+        def pick(col):
+            return None if col is None else [col[i] for i in keep]
+
+        return RecordColumns(
+            self.model_id, pick(self.model_version), pick(self.prediction_id), pick(self.event_time),
+            {k: pick(v) for k, v in self.features.items()}, pick(self.score),
+            pick(self.class_probabilities), pick(self.predicted_label),
+            {k: pick(v) for k, v in self.slices.items()}, pick(self.latency_ms),
+        )
+
+    def records(self) -> list[PredictionRecord]:
+        """One :class:`PredictionRecord` per row (missing features left out)."""
+        out = []
+        for i in range(len(self)):
+            def at(col, i=i):
+                return None if col is None else col[i]
+
+            out.append(PredictionRecord(
+                self.model_id, self.model_version[i], self.prediction_id[i], self.event_time[i],
+                {k: v[i] for k, v in self.features.items() if v[i] is not None},
+                at(self.score), at(self.class_probabilities), at(self.predicted_label),
+                {k: v[i] for k, v in self.slices.items() if v[i] is not None}, at(self.latency_ms),
+            ))
+        return out
+
+    @classmethod
+    def from_records(cls, model_id: str, records: Iterable[PredictionRecord]) -> RecordColumns:
+        """Columns of valid records of one model (their ``model_id`` is not checked).
+
+        Vectorised by column: the feature columns of the common single-schema
+        batch are built in one ``zip``.
+
+        Examples
+        --------
+        >>> c = RecordColumns.from_records("m", [
+        ...     PredictionRecord("m", "1", "a", 0.0, {"x": 1.0}, score=0.5),
+        ...     PredictionRecord("m", "1", "b", 0.0, {"y": "u"})])
+        >>> c.features, c.score, len(c)
+        ({'x': [1.0, None], 'y': [None, 'u']}, [0.5, None], 2)
+        """
+        records = list(records)
+        if not records:
+            return cls(model_id, [], [], [])
+        col = {name: list(map(get, records)) for name, get in _GET.items()}
+        features, slices = col.pop("features"), col.pop("slices")
+        for name in ("score", "class_probabilities", "predicted_label", "latency_ms"):
+            if all(v is None for v in col[name]):
+                col[name] = None
+        return cls(model_id, features=_transpose(features),
+                   slices=_transpose(slices) if any(slices) else {}, **col)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The column map carried by a schema-version-2 message."""
+        out: dict[str, Any] = {
+            "model_version": self.model_version, "prediction_id": self.prediction_id,
+            "event_time": self.event_time, "features": self.features, "slices": self.slices,
+        }
+        for name in ("score", "class_probabilities", "predicted_label", "latency_ms"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+
+# -- validation -----------------------------------------------------------------------
+def _types(col: list) -> set[type]:
+    return set(map(type, col))
+
+
+def _strings_fit(col: list, limit: int, allow_none: bool) -> bool:
+    strs = [v for v in col if v is not None] if allow_none else col
+    return not strs or max(map(len, strs)) <= limit
+
+
+def _ids_ok(col: list) -> bool:
+    return _types(col) == {str} and min(map(len, col)) > 0 and max(map(len, col)) <= MAX_ID_LENGTH
+
+
+def _times_ok(col: list) -> bool:
+    return _types(col) <= _NUMBER_TYPES and all(map(math.isfinite, col)) and min(col) >= 0
+
+
+def _numbers_ok(col: list) -> bool:
+    types = _types(col)
+    if not types <= _NUMBER_TYPES | {_NONE}:
+        return False
+    return all(math.isfinite(v) for v in col if v is not None) if _NONE in types else all(
+        map(math.isfinite, col))
+
+
+def _features_ok(col: list) -> bool:
+    types = _types(col)
+    return types <= _FEATURE_TYPES and (str not in types or _strings_fit(
+        [v for v in col if type(v) is str], MAX_STRING_LENGTH, False))
+
+
+def _labels_ok(col: list) -> bool:
+    types = _types(col)
+    return types <= {str, int, bool, _NONE} and (str not in types or _strings_fit(
+        [v for v in col if type(v) is str], MAX_STRING_LENGTH, False))
+
+
+def _slices_ok(col: list) -> bool:
+    return _types(col) <= {str, _NONE} and _strings_fit(col, MAX_STRING_LENGTH, True)
+
+
+def _scan(col: list, fast: Callable[[list], bool], check: Callable[[Any], Any],
+          bad: dict[int, RecordError]) -> None:
+    """Record the first error of each bad value in ``bad`` (index -> error)."""
+    if fast(col):
+        return
+    for i, v in enumerate(col):
+        if i not in bad:
+            try:
+                check(v)
+            except RecordError as exc:
+                bad[i] = exc
+
+
+def _column(raw: dict, name: str, n: int, required: bool) -> list | None:
+    col = raw.get(name)
+    if col is None and not required:
+        return None
+    if not isinstance(col, list) or len(col) != n:
+        raise WireError(BAD_ENVELOPE, f"column {name} must be a list of {n} values")
+    return col
+
+
+def _named_columns(raw: dict, name: str, n: int, limit: int) -> dict[str, list]:
+    cols = raw.get(name) or {}
+    if not isinstance(cols, dict):
+        raise WireError(BAD_ENVELOPE, f"column group {name} must be a map")
+    if len(cols) > limit:
+        raise RecordError(name, f"more than {limit} {name}", TOO_LARGE)
+    for k in cols:
+        _column(cols, k, n, True)
+    return cols
+
+
+def validate_columns(model_id: str, raw: dict) -> tuple[RecordColumns, list[tuple[int, RecordError]]]:
+    """Validate a schema-version-2 column map.
+
+    Returns
+    -------
+    columns : RecordColumns
+        The valid records.
+    errors : list[tuple[int, RecordError]]
+        ``(index, first error)`` of each invalid record, by index.
+
+    Raises
+    ------
+    sdk.errors.WireError
+        If the columns do not form a table (missing, of unequal length).
+    """
+    pid = raw.get("prediction_id")
+    if not isinstance(pid, list):
+        raise WireError(BAD_ENVELOPE, "column prediction_id must be a list")
+    n = len(pid)
+    bad: dict[int, RecordError] = {}
+    try:
+        features = _named_columns(raw, "features", n, MAX_FEATURES)
+        slices = _named_columns(raw, "slices", n, MAX_SLICES)
+    except RecordError as exc:  # too many columns: every record is too wide
+        return RecordColumns(model_id, [], [], []), [(i, exc) for i in range(n)]
+    cols = RecordColumns(
+        model_id, _column(raw, "model_version", n, True), pid, _column(raw, "event_time", n, True),
+        features, _column(raw, "score", n, False), _column(raw, "class_probabilities", n, False),
+        _column(raw, "predicted_label", n, False), slices, _column(raw, "latency_ms", n, False),
+    )
+    _scan(cols.model_version, _ids_ok, lambda v: check_identifier(v, "model_version"), bad)
+    _scan(cols.prediction_id, _ids_ok, lambda v: check_identifier(v, "prediction_id"), bad)
+    _scan(cols.event_time, _times_ok, check_event_time, bad)
+    for name in ("score", "latency_ms"):
+        col = getattr(cols, name)
+        if col is not None:
+            _scan(col, _numbers_ok, lambda v, name=name: check_number(v, name), bad)
+    if cols.predicted_label is not None:
+        _scan(cols.predicted_label, _labels_ok, check_predicted_label, bad)
+    if cols.class_probabilities is not None:
+        _scan(cols.class_probabilities, lambda _c: False, check_class_probabilities, bad)
+    for name, col in features.items():
+        try:
+            check_feature_name(name)
+        except RecordError as exc:
+            return RecordColumns(model_id, [], [], []), [(i, exc) for i in range(n)]
+        _scan(col, _features_ok, lambda v, name=name: check_feature_value(v, name), bad)
+    for key, col in slices.items():
+        _scan(col, _slices_ok, lambda v, key=key: v is None or check_slice_value(v, key), bad)
+    errors = sorted(bad.items())
+    if errors:
+        cols = cols.take([i for i in range(n) if i not in bad])
+    return cols, errors

@@ -1,0 +1,117 @@
+"""Drift endpoints: every feature's test results for a window, and detector configuration."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+
+from detectors.config import CheckOverrides, DetectorConfig
+from service.api.errors import ApiError, ErrorBody
+from service.api.models import require_model, store_of
+from service.detector import evaluate_member, model_detector_config
+from service.store import parse_member
+
+router = APIRouter(prefix="/v1/models", tags=["drift"])
+
+
+def _by_feature(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in results:
+        out.setdefault(r["feature"], []).append({k: v for k, v in r.items() if k != "baseline"})
+    return out
+
+
+@router.get(
+    "/{model_id}/drift",
+    summary="Every feature's drift and data-quality results for one window",
+    responses={404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+)
+async def drift(
+    model_id: str,
+    request: Request,
+    window: Annotated[datetime | None, Query(
+        description="Window start (ISO 8601 or Unix s); default: the latest window")] = None,
+    version: Annotated[str | None, Query(description="Only this model version")] = None,
+) -> dict[str, Any]:
+    store = store_of(request)
+    await require_model(store, model_id)
+    if window is None:
+        members = await store.window_members(model_id, 0, float("inf"))
+        if members:
+            last = max(parse_member(m)[1] for m in members)
+            members = [m for m in members if parse_member(m)[1] == last]
+    else:
+        start = window.replace(tzinfo=window.tzinfo or UTC).timestamp()
+        members = await store.window_members(model_id, start, start)
+    members = [m for m in members if version is None or parse_member(m)[2] == version]
+    if not members:
+        raise ApiError(404, "window_not_found", f"no window of model {model_id!r} starts there",
+                       "window")
+    versions = []
+    for member in sorted(members):
+        length, start_s, ver = parse_member(member)
+        stored = await store.results(model_id, member)
+        entry: dict[str, Any] = {"version": ver, "window_start": start_s, "window_end": start_s + length}
+        if stored is not None:
+            entry.update(source="stored", baseline=stored[0]["baseline"] if stored else None,
+                         features=_by_feature(stored))
+        else:
+            outcome = await evaluate_member(store, request.app.state.settings, model_id, member)
+            if isinstance(outcome, str):
+                entry.update(source="none", baseline=None, features={}, reason=outcome)
+            else:
+                _current, baseline, _config, results = outcome
+                entry.update(source="computed", baseline=baseline.kind,
+                             features=_by_feature([asdict(r) for r in results]))
+        versions.append(entry)
+    return {"model_id": model_id, "windows": versions}
+
+
+@router.get("/{model_id}/detector-config", summary="A model's detector configuration",
+            responses={404: {"model": ErrorBody}})
+async def get_detector_config(model_id: str, request: Request) -> dict[str, Any]:
+    store = store_of(request)
+    await require_model(store, model_id)
+    raw = await store.detector_config(model_id)
+    own = DetectorConfig() if raw is None else DetectorConfig.model_validate_json(raw)
+    effective = await model_detector_config(store, request.app.state.settings, model_id)
+    return {"model_id": model_id, "config": own.model_dump(exclude_unset=True),
+            "effective": effective.model_dump()}
+
+
+@router.put("/{model_id}/detector-config", summary="Set a model's detector configuration",
+            responses={422: {"model": ErrorBody}})
+async def put_detector_config(model_id: str, config: DetectorConfig, request: Request) -> dict[str, Any]:
+    await store_of(request).put_detector_config(model_id, config.model_dump_json(exclude_unset=True))
+    return await get_detector_config(model_id, request)
+
+
+@router.put("/{model_id}/detector-config/features/{feature}",
+            summary="Set one feature's checks, alerting checks and floors",
+            responses={404: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+async def put_feature_config(model_id: str, feature: str, overrides: CheckOverrides,
+                             request: Request) -> dict[str, Any]:
+    store = store_of(request)
+    await require_model(store, model_id)
+    raw = await store.detector_config(model_id)
+    config = DetectorConfig() if raw is None else DetectorConfig.model_validate_json(raw)
+    config.features[feature] = overrides
+    config.model_fields_set.add("features")
+    await store.put_detector_config(model_id, config.model_dump_json(exclude_unset=True))
+    return await get_detector_config(model_id, request)
+
+
+@router.delete("/{model_id}/detector-config/features/{feature}",
+               summary="Remove one feature's overrides", responses={404: {"model": ErrorBody}})
+async def delete_feature_config(model_id: str, feature: str, request: Request) -> dict[str, Any]:
+    store = store_of(request)
+    await require_model(store, model_id)
+    raw = await store.detector_config(model_id)
+    config = DetectorConfig() if raw is None else DetectorConfig.model_validate_json(raw)
+    if config.features.pop(feature, None) is None:
+        raise ApiError(404, "feature_not_configured", f"feature {feature!r} has no overrides", "feature")
+    await store.put_detector_config(model_id, config.model_dump_json(exclude_unset=True))
+    return await get_detector_config(model_id, request)

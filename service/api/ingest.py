@@ -1,0 +1,134 @@
+"""HTTP ingest for producers that cannot embed the Python SDK: ``POST /v1/ingest``.
+
+Accepts a batch of prediction records as JSON (the fields of
+:class:`sdk.record.PredictionRecord`), validates every record with the SDK's
+contract and produces them to the predictions topic in the SDK's wire
+encoding, one message per model and at most ``INGEST_BATCH_RECORDS`` records.
+A batch is all or nothing: one invalid record answers 422 naming its index
+and field, and nothing of the batch is produced. Delivery is at least once:
+a 503 after a partial produce, retried by the caller, may duplicate records.
+
+The Kafka producer is created on the first request and closed with the app
+(:func:`close`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from pydantic import BaseModel, Field
+
+from sdk.batching import split_messages
+from sdk.columns import RecordColumns
+from sdk.record import PredictionRecord, RecordError, validate_record
+from sdk.wire import encode_columns
+from sdk.worker import resolve_compression
+from service.api.errors import ApiError, ErrorBody
+
+router = APIRouter(prefix="/v1", tags=["ingest"])
+MAX_INGEST_RECORDS = 10_000
+INGEST_BATCH_RECORDS = 1_000
+MAX_MESSAGE_BYTES = 1_000_000  # under Kafka's default message.max.bytes
+
+
+class IngestBatch(BaseModel):
+    records: list[dict[str, Any]] = Field(
+        ..., min_length=1, max_length=MAX_INGEST_RECORDS,
+        description="Prediction records: model_id, model_version, prediction_id, event_time "
+                    "(Unix s), features, and optionally score, class_probabilities, "
+                    "predicted_label, slices, latency_ms",
+    )
+
+    model_config = {"json_schema_extra": {"examples": [{"records": [
+        {"model_id": "fraud-v2", "model_version": "2.3", "prediction_id": "req-81f3",
+         "event_time": 1_700_000_000.0, "features": {"amount": 12.5, "country": "DE"}, "score": 0.07}
+    ]}]}}
+
+
+def _validated(records: list[dict[str, Any]]) -> dict[str, list[PredictionRecord]]:
+    """Valid records grouped by model.
+
+    Raises
+    ------
+    ApiError
+        422 naming ``records[i].<field>`` of the first invalid record.
+    """
+    by_model: dict[str, list[PredictionRecord]] = {}
+    for i, data in enumerate(records):
+        try:
+            record = validate_record(data)
+        except RecordError as exc:
+            raise ApiError(422, "invalid_record", f"records[{i}].{exc.field}: {exc.message}",
+                           f"records[{i}].{exc.field}") from None
+        by_model.setdefault(record.model_id, []).append(record)
+    return by_model
+
+
+async def _producer(app: FastAPI):
+    """The app's producer, started on first use.
+
+    Raises
+    ------
+    ApiError
+        503 if no broker is configured or it cannot be reached.
+    """
+    state = app.state
+    lock = getattr(state, "ingest_lock", None)
+    if lock is None:
+        lock = state.ingest_lock = asyncio.Lock()
+    async with lock:
+        producer = getattr(state, "ingest_producer", None)
+        if producer is not None:
+            return producer
+        settings = state.settings
+        if not settings.kafka_bootstrap:
+            raise ApiError(503, "ingest_unavailable", "no Kafka bootstrap servers configured")
+        from aiokafka import AIOKafkaProducer
+
+        producer = AIOKafkaProducer(
+            bootstrap_servers=settings.kafka_bootstrap, acks="all",
+            enable_idempotence=settings.kafka_enable_idempotence,
+            compression_type=resolve_compression("auto"), max_request_size=MAX_MESSAGE_BYTES + 65_536,
+        )
+        try:
+            await producer.start()
+        except Exception as exc:
+            await producer.stop()
+            raise ApiError(503, "broker_unavailable", f"Kafka unreachable: {exc}") from None
+        state.ingest_producer = producer
+        return producer
+
+
+async def close(app: FastAPI) -> None:
+    """Stop the app's ingest producer, if one was started."""
+    producer = getattr(app.state, "ingest_producer", None)
+    if producer is not None:
+        app.state.ingest_producer = None
+        await producer.stop()
+
+
+@router.post(
+    "/ingest",
+    summary="Validate prediction records and produce them to Kafka",
+    responses={413: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+)
+async def ingest(body: IngestBatch, request: Request) -> dict[str, Any]:
+    by_model = _validated(body.records)
+    messages = []
+    for model_id, records in by_model.items():
+        encoded, oversized = split_messages(
+            model_id.encode(), RecordColumns.from_records(model_id, records), encode_columns,
+            INGEST_BATCH_RECORDS, MAX_MESSAGE_BYTES)
+        if oversized:
+            raise ApiError(413, "record_too_large",
+                           f"a record of model {model_id!r} encodes to more than {MAX_MESSAGE_BYTES} bytes")
+        messages += encoded
+    producer = await _producer(request.app)
+    topic = request.app.state.settings.predictions_topic
+    try:
+        await asyncio.gather(*(producer.send_and_wait(topic, value, key=key) for key, value, _n in messages))
+    except Exception as exc:
+        raise ApiError(503, "broker_unavailable", f"Kafka did not acknowledge: {exc}") from None
+    return {"accepted": sum(n for _k, _v, n in messages), "messages": len(messages)}

@@ -1,0 +1,174 @@
+"""One feature in one window: missing values plus a numeric and a categorical sketch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+
+from sketches.categorical import CategoricalSketch
+from sketches.numeric import NumericSketch
+
+Kind = Literal["numeric", "categorical", "empty"]
+Column = np.ndarray | Sequence[Any]
+"""Raw values of one feature for a batch of records: a numpy array or a sequence."""
+
+_NONE = type(None)
+
+
+def category_label(v: bool | int | float | str) -> str:
+    """The category a non-missing value counts as: bools are ``"true"``/``"false"``.
+
+    Examples
+    --------
+    >>> category_label(True), category_label(3), category_label("DE")
+    ('true', '3', 'DE')
+    """
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _without_none(values: Sequence[Any], nulls: int) -> Sequence[Any]:
+    return [v for v in values if v is not None] if nulls else values
+
+
+class FeatureProfile:
+    """One feature in one window: missing values plus numeric and categorical parts.
+
+    Numbers (int, float) go to :attr:`numeric`; strings and booleans to
+    :attr:`categorical`. A feature's :attr:`kind` is the part holding most
+    values; values of the other part count as type mismatches. ``None``, an
+    absent key and NaN are missing values; ``+/-inf`` are counted apart.
+
+    Examples
+    --------
+    >>> f = FeatureProfile()
+    >>> f.update([1.0, 2, None, float("nan"), "x", True])
+    >>> f.null_count, f.numeric.count, f.categorical.frequencies(), f.kind, f.type_mismatch_count
+    (2, 2, {'true': 1, 'x': 1}, 'numeric', 2)
+    >>> f.update(np.array([3.0, np.inf]))
+    >>> f.numeric.count, f.inf_count
+    (3, 1)
+    """
+
+    __slots__ = ("missing", "numeric", "categorical")
+
+    def __init__(self) -> None:
+        self.missing = 0
+        self.numeric = NumericSketch()
+        self.categorical = CategoricalSketch()
+
+    def update(self, values: Column) -> None:
+        """Add the values of one column.
+
+        Parameters
+        ----------
+        values : numpy.ndarray or sequence
+            A float or integer array (NaN missing), a bool array, a string or
+            object array, or a sequence of numbers, strings, bools and None.
+            Homogeneous columns take a vectorised path; mixed ones are split
+            value by value.
+        """
+        if isinstance(values, np.ndarray):
+            kind = values.dtype.kind
+            if kind in "fiu":
+                self.numeric.update(values)
+                return
+            if kind == "b":
+                n_true = int(np.count_nonzero(values))
+                self.categorical.update_counts({"true": n_true, "false": values.size - n_true})
+                return
+            values = values.tolist()
+        n = len(values)
+        if not n:
+            return
+        types = list(map(type, values))
+        nulls = types.count(_NONE)
+        if type(values[0]) is str and types.count(str) + nulls == n:
+            self.categorical.update(_without_none(values, nulls))
+        elif types.count(float) + types.count(int) + nulls == n:
+            self.numeric.update(np.array(_without_none(values, nulls), dtype=np.float64))
+        else:
+            self._update_mixed(values)
+            return
+        self.missing += nulls
+
+    def _update_mixed(self, values: Sequence[Any]) -> None:
+        nums: list[float] = []
+        cats: list[str] = []
+        for v in values:
+            t = type(v)
+            if t is float or t is int:
+                nums.append(v)
+            elif t is str:
+                cats.append(v)
+            elif v is None:
+                self.missing += 1
+            elif t is bool:
+                cats.append("true" if v else "false")
+            else:  # int / float subclasses such as numpy scalars
+                nums.append(float(v))
+        if nums:
+            self.numeric.update(np.array(nums, dtype=np.float64))
+        if cats:
+            self.categorical.update(cats)
+
+    def merge(self, other: FeatureProfile) -> None:
+        """Merge ``other`` into this profile (in place)."""
+        self.missing += other.missing
+        self.numeric.merge(other.numeric)
+        self.categorical.merge(other.categorical)
+
+    @property
+    def null_count(self) -> int:
+        """Missing values: None, absent key, NaN."""
+        return self.missing + self.numeric.null_count
+
+    @property
+    def inf_count(self) -> int:
+        """Values equal to +inf or -inf."""
+        return self.numeric.pos_inf_count + self.numeric.neg_inf_count
+
+    @property
+    def numeric_total(self) -> int:
+        """Numeric values, infinities included."""
+        return self.numeric.count + self.inf_count
+
+    @property
+    def kind(self) -> Kind:
+        """``"numeric"``, ``"categorical"``, or ``"empty"`` when no value is present."""
+        if self.numeric_total == 0 and self.categorical.count == 0:
+            return "empty"
+        return "numeric" if self.numeric_total >= self.categorical.count else "categorical"
+
+    @property
+    def type_mismatch_count(self) -> int:
+        """Values whose type differs from the feature's kind."""
+        return min(self.numeric_total, self.categorical.count)
+
+    @property
+    def total(self) -> int:
+        """All values, missing included."""
+        return self.null_count + self.numeric_total + self.categorical.count
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-data form (for MessagePack); see :meth:`from_dict`."""
+        d: dict[str, Any] = {"miss": self.missing}
+        if self.numeric.count or self.numeric.null_count or self.inf_count:
+            d["num"] = self.numeric.to_dict()
+        if self.categorical.count:
+            d["cat"] = self.categorical.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FeatureProfile:
+        """Inverse of :meth:`to_dict`."""
+        f = cls()
+        f.missing = d["miss"]
+        if "num" in d:
+            f.numeric = NumericSketch.from_dict(d["num"])
+        if "cat" in d:
+            f.categorical = CategoricalSketch.from_dict(d["cat"])
+        return f

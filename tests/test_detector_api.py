@@ -1,0 +1,101 @@
+"""Drift API and detector worker on a real Redis: results per feature, per-model and
+per-feature configuration, seasonal baselines from stored windows."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+
+from sdk.record import PredictionRecord
+from service.api.app import create_app
+from service.detector import Detector
+from service.reference import build_reference
+from service.store import index_key, profile_key, window_member
+from sketches.profile import WindowProfile
+
+T0 = 1_700_006_400
+MODEL = "fraud"
+
+
+def rows(rng: np.random.Generator, n: int, shift: float = 0.0) -> list[dict]:
+    return [{"amount": float(rng.lognormal(3 + shift, 1)), "country": str(rng.choice(["de", "fr"]))}
+            for _ in range(n)]
+
+
+async def put_window(store, start: int, features: list[dict], length: int = 300) -> str:
+    p = WindowProfile(MODEL, start, length)
+    p.add_records([PredictionRecord(MODEL, "1", str(i), start + 1.0, f) for i, f in enumerate(features)])
+    member = window_member(length, start, "1")
+    await store.r.set(profile_key(MODEL, member), p.to_bytes())
+    await store.r.zadd(index_key(MODEL), {member: start})
+    await store.r.sadd("fw:models", MODEL)
+    return member
+
+
+async def test_drift_endpoint_serves_every_feature_computed_then_stored(settings, store):
+    rng = np.random.default_rng(1)
+    await store.put_reference(MODEL, build_reference(MODEL, rows(rng, 2000)))
+    member = await put_window(store, T0, rows(rng, 1000, shift=1.0))
+    app = create_app(settings, store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        body = (await http.get(f"/v1/models/{MODEL}/drift", params={"window": T0})).json()
+        [w] = body["windows"]
+        assert (w["source"], w["baseline"], w["version"]) == ("computed", "reference", "1")
+        assert set(w["features"]) == {"amount", "country", ""}
+        amount = {r["check"]: r for r in w["features"]["amount"]}
+        assert {"psi", "ks", "js", "wasserstein", "mean_shift", "null_rate"} <= set(amount)
+        assert amount["psi"]["status"] == "drift" and amount["psi"]["floor"] == 0.2
+        assert {r["check"]: r["status"] for r in w["features"]["country"]}["chi2"] == "ok"
+        alerts = await Detector(settings, store).evaluate(MODEL, member)
+        assert [(a["feature"], a["check"]) for a in alerts] == [("amount", "psi")]
+        latest = (await http.get(f"/v1/models/{MODEL}/drift")).json()["windows"][0]
+        assert latest["source"] == "stored" and latest["features"]["amount"] == w["features"]["amount"]
+        missing = await http.get(f"/v1/models/{MODEL}/drift", params={"window": T0 + 300})
+        assert missing.status_code == 404 and missing.json()["field"] == "window"
+
+
+async def test_per_model_and_per_feature_configuration_through_the_api(settings, store):
+    rng = np.random.default_rng(2)
+    await store.put_reference(MODEL, build_reference(MODEL, rows(rng, 2000)))
+    member = await put_window(store, T0, rows(rng, 1000, shift=1.0))
+    app = create_app(settings, store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        bad = await http.put(f"/v1/models/{MODEL}/detector-config", json={"alerting": ["nope"]})
+        assert bad.status_code == 422 and bad.json()["field"] == "alerting"
+        bad = await http.put(f"/v1/models/{MODEL}/detector-config", json={"floors": {"ks": -1}})
+        assert bad.status_code == 422 and bad.json()["field"] == "floors"
+        resp = await http.put(f"/v1/models/{MODEL}/detector-config",
+                              json={"alpha": 0.001, "alerting": ["numeric:ks"], "floors": {"ks": 0.05}})
+        assert resp.status_code == 200
+        assert resp.json()["effective"]["alpha"] == 0.001
+        resp = await http.put(f"/v1/models/{MODEL}/detector-config/features/amount",
+                              json={"checks": ["ks", "null_rate"], "floors": {"ks": 0.9}})
+        cfg = resp.json()
+        assert cfg["config"]["features"]["amount"]["floors"] == {"ks": 0.9}
+        assert cfg["config"]["alpha"] == 0.001  # the model-level settings are kept
+        amount = (await http.get(f"/v1/models/{MODEL}/drift")).json()["windows"][0]["features"]["amount"]
+        assert [r["check"] for r in amount] == ["null_rate", "ks"]
+        assert amount[1]["floor"] == 0.9 and amount[1]["status"] == "ok"  # D ~ 0.38 < 0.9
+        assert await Detector(settings, store).evaluate(MODEL, member) == []
+        assert (await http.delete(f"/v1/models/{MODEL}/detector-config/features/amount")).status_code == 200
+        assert (await http.delete(f"/v1/models/{MODEL}/detector-config/features/amount")).status_code == 404
+        assert (await http.get("/v1/models/nope/drift")).status_code == 404
+
+
+async def test_seasonal_baseline_and_volume_from_stored_windows(settings, store):
+    rng = np.random.default_rng(3)
+    week = 7 * 86_400
+    for j in (1, 2, 3):  # the same hour of the week, three past weeks
+        for k in range(12):
+            await put_window(store, T0 - j * week + k * 300, rows(rng, 200))
+    member = await put_window(store, T0, rows(rng, 20))  # a volume drop, same distribution
+    app = create_app(settings, store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        await http.put(f"/v1/models/{MODEL}/detector-config", json={"baseline": {"kind": "seasonal"}})
+        [w] = (await http.get(f"/v1/models/{MODEL}/drift")).json()["windows"]
+    assert w["baseline"] == "seasonal"
+    [volume] = w["features"][""]
+    assert volume["status"] == "drift" and volume["n_baseline"] == 36 * 200
+    assert volume["effect_size"] == -0.9
+    alerts = await Detector(settings, store).evaluate(MODEL, member)
+    assert [(a["feature"], a["check"]) for a in alerts] == [("", "volume")]

@@ -1,0 +1,117 @@
+"""Serialized profiles: the golden file of format 2 keeps reading, bad bytes are refused, and a
+20-feature window profile is small.
+
+The golden file tests/golden/profile_v2.fwp was written by :func:`golden_profile` with this
+version (``python tests/test_sketch_format.py`` rewrites it; do that only when adding a new
+golden file for a new format, never to make this test pass). The expected values below were
+computed from the raw data when the file was written, so the test does not depend on
+regenerating the data.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sdk.columns import RecordColumns
+from sketches.codec import PROFILE_FORMAT_VERSION
+from sketches.numeric import TDIGEST_RANK_ERROR
+from sketches.profile import WindowProfile
+
+GOLDEN = Path(__file__).parent / "golden" / "profile_v2.fwp"
+
+
+def golden_profile() -> WindowProfile:
+    """2,000 records: continuous, integer-coded, high- and low-cardinality, mixed, and sliced."""
+    rng = np.random.default_rng(20_260_101)
+    n = 2_000
+    x = rng.lognormal(0, 1, n)
+    x[::50] = np.nan
+    features = {
+        "amount": x,
+        "items": rng.integers(0, 5, n).tolist(),
+        "merchant": [f"m{i}" for i in rng.integers(0, 400, n)],
+        "channel": rng.choice(np.array(["web", "app", None], dtype=object), n).tolist(),
+        "mixed": rng.choice(np.array(["a", 2.5, True, None], dtype=object), n).tolist(),
+    }
+    cols = RecordColumns("golden", rng.choice(["v1", "v2"], n).tolist(), [str(i) for i in range(n)],
+                         [0.0] * n, features, score=rng.uniform(size=n).tolist(),
+                         predicted_label=rng.choice(["yes", "no"], n).tolist(),
+                         slices={"country": rng.choice(["DE", "FR", "US", "IT"], n).tolist()},
+                         latency_ms=rng.exponential(10.0, n).tolist())
+    p = WindowProfile("golden", 1_767_225_600, 300, slice_features=["amount"], max_slice_values=3)
+    p.add_columns(cols)
+    return p
+
+
+def test_golden_profile_of_format_2_reads_back():
+    p = WindowProfile.from_bytes(GOLDEN.read_bytes())
+    assert (p.model_id, p.window_start, p.window_seconds, p.count) == ("golden", 1_767_225_600, 300, 2000)
+    assert p.versions == {"v1": 1020, "v2": 980}
+    amount = p.features["amount"].numeric
+    assert (amount.count, amount.null_count) == (1960, 40) and not amount.is_exact
+    assert (amount.min, amount.max) == (0.015114676404729991, 29.3927929759018)
+    truth = {0.5: 0.2393, 1.0: 0.5020, 2.0: 0.7643, 5.0: 0.9418}  # F_n(x) of the raw data
+    for v, f in truth.items():
+        assert abs(amount.cdf(v) - f) <= TDIGEST_RANK_ERROR + 1e-4
+    assert p.features["items"].numeric.exact == {0.0: 382, 1.0: 420, 2.0: 403, 3.0: 400, 4.0: 395}
+    merchant = p.features["merchant"].categorical
+    assert not merchant.is_exact and merchant.count == 2000 and merchant.frequency_error == 0
+    assert merchant.frequencies(2) == {"m304": 14, "m162": 12}
+    assert merchant.distinct == pytest.approx(397, rel=0.02)  # 397 distinct merchants in the data
+    channel = p.features["channel"]
+    assert channel.categorical.exact == {"app": 682, "web": 636} and channel.null_count == 682
+    mixed = p.features["mixed"]
+    assert (mixed.numeric.count, mixed.categorical.exact, mixed.null_count) == (
+        504, {"a": 509, "true": 471}, 516)
+    assert p.prediction.exact == {"yes": 1002, "no": 998}
+    assert p.score.count == 2000 and p.latency.count == 2000
+    country = p.slices["country"]
+    assert {k: s.count for k, s in country.profiles.items()} == {"IT": 512, "US": 503, "FR": 497,
+                                                                  "__other__": 488}
+    assert country.capped_records == 488 and country.profiles["IT"].features.keys() == {"amount"}
+
+
+def test_bad_bytes_are_refused_with_a_reason():
+    good = GOLDEN.read_bytes()
+    assert good[:4] == b"FWP" + bytes([PROFILE_FORMAT_VERSION])
+    for bad, reason in ((b"\x8b\xa3fmt\x01", "format 1"), (good[:40], "corrupt"),
+                        (good[:3] + b"\x09" + good[4:], "unknown profile format 9")):
+        with pytest.raises(ValueError, match=reason):
+            WindowProfile.from_bytes(bad)
+
+
+def test_twenty_feature_window_profile_is_small():
+    """10 numeric and 10 categorical features (1,000 categories each), 100k records in one window."""
+    rng = np.random.default_rng(5)
+    n = 100_000
+    names = np.array([f"value_{i:04d}" for i in range(1_000)])
+    numeric = {f"num_{i}": d for i, d in enumerate([
+        rng.normal(size=n), rng.lognormal(0, 2, n), rng.uniform(size=n), rng.exponential(size=n),
+        rng.normal(1e6, 1e3, n), rng.integers(0, 5_000, n).astype(float), rng.pareto(2.0, n),
+        np.where(rng.uniform(size=n) < 0.7, 0.0, rng.lognormal(0, 1, n)), 10.0 ** rng.uniform(-300, 300, n),
+        np.where(rng.uniform(size=n) < 0.5, rng.normal(-3, 1, n), rng.normal(3, 0.5, n))])}
+    categorical = {f"cat_{i}": names[rng.zipf(1.2, n) % 1_000 if i % 2 else rng.integers(0, 1_000, n)]
+                   for i in range(10)}
+    columns = {k: v.tolist() for k, v in (numeric | categorical).items()}
+    p = WindowProfile("model-1", 1_700_000_100, 300)
+    for s in range(0, n, 1_000):
+        feats = {k: v[s:s + 1_000] for k, v in numeric.items()}
+        feats |= {k: columns[k][s:s + 1_000] for k in categorical}
+        p.add_columns(RecordColumns("model-1", ["1"] * 1_000, [""] * 1_000, [0.0] * 1_000, feats))
+    size = len(p.to_bytes())
+    raw_json = sum(len(json.dumps({"model_id": "model-1", "model_version": "1", "prediction_id": f"p{i}",
+                                   "event_time": 1_700_000_100.0 + i * 1e-3,
+                                   "features": dict(zip(columns, row, strict=True))})) + 1
+                   for i, row in enumerate(zip(*columns.values(), strict=True)))
+    assert size <= 100 * 1024
+    assert raw_json / size >= 500
+
+
+if __name__ == "__main__":
+    GOLDEN.parent.mkdir(exist_ok=True)
+    GOLDEN.write_bytes(golden_profile().to_bytes())
+    print(f"wrote {GOLDEN} ({GOLDEN.stat().st_size} bytes)")

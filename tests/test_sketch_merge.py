@@ -1,0 +1,155 @@
+"""Merge invariance, property-based: any split of a stream into partial profiles, merged in any
+order and shape (some parts through their serialized form), equals the one-pass profile.
+
+Equal means: counts, missing, infinities, versions, min and max exactly; mean and M2 up to
+float rounding; exact tables (numeric <= 64 values, categorical <= 256 categories) exactly;
+sketches within their documented bounds of the truth on the raw data (CDF within
+``rank_error``, count intervals containing the true counts, distinct counts within 2 %).
+Streams hold up to 300 values (the digest is lossless, so exact), 301 to 3,000, or 11,000 to
+14,000 values.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from functools import reduce
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sdk.columns import RecordColumns
+from sketches.numeric import NumericSketch
+from sketches.profile import WindowProfile
+
+P = np.arange(1, 100) / 100
+
+
+@st.composite
+def scenarios(draw):
+    n = draw(st.one_of(st.integers(0, 300), st.integers(301, 3_000), st.integers(11_000, 14_000)))
+    parts = draw(st.integers(1, 8))
+    batches = [7, 5_000] if n <= 300 else [500, 5_000]
+    return {
+        "seed": draw(st.integers(0, 2**32 - 1)),
+        "n": n,
+        "dist": draw(st.sampled_from(["normal", "lognormal", "bimodal", "extreme"])),
+        "int_range": draw(st.integers(1, 100)),
+        "categories": draw(st.integers(1, 600)),
+        "cuts": sorted(draw(st.lists(st.integers(0, n), min_size=parts - 1, max_size=parts - 1))),
+        "order": draw(st.permutations(range(parts))),
+        "balanced": draw(st.booleans()),
+        "via_bytes": draw(st.lists(st.booleans(), min_size=parts, max_size=parts)),
+        "batch": draw(st.sampled_from(batches)),
+    }
+
+
+def stream(sc) -> RecordColumns:
+    rng = np.random.default_rng(sc["seed"])
+    n = sc["n"]
+    x = {"normal": rng.normal(size=n), "lognormal": rng.lognormal(0, 2, n),
+         "bimodal": np.where(rng.uniform(size=n) < 0.4, rng.normal(-5, 1, n), rng.normal(5, 0.5, n)),
+         "extreme": rng.choice([-1.0, 1.0], n) * 10.0 ** rng.uniform(-300, 300, n)}[sc["dist"]]
+    special = rng.choice([np.nan, np.inf, -np.inf], n)
+    x = np.where(rng.uniform(size=n) < 0.03, special, x).tolist()
+    k = rng.integers(0, sc["int_range"], n).tolist()
+    c = [f"c{j}" for j in (rng.zipf(1.3, n) % sc["categories"]).tolist()]
+    mixed = rng.choice(np.array(["a", "b", 1.5, True, 7, None], dtype=object), n).tolist()
+    none = rng.uniform(size=(3, n)) < 0.05
+    features = {
+        "x": [None if m else v for v, m in zip(x, none[0], strict=True)],
+        "k": [None if m else v for v, m in zip(k, none[1], strict=True)],
+        "c": [None if m else v for v, m in zip(c, none[2], strict=True)],
+        "mixed": mixed,
+    }
+    return RecordColumns(
+        "m", rng.choice(["1", "2"], n).tolist(), [str(i) for i in range(n)], [0.0] * n, features,
+        score=rng.uniform(size=n).tolist(), predicted_label=rng.choice([0, 1], n).tolist(),
+        slices={"country": rng.choice(np.array(["DE", "FR", "US", None], dtype=object), n).tolist()},
+        latency_ms=rng.exponential(5.0, n).tolist(),
+    )
+
+
+def profile_of(cols: RecordColumns, rows: range, batch: int) -> WindowProfile:
+    p = WindowProfile("m", 0, 300)
+    for start in range(rows.start, rows.stop, batch):
+        idx = np.arange(start, min(start + batch, rows.stop))
+        p.add_columns(RecordColumns(
+            "m", [cols.model_version[i] for i in idx], [cols.prediction_id[i] for i in idx],
+            [0.0] * idx.size, {k: [v[i] for i in idx] for k, v in cols.features.items()},
+            score=[cols.score[i] for i in idx], predicted_label=[cols.predicted_label[i] for i in idx],
+            slices={k: [v[i] for i in idx] for k, v in cols.slices.items()},
+            latency_ms=[cols.latency_ms[i] for i in idx]))
+    return p
+
+
+def assert_numeric_matches(merged: NumericSketch, one: NumericSketch, column: list) -> None:
+    raw = np.array([v for v in column if v is not None], dtype=float)  # None is counted apart
+    finite = raw[np.isfinite(raw)]
+    expected = (finite.size, np.isnan(raw).sum())
+    assert (merged.count, merged.null_count) == (one.count, one.null_count) == expected
+    assert (merged.pos_inf_count, merged.neg_inf_count) == (one.pos_inf_count, one.neg_inf_count)
+    assert merged.is_exact == one.is_exact
+    if not finite.size:
+        return
+    assert merged.min == one.min == finite.min() and merged.max == one.max == finite.max()
+    assert np.isclose(merged.mean, one.mean, rtol=1e-9, atol=1e-300)
+    assert np.isclose(merged.m2, one.m2, rtol=1e-6, atol=1e-300) or merged.m2 == one.m2 == np.inf
+    if one.is_exact:
+        assert merged.exact == one.exact == Counter(finite.tolist())
+        return
+    sorted_raw = np.sort(finite)
+    points = np.quantile(finite, P, method="inverted_cdf")
+    truth = np.searchsorted(sorted_raw, points, side="right") / finite.size
+    for s in (merged, one):
+        assert np.max(np.abs(s.cdf_many(points) - truth)) <= s.rank_error + 1e-12
+        assert np.all(np.diff([s.quantile(p) for p in P]) >= 0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(scenarios())
+def test_any_split_merged_in_any_order_equals_one_pass(sc):
+    cols = stream(sc)
+    n = sc["n"]
+    one = profile_of(cols, range(n), sc["batch"])
+    bounds = [0, *sc["cuts"], n]
+    parts = [profile_of(cols, range(a, b), sc["batch"]) for a, b in zip(bounds, bounds[1:], strict=False)]
+    parts = [WindowProfile.from_bytes(p.to_bytes()) if rt else p
+             for p, rt in zip(parts, sc["via_bytes"], strict=True)]
+    ordered = [parts[i] for i in sc["order"]]
+    while sc["balanced"] and len(ordered) > 1:
+        ordered = [a.merge(b) for a, b in zip(ordered[::2], ordered[1::2], strict=False)] + (
+            [ordered[-1]] if len(ordered) % 2 else [])
+    merged = reduce(WindowProfile.merge, ordered[1:], ordered[0])
+
+    assert merged.count == one.count == n
+    if not n:
+        assert merged.is_empty and not merged.features
+        return
+    assert merged.versions == one.versions == Counter(cols.model_version)
+    assert set(merged.features) == set(one.features)
+    for name, f in one.features.items():
+        g = merged.features[name]
+        assert (g.missing, g.null_count, g.inf_count, g.kind, g.type_mismatch_count) == (
+            f.missing, f.null_count, f.inf_count, f.kind, f.type_mismatch_count)
+        assert g.categorical.count == f.categorical.count
+    for name in ("x", "k"):
+        assert_numeric_matches(merged.features[name].numeric, one.features[name].numeric, cols.features[name])
+    assert_numeric_matches(merged.score, one.score, cols.score)
+    truth = Counter(v for v in cols.features["c"] if v is not None)
+    for s in (merged.features["c"].categorical, one.features["c"].categorical):
+        assert s.is_exact == (len(truth) <= 256)
+        if s.is_exact:
+            assert s.exact == truth
+        else:
+            assert all(s.count_interval(v)[0] <= c <= s.count_interval(v)[1] for v, c in truth.items())
+            assert abs(s.distinct / len(truth) - 1) <= 0.02
+        assert s.estimate("never-seen") == 0 and set(s.frequencies()) <= set(truth)
+    assert merged.prediction.exact == one.prediction.exact == Counter(map(str, cols.predicted_label))
+    by_country = Counter(v for v in cols.slices["country"] if v is not None)
+    for p in (merged, one):
+        subs = p.slices["country"].profiles
+        assert {k: s.count for k, s in subs.items()} == dict(by_country)
+        for k, s in subs.items():
+            scores = np.array([v for v, c in zip(cols.score, cols.slices["country"], strict=True) if c == k])
+            assert (s.score.count, s.score.min, s.score.max) == (scores.size, scores.min(), scores.max())
