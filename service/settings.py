@@ -53,12 +53,14 @@ class Settings(BaseSettings):
         500, ge=1, description="Distinct features profiled per model and window; more are dropped and counted"
     )
     detector_group: str = Field("fleetwatch-detector", description="Detector consumer group")
-    psi_floor: float = Field(0.2, ge=0, description="Alert when PSI >= this (and KS p < alpha)")
-    js_floor: float = Field(0.1, ge=0, description="Alert when JS distance >= this (and chi2 p < alpha)")
-    null_rate_floor: float = Field(
-        0.1, ge=0, description="Alert when null rate rises/falls by >= this (and p < alpha)"
+    psi_floor: float = Field(0.2, ge=0, description="Default PSI floor: alert when PSI > this with p < alpha")
+    js_floor: float = Field(
+        0.1, ge=0, description="Default Jensen-Shannon floor: alert when JS > this with p < alpha"
     )
-    alpha: float = Field(0.01, gt=0, lt=1, description="Significance level of the gating tests")
+    null_rate_floor: float = Field(
+        0.1, ge=0, description="Default null-rate floor: alert when it moves by more, with p < alpha"
+    )
+    alpha: float = Field(0.01, gt=0, lt=1, description="Default significance level of every check's p-value")
     api_host: str = Field("127.0.0.1", description="API listen address")
     api_port: int = Field(8000, ge=0, le=65535, description="API listen port")
     metrics_port: int = Field(

@@ -237,8 +237,9 @@ def _skew_cuts(items: _Items, starts: np.ndarray) -> np.ndarray:
     g, _owner = _owners(items, starts)
     ends = np.append(starts[1:], items.size)
     klo, khi = float_keys(g.lo), float_keys(g.hi)
-    off_value = np.abs((g.mean - g.lo) / (g.hi - g.lo) - 0.5)
-    off_key = np.abs((g.kmean - klo) / (khi - klo) - 0.5)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a constant group (hi == lo) gives NaN: never cut
+        off_value = np.abs((g.mean - g.lo) / (g.hi - g.lo) - 0.5)
+        off_key = np.abs((g.kmean - klo) / (khi - klo) - 0.5)
     skewed = np.flatnonzero((np.minimum(off_value, off_key) > SKEW_OFFSET) & (ends - starts > 4))
     cum = np.cumsum(items.w)
     half = cum[starts[skewed]] - items.w[starts[skewed]] + g.w[skewed] / 2
