@@ -123,7 +123,7 @@ async def _replay(settings: Settings, api_url: str, store: Store) -> dict[str, A
                     return False
             return await store.pending_events() == 0
 
-        await _wait(stored, timeout=120)
+        await _wait(stored, timeout=600)  # completion, not a hang detector: slow machines take longer
         alerts: list[dict[str, Any]] = []
         while True:
             page = (await http.get("/v1/alerts", params={"limit": 1000, "offset": len(alerts)})).json()
