@@ -1,6 +1,13 @@
-"""Errors of the wire encoding (a whole message cannot be trusted)."""
+"""The outer layer of every Kafka message value: size limit, MessagePack, and
+the errors that make a whole message untrustworthy."""
 
 from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+MAX_BATCH_BYTES = 8 * 1024 * 1024
 
 UNDECODABLE = "undecodable"
 MESSAGE_TOO_LARGE = "message_too_large"
@@ -21,3 +28,22 @@ class WireError(ValueError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+def unpack_envelope(value: Any) -> Any:
+    """Unpack a message value (MessagePack, at most MAX_BATCH_BYTES).
+
+    Raises
+    ------
+    WireError
+        ``bad_envelope`` for a missing value, ``message_too_large``, or
+        ``undecodable`` bytes (including strings that are not UTF-8).
+    """
+    if not isinstance(value, bytes | bytearray):
+        raise WireError(BAD_ENVELOPE, "message value is empty")
+    if len(value) > MAX_BATCH_BYTES:
+        raise WireError(MESSAGE_TOO_LARGE, f"message larger than {MAX_BATCH_BYTES} bytes")
+    try:
+        return msgpack.unpackb(value, raw=False, strict_map_key=False)
+    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+        raise WireError(UNDECODABLE, f"undecodable: {type(exc).__name__}: {exc}") from None

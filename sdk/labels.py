@@ -20,7 +20,7 @@ from typing import Any
 
 import msgpack
 
-from sdk.errors import BAD_ENVELOPE, MESSAGE_TOO_LARGE, UNDECODABLE, UNKNOWN_SCHEMA_VERSION, WireError
+from sdk.errors import BAD_ENVELOPE, UNKNOWN_SCHEMA_VERSION, WireError, unpack_envelope
 from sdk.record import (
     MAX_STRING_LENGTH,
     NOT_FINITE,
@@ -29,7 +29,6 @@ from sdk.record import (
     check_event_time,
     check_identifier,
 )
-from sdk.wire import MAX_BATCH_BYTES
 
 LABELS_VERSION = 1
 LABELS_KIND = "labels"
@@ -153,14 +152,7 @@ def decode_labels(value: bytes) -> DecodedLabels:
         If the bytes are not a label envelope of a known version; no label of
         such a message can be trusted.
     """
-    if not isinstance(value, bytes | bytearray):
-        raise WireError(BAD_ENVELOPE, "message value is empty")
-    if len(value) > MAX_BATCH_BYTES:
-        raise WireError(MESSAGE_TOO_LARGE, f"message larger than {MAX_BATCH_BYTES} bytes")
-    try:
-        envelope = msgpack.unpackb(value, raw=False, strict_map_key=False)
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise WireError(UNDECODABLE, f"undecodable: {type(exc).__name__}: {exc}") from None
+    envelope = unpack_envelope(value)
     if not isinstance(envelope, dict) or envelope.get("k") != LABELS_KIND:
         raise WireError(BAD_ENVELOPE, "not a label batch")
     if envelope.get("v") != LABELS_VERSION:

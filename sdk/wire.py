@@ -27,12 +27,11 @@ from dataclasses import dataclass
 import msgpack
 
 from sdk.columns import RecordColumns, validate_columns
-from sdk.errors import BAD_ENVELOPE, MESSAGE_TOO_LARGE, UNDECODABLE, UNKNOWN_SCHEMA_VERSION, WireError
+from sdk.errors import BAD_ENVELOPE, UNKNOWN_SCHEMA_VERSION, WireError, unpack_envelope
 from sdk.record import PredictionRecord, RecordError, validate_record
 
 ROWS_VERSION = 1
 COLUMNS_VERSION = 2
-MAX_BATCH_BYTES = 8 * 1024 * 1024
 _ROW_FIELDS = (
     "model_version", "prediction_id", "event_time", "features", "score",
     "class_probabilities", "predicted_label", "slices", "latency_ms",
@@ -127,14 +126,7 @@ def decode_batch(value: bytes) -> DecodedBatch:
         If the bytes are not a batch envelope of a known schema version; no
         record of such a message can be trusted.
     """
-    if not isinstance(value, bytes | bytearray):
-        raise WireError(BAD_ENVELOPE, "message value is empty")
-    if len(value) > MAX_BATCH_BYTES:
-        raise WireError(MESSAGE_TOO_LARGE, f"message larger than {MAX_BATCH_BYTES} bytes")
-    try:
-        envelope = msgpack.unpackb(value, raw=False, strict_map_key=False)
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
-        raise WireError(UNDECODABLE, f"undecodable: {type(exc).__name__}: {exc}") from None
+    envelope = unpack_envelope(value)
     if not isinstance(envelope, dict):
         raise WireError(BAD_ENVELOPE, "envelope is not a map")
     version = envelope.get("v")
