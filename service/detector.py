@@ -2,15 +2,15 @@
 
 Consumes window-closed events from a Redis stream consumer group (so replicas
 share the work and a crashed replica's events are reclaimed), runs the tier-1
-tests, applies the alert policy and stores alerts. Alert ids are a hash of
-(model, version, window, feature, check), so re-processing an event never
-duplicates an alert.
+tests and applies the alert policy (``service.alerting``: FDR gate,
+persistence, incidents). Every step is idempotent per window, so
+re-processing an event never duplicates an alert or counts a test twice.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
+import contextlib
 import logging
 import os
 import socket
@@ -30,11 +30,15 @@ from detectors.baseline import (
     window_counts,
 )
 from detectors.config import DetectorConfig, merge, service_defaults
-from detectors.policy import AlertCandidate, EffectFloorPolicy
 from detectors.result import TestResult
 from detectors.suite import alerting_checks, evaluate_window
 from service import metrics
+from service.alert_store import AlertStore
+from service.alerting import AlertPolicy, WindowRef
+from service.fdr import FdrGate, spending
+from service.model_config import ModelConfig
 from service.settings import Settings
+from service.silences import SilenceStore
 from service.store import Store, parse_member
 from sketches.profile import WindowProfile
 
@@ -112,40 +116,14 @@ async def evaluate_member(
     return current, baseline, config, evaluate_window(current, baseline.profile, config, counts)
 
 
-def alert_id(model_id: str, member: str, feature: str, check: str) -> str:
-    """Deterministic alert id: the same window, feature and check give the same id."""
-    return hashlib.sha256(f"{model_id}\0{member}\0{feature}\0{check}".encode()).hexdigest()[:20]
-
-
-def make_alert(current: WindowProfile, member: str, c: AlertCandidate, now: float) -> dict[str, Any]:
-    """The stored (and served) form of an alert."""
-    _length, _start, version = parse_member(member)
-    return {
-        "id": alert_id(current.model_id, member, c.feature, c.check),
-        "model_id": current.model_id,
-        "model_version": version,
-        "feature": c.feature,
-        "check": c.check,
-        "state": "firing",
-        "window_start": current.window_start,
-        "window_end": current.window_end,
-        "statistic": c.result.statistic,
-        "effect_size": c.result.effect_size,
-        "floor": c.result.floor,
-        "p_value": c.p_value,
-        "significance_check": c.check,
-        "n_current": c.result.n_current,
-        "n_baseline": c.result.n_baseline,
-        "created_at": now,
-    }
-
-
 class Detector:
     """One detector replica."""
 
     def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
         self.store = store
+        self.policy = AlertPolicy(AlertStore(store.r), FdrGate(store.r, spending(settings)))
+        self.silences = SilenceStore(store.r)
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -170,31 +148,47 @@ class Detector:
                     metrics.REDIS_ERRORS.inc()
                     break  # not acknowledged: re-read once Redis is back
                 except Exception:
-                    metrics.DETECTOR_SKIPPED.labels(reason="error").inc()
-                    log.exception("window evaluation failed model=%s window=%s",
+                    metrics.DETECTOR_SKIPPED.labels(reason="policy_error").inc()
+                    log.exception("alert policy failed model=%s window=%s",
                                   fields.get("model"), fields.get("member"))
+                    await self.release(fields["model"], fields["member"])
                 done.append(event_id)
             await self.store.ack_events(group, done)
 
+    async def release(self, model_id: str, member: str) -> None:
+        """Take a window the policy failed on off the model's pending set (so it does
+        not hold back the model's later windows)."""
+        with contextlib.suppress(Exception):
+            await self.policy.alerts.record(model_id, parse_member(member)[1], member, {})
+
     async def evaluate(self, model_id: str, member: str) -> list[dict[str, Any]]:
-        """Test one closed window; store and return the alerts it raised."""
+        """Test one closed window and apply the alert policy; the alerts it created or
+        changed. A window that cannot be tested is still released to the policy, so
+        the model's later windows are not held back."""
         t0 = time.perf_counter()
-        outcome = await evaluate_member(self.store, self.settings, model_id, member)
+        try:
+            outcome = await evaluate_member(self.store, self.settings, model_id, member)
+        except (RedisConnectionError, RedisTimeoutError, OSError):
+            raise
+        except Exception:
+            log.exception("window evaluation failed model=%s window=%s", model_id, member)
+            outcome = "error"
+        results: list[TestResult] = []
+        alerting: dict[str, frozenset[str]] = {}
         if isinstance(outcome, str):
             metrics.DETECTOR_SKIPPED.labels(reason=outcome).inc()
             log.info("window skipped model=%s window=%s reason=%s", model_id, member, outcome)
-            return []
-        current, baseline, config, results = outcome
-        policy = EffectFloorPolicy(alerting_checks(baseline.profile, config), alpha=config.alpha)
+        else:
+            _current, baseline, config, results = outcome
+            alerting = alerting_checks(baseline.profile, config)
+            await self.store.put_results(
+                model_id, member, [{**asdict(r), "baseline": baseline.kind} for r in results])
+        length, start, version = parse_member(member)
+        model = (await self.store.model_configs([model_id]))[model_id] or ModelConfig()
         now = time.time()
-        alerts = [make_alert(current, member, c, now) for c in policy.decide(results)]
-        for a in alerts:
-            if await self.store.put_alert(a):
-                metrics.ALERTS_RAISED.labels(check=a["check"]).inc()
-                log.info("alert model=%s window=%s feature=%s check=%s effect=%.3f p=%.2e",
-                         model_id, member, a["feature"], a["check"], a["effect_size"], a["p_value"])
-        await self.store.put_results(
-            model_id, member, [{**asdict(r), "baseline": baseline.kind} for r in results])
-        metrics.DETECTOR_RUNS.inc()
-        metrics.DETECTOR_SECONDS.observe(time.perf_counter() - t0)
+        alerts = await self.policy.apply(WindowRef(model_id, member, start, length, version),
+                                         results, alerting, model, await self.silences.active(now), now)
+        if results:
+            metrics.DETECTOR_RUNS.inc()
+            metrics.DETECTOR_SECONDS.observe(time.perf_counter() - t0)
         return alerts

@@ -52,7 +52,26 @@ DETECTOR_SECONDS = Histogram(
 DETECTOR_SKIPPED = Counter(
     "fleetwatch_detector_windows_skipped_total", "Windows not evaluated", ["reason"]
 )
-ALERTS_RAISED = Counter("fleetwatch_alerts_raised_total", "Alerts created", ["check"])
+ALERTS_RAISED = Counter(
+    "fleetwatch_alerts_raised_total", "Alerts fired (episodes)", ["check", "severity"]
+)
+ALERT_EVIDENCE = Counter(
+    "fleetwatch_alert_evidence_total", "Breaching windows added to alerts already firing"
+)
+ALERTS_RESOLVED = Counter("fleetwatch_alerts_resolved_total", "Alerts auto-resolved")
+ALERTS_SUPPRESSED = Counter(
+    "fleetwatch_alerts_suppressed_total", "Alerts fired but not to be notified", ["reason"]
+)
+FDR_TESTS = Counter("fleetwatch_fdr_tests_total", "P-values submitted to the FDR gate")
+FDR_DISCOVERIES = Counter("fleetwatch_fdr_discoveries_total", "P-values the FDR gate discovered")
+FDR_TESTS_UNFUNDED = Counter(
+    "fleetwatch_fdr_tests_unfunded_total",
+    "P-values beyond the slot's capacity (FLEETWATCH_FDR_TESTS_PER_WINDOW): tested at a lower level",
+)
+FDR_ALPHA_WEALTH = Gauge(
+    "fleetwatch_fdr_alpha_wealth", "Alpha wealth left in the current FDR epoch (of fdr_alpha)"
+)
+FDR_LEVEL = Gauge("fleetwatch_fdr_level", "BH level of the last window gated")
 
 for _reason in DEAD_LETTER_REASONS:
     DEAD_LETTERED.labels(reason=_reason)

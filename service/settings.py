@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -53,16 +53,39 @@ class Settings(BaseSettings):
         500, ge=1, description="Distinct features profiled per model and window; more are dropped and counted"
     )
     detector_group: str = Field("fleetwatch-detector", description="Detector consumer group")
-    psi_floor: float = Field(0.2, ge=0, description="Default PSI floor: alert when PSI > this with p < alpha")
+    psi_floor: float = Field(
+        0.2, ge=0, description="Default PSI floor: the interval null of PSI tests and their alert floor"
+    )
     js_floor: float = Field(
-        0.1, ge=0, description="Default Jensen-Shannon floor: alert when JS > this with p < alpha"
+        0.1, ge=0, description="Default Jensen-Shannon floor: the interval null of JS tests and their floor"
     )
     null_rate_floor: float = Field(
-        0.1, ge=0, description="Default null-rate floor: alert when it moves by more, with p < alpha"
+        0.1, ge=0, description="Default null-rate floor: the null-rate change a test must clear"
     )
-    alpha: float = Field(0.01, gt=0, lt=1, description="Default significance level of every check's p-value")
+    alpha: float = Field(
+        0.01, gt=0, lt=1, description="Level at which one test's status reads drift (alerts: the FDR gate)"
+    )
+    fdr_alpha: float = Field(
+        0.05, gt=0, lt=1, description="Target false discovery rate of the fleet's alerts per FDR epoch (q)"
+    )
+    fdr_epoch_seconds: int = Field(
+        86_400, ge=60,
+        description="FDR epoch: the guarantee holds per epoch; a multiple of window_seconds",
+    )
+    fdr_tests_per_window: int = Field(
+        10_000, ge=1, description="Fleet tests per window slot the FDR budget is shared by (capacity)"
+    )
+    fdr_reward_lag_windows: int = Field(
+        12, ge=1, description="Discoveries raise later levels once this many window slots old"
+    )
     api_host: str = Field("127.0.0.1", description="API listen address")
     api_port: int = Field(8000, ge=0, le=65535, description="API listen port")
     metrics_port: int = Field(
         0, ge=0, le=65535, description="Prometheus port for `aggregate`/`detect` (0: none)"
     )
+
+    @model_validator(mode="after")
+    def _epoch_of_whole_windows(self) -> Settings:
+        if self.fdr_epoch_seconds % self.window_seconds:
+            raise ValueError("fdr_epoch_seconds must be a multiple of window_seconds")
+        return self

@@ -1,5 +1,5 @@
 """Redis store: model configs, reference and window profiles, aggregator
-checkpoints, window-closed events and alerts.
+checkpoints, window-closed events and detector results.
 
 Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
 
@@ -10,10 +10,12 @@ Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
 ``fw:{m}:idx``                      ZSET ``"{len}:{start}:{version}"`` by start
 ``fw:{m}:p:{len}:{start}:{ver}``    closed window profile (bytes)
 ``fw:agg:{topic}:{partition}``      HASH: epoch, offset, watermarks, open partial profiles
+``fw:{m}:pending``                  ZSET closed windows the alert policy has not applied
 ``fw:windows``                      STREAM of window-closed events (model, member)
-``fw:alert:{id}``                   JSON alert
-``fw:alerts`` / ``fw:{m}:alerts``   ZSET of alert ids by creation time
 ==================================  ==============================================
+
+Alerts, alert series and incidents: ``service.alert_store``; the FDR gate:
+``service.fdr``; silences: ``service.silences``.
 """
 
 from __future__ import annotations
@@ -24,24 +26,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis.asyncio as aioredis
-from pydantic import BaseModel, Field
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from service.model_config import ModelConfig
 from sketches.profile import WindowProfile
 
 MODELS = "fw:models"
 WINDOWS_STREAM = "fw:windows"
-ALERTS = "fw:alerts"
-
-
-class ModelConfig(BaseModel):
-    """Per-model settings, stored as JSON."""
-
-    window_seconds: int = Field(300, ge=1, le=31 * 86_400, description="Window length, seconds")
-    owner: str | None = Field(None, max_length=256, description="Owning team")
 
 
 def config_key(m: str) -> str:
@@ -65,16 +59,13 @@ def parse_member(member: str) -> tuple[int, int, str]:
     return int(length), int(start), version
 
 
+def pending_key(m: str) -> str:
+    """ZSET of the model's closed windows not yet through the alert policy, by start."""
+    return f"fw:{{{m}}}:pending"
+
+
 def profile_key(m: str, member: str) -> str:
     return f"fw:{{{m}}}:p:{member}"
-
-
-def alert_key(alert_id: str) -> str:
-    return f"fw:alert:{alert_id}"
-
-
-def model_alerts_key(m: str) -> str:
-    return f"fw:{{{m}}}:alerts"
 
 
 def partition_key(topic: str, partition: int) -> str:
@@ -82,7 +73,8 @@ def partition_key(topic: str, partition: int) -> str:
 
 
 # Atomically: check the fencing epoch, update the partition checkpoint (offset,
-# watermarks, open partial profiles) and publish closed windows.
+# watermarks, open partial profiles) and publish closed windows (profile, index,
+# pending for the alert policy, window-closed event).
 _CHECKPOINT = """
 if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return 0 end
 local i = 2
@@ -92,8 +84,9 @@ n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do redis.call('HDEL', KEYS[1], ARGV[i]); i = i + 1 end
 n = tonumber(ARGV[i]); i = i + 1
 for j = 1, n do
-  redis.call('SET', KEYS[2 + 2 * j], ARGV[i + 3])
-  redis.call('ZADD', KEYS[3 + 2 * j], ARGV[i + 2], ARGV[i + 1])
+  redis.call('SET', KEYS[1 + 3 * j], ARGV[i + 3])
+  redis.call('ZADD', KEYS[2 + 3 * j], ARGV[i + 2], ARGV[i + 1])
+  redis.call('ZADD', KEYS[3 + 3 * j], ARGV[i + 2], ARGV[i + 1])
   redis.call('SADD', KEYS[2], ARGV[i])
   redis.call('XADD', KEYS[3], '*', 'model', ARGV[i], 'member', ARGV[i + 1])
   i = i + 4
@@ -231,7 +224,8 @@ class Store:
         args += deletes
         args.append(len(closed))
         for w in closed:
-            keys += [profile_key(w.model_id, w.member), index_key(w.model_id)]
+            keys += [profile_key(w.model_id, w.member), index_key(w.model_id),
+                     pending_key(w.model_id)]
             args += [w.model_id, w.member, w.start, w.profile]
         return bool(await self._checkpoint(keys=keys, args=args))
 
@@ -276,32 +270,6 @@ class Store:
     async def pending_events(self) -> int:
         """Window-closed events not yet evaluated (acknowledged events are deleted)."""
         return int(await self.r.xlen(WINDOWS_STREAM))
-
-    # -- alerts ---------------------------------------------------------------------
-    async def put_alert(self, alert: dict[str, Any]) -> bool:
-        """Store an alert unless one with its id exists. Returns True if created."""
-        created = await self.r.set(alert_key(alert["id"]), json.dumps(alert), nx=True)
-        if created:
-            async with self.r.pipeline(transaction=True) as p:
-                p.zadd(ALERTS, {alert["id"]: alert["created_at"]})
-                p.zadd(model_alerts_key(alert["model_id"]), {alert["id"]: alert["created_at"]})
-                await p.execute()
-        return bool(created)
-
-    async def alert(self, alert_id: str) -> dict[str, Any] | None:
-        raw = await self.r.get(alert_key(alert_id))
-        return None if raw is None else json.loads(raw)
-
-    async def alerts(
-        self, model_id: str | None, since: float, limit: int, offset: int = 0
-    ) -> list[dict[str, Any]]:
-        """Alerts created at or after ``since`` (Unix seconds), newest first."""
-        index = ALERTS if model_id is None else model_alerts_key(model_id)
-        ids = await self.r.zrevrangebyscore(index, "+inf", since, start=offset, num=limit)
-        if not ids:
-            return []
-        raw = await self.r.mget([alert_key(i.decode()) for i in ids])
-        return [json.loads(v) for v in raw if v is not None]
 
     # -- detector results ---------------------------------------------------------------
     async def put_results(self, model_id: str, member: str, results: list[dict[str, Any]]) -> None:

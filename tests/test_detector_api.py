@@ -6,9 +6,11 @@ from __future__ import annotations
 import httpx
 import numpy as np
 
+from detectors.policy.persistence import PersistenceConfig
 from sdk.record import PredictionRecord
 from service.api.app import create_app
 from service.detector import Detector
+from service.model_config import ModelConfig
 from service.reference import build_reference
 from service.store import index_key, profile_key, window_member
 from sketches.profile import WindowProfile
@@ -20,6 +22,11 @@ MODEL = "fraud"
 def rows(rng: np.random.Generator, n: int, shift: float = 0.0) -> list[dict]:
     return [{"amount": float(rng.lognormal(3 + shift, 1)), "country": str(rng.choice(["de", "fr"]))}
             for _ in range(n)]
+
+
+async def alert_on_first_breach(store) -> None:
+    """Persistence 1 of 1: a single breaching window fires."""
+    await store.put_model_config(MODEL, ModelConfig(persistence=PersistenceConfig(k=1, m=1)))
 
 
 async def put_window(store, start: int, features: list[dict], length: int = 300) -> str:
@@ -34,6 +41,7 @@ async def put_window(store, start: int, features: list[dict], length: int = 300)
 
 async def test_drift_endpoint_serves_every_feature_computed_then_stored(settings, store):
     rng = np.random.default_rng(1)
+    await alert_on_first_breach(store)
     await store.put_reference(MODEL, build_reference(MODEL, rows(rng, 2000)))
     member = await put_window(store, T0, rows(rng, 1000, shift=1.0))
     app = create_app(settings, store)
@@ -84,6 +92,7 @@ async def test_per_model_and_per_feature_configuration_through_the_api(settings,
 
 async def test_seasonal_baseline_and_volume_from_stored_windows(settings, store):
     rng = np.random.default_rng(3)
+    await alert_on_first_breach(store)
     week = 7 * 86_400
     for j in (1, 2, 3):  # the same hour of the week, three past weeks
         for k in range(12):

@@ -16,7 +16,7 @@ from detectors.baseline import (
     window_counts,
 )
 from detectors.config import BaselineConfig, DetectorConfig
-from detectors.policy import EffectFloorPolicy
+from detectors.policy.floor import EffectFloorPolicy
 from detectors.suite import alerting_checks, evaluate_window
 from sketches.profile import FeatureProfile, WindowProfile
 

@@ -11,7 +11,7 @@ from detectors.drift.chi2 import chi2_test
 from detectors.drift.js import js_distance, js_test
 from detectors.drift.ks import ks_test
 from detectors.drift.psi import psi
-from detectors.policy import EffectFloorPolicy
+from detectors.policy.floor import EffectFloorPolicy
 from detectors.quality.null_rate import null_rate_test
 from detectors.result import Status
 from detectors.suite import alerting_checks, evaluate_window

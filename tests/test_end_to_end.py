@@ -28,7 +28,7 @@ def rows(rng: np.random.Generator, n: int, shift: float = 0.0) -> list[dict]:
 
 
 async def replay(settings, store, shift: float) -> list[dict]:
-    """Reference from unshifted data, then one window of live traffic; returns /v1/alerts."""
+    """Reference from unshifted data, then two windows of live traffic; returns /v1/alerts."""
     rng = np.random.default_rng(11)
     await store.put_reference(MODEL, build_reference(MODEL, rows(rng, 3000)))
     app = create_app(settings, store)
@@ -37,12 +37,13 @@ async def replay(settings, store, shift: float) -> list[dict]:
                                linger_ms=10) as client:
             for i, features in enumerate(rows(rng, 2000, shift)):
                 client.log_prediction(MODEL, features, model_version="7",
-                                      prediction_id=f"p{i}", event_time=T0 + i * 0.1)
+                                      prediction_id=f"p{i}", event_time=T0 + i * 0.2)
             await client.flush()
 
         async def evaluated() -> bool:
             members = await store.window_members(MODEL, 0, float("inf"))
-            return bool(members) and await store.results(MODEL, members[0]) is not None
+            return len(members) == 2 and all([await store.results(MODEL, m) is not None
+                                               for m in members])
 
         await wait_for(evaluated, timeout=60)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
@@ -61,7 +62,9 @@ async def test_injected_shift_raises_an_alert_on_the_api(settings, store):
     assert [(a["feature"], a["check"]) for a in alerts] == [("income", "psi")]
     a = alerts[0]
     assert a["model_id"] == MODEL and a["model_version"] == "7" and a["state"] == "firing"
-    assert a["window_start"] == T0 and a["window_end"] == T0 + 300
+    # Breached in both windows: fires at the second (2 of 3), named by the first.
+    assert (a["window_start"], a["window_end"], a["fired_window_start"]) == (T0, T0 + 300, T0 + 300)
+    assert a["evidence_count"] == 2 and a["incident_id"] is not None
     assert a["effect_size"] > 1.0 and a["p_value"] < 1e-10
 
 
@@ -124,9 +127,10 @@ async def test_profiles_and_models_endpoints(settings, store):
         x = w["features"]["x"]
         assert x["null_rate"] == 0.0 and x["exact"] is False and (x["min"], x["max"]) == (0.0, 99.0)
         assert abs(x["quantiles"]["p50"] - 49.0) <= 1.0 and x["quantiles"]["p99"] >= 97.0
-        models = (await http.get("/v1/models")).json()
-        assert models == [{"model_id": MODEL, "config": {"window_seconds": 60, "owner": None},
-                           "has_reference": True}]
+        [model] = (await http.get("/v1/models")).json()
+        assert (model["model_id"], model["has_reference"]) == (MODEL, True)
+        assert {k: model["config"][k] for k in ("window_seconds", "owner", "tier", "features")} == {
+            "window_seconds": 60, "owner": None, "tier": 2, "features": {}}
         metrics = (await http.get("/metrics")).text
         assert "fleetwatch_records_aggregated_total" in metrics
         assert (await http.get("/healthz")).json() == {"status": "ok", "redis": True}

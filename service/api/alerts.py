@@ -1,13 +1,17 @@
-"""Alert endpoints."""
+"""Alert endpoints: list, read, acknowledge, resolve."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
 
+from service.alert_store import AlertStore
+from service.alerting import resolve_by_user
 from service.api.errors import ApiError, ErrorBody
 from service.api.models import require_model, store_of
 
@@ -20,28 +24,75 @@ class AlertState(StrEnum):
     resolved = "resolved"
 
 
+class Severity(StrEnum):
+    info = "info"
+    warning = "warning"
+    critical = "critical"
+
+
+class UserAction(BaseModel):
+    """Who acknowledges or resolves, and why."""
+
+    by: str = Field(..., min_length=1, max_length=256, description="User or team acting")
+    comment: str | None = Field(None, max_length=2048)
+
+    model_config = {"extra": "forbid"}
+
+
+def alerts_of(request: Request) -> AlertStore:
+    return AlertStore(store_of(request).r)
+
+
+async def require_alert(alerts: AlertStore, alert_id: str) -> dict[str, Any]:
+    alert = await alerts.alert(alert_id)
+    if alert is None:
+        raise ApiError(404, "alert_not_found", f"unknown alert {alert_id!r}", "alert_id")
+    return alert
+
+
 @router.get("", summary="Alerts, newest first", responses={404: {"model": ErrorBody}})
 async def list_alerts(
     request: Request,
     model: Annotated[str | None, Query(description="Only this model's alerts")] = None,
     state: Annotated[AlertState | None, Query(description="Only alerts in this state")] = None,
+    severity: Annotated[Severity | None, Query(description="Only alerts of this severity")] = None,
     since: Annotated[datetime | None, Query(description="Created at or after (ISO 8601 or Unix s)")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> list[dict[str, Any]]:
-    store = store_of(request)
     if model is not None:
-        await require_model(store, model)
+        await require_model(store_of(request), model)
     lo = since.replace(tzinfo=since.tzinfo or UTC).timestamp() if since else 0
-    alerts = await store.alerts(model, lo, limit, offset)
-    if state is not None:
-        alerts = [a for a in alerts if a["state"] == state.value]
-    return alerts
+    alerts = await alerts_of(request).alerts(model, lo, limit, offset)
+    return [a for a in alerts
+            if (state is None or a["state"] == state.value)
+            and (severity is None or a["severity"] == severity.value)]
 
 
 @router.get("/{alert_id}", summary="One alert", responses={404: {"model": ErrorBody}})
 async def get_alert(alert_id: str, request: Request) -> dict[str, Any]:
-    alert = await store_of(request).alert(alert_id)
-    if alert is None:
-        raise ApiError(404, "alert_not_found", f"unknown alert {alert_id!r}", "alert_id")
-    return alert
+    return await require_alert(alerts_of(request), alert_id)
+
+
+@router.post("/{alert_id}/ack", summary="Acknowledge a firing alert",
+             responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
+async def ack_alert(alert_id: str, body: UserAction, request: Request) -> dict[str, Any]:
+    alerts = alerts_of(request)
+    alert = await require_alert(alerts, alert_id)
+    if alert["state"] == "resolved":
+        raise ApiError(409, "alert_resolved", f"alert {alert_id!r} is resolved", "alert_id")
+    await alerts.act(alert_id, {"acked_by": body.by, "acked_at": repr(time.time()),
+                                "ack_comment": body.comment or ""})
+    await alerts.emit("acknowledged", alert_id, alert.get("incident_id"))
+    return await require_alert(alerts, alert_id)
+
+
+@router.post("/{alert_id}/resolve", summary="Resolve an alert by hand",
+             responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
+async def resolve_alert(alert_id: str, body: UserAction, request: Request) -> dict[str, Any]:
+    alerts = alerts_of(request)
+    alert = await require_alert(alerts, alert_id)
+    if alert["state"] == "resolved":
+        raise ApiError(409, "alert_resolved", f"alert {alert_id!r} is already resolved", "alert_id")
+    await resolve_by_user(alerts, alert, body.by, body.comment, time.time())
+    return await require_alert(alerts, alert_id)

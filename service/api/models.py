@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, Field, ValidationError
 
-from sdk.record import MAX_FEATURES, MAX_ID_LENGTH, RecordError
-from sdk.registry import FEATURE_TYPES
+from detectors.config import DetectorConfig, merge
+from sdk.record import RecordError
 from service.api.errors import ApiError, ErrorBody
+from service.model_config import ModelConfig, Name
 from service.reference import build_reference
-from service.store import ModelConfig, Store, parse_member
+from service.store import Store, parse_member
 from service.summary import window_summary
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -41,25 +42,18 @@ class ReferenceUpload(BaseModel):
     ]}}
 
 
-class FeatureDeclaration(BaseModel):
-    """A feature's declared type and lineage."""
-
-    type: Literal[FEATURE_TYPES] = Field(..., description="numeric, categorical or boolean")
-    source: str | None = Field(None, max_length=256, description="Upstream source the feature comes from")
-
-    model_config = {"extra": "forbid"}
-
-
 class ModelRegistration(ModelConfig):
-    """The body of ``PUT /v1/models/{id}``: the model's configuration and its feature declarations.
+    """The body of ``POST /v1/models``: the model's id, configuration and alert thresholds."""
 
-    Stored with the configuration (readers of :class:`ModelConfig` ignore the
-    extra field). TODO: move ``features`` into ``service.store.ModelConfig``
-    when the detector uses lineage; this class then goes away.
-    """
+    model_id: Name = Field(..., description="The model's id, as the SDK sends it")
+    thresholds: dict[str, float] = Field(
+        default_factory=dict, description="Effect floor per check (e.g. psi: 0.25), on top of the defaults")
 
-    features: dict[Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)],
-                   FeatureDeclaration] = Field(default_factory=dict, max_length=MAX_FEATURES)
+    model_config = {"json_schema_extra": {"examples": [{
+        "model_id": "fraud-v3", "owner": "payments-ml", "tier": 1,
+        "features": {"amount": {"type": "numeric", "source": "payments_db"},
+                     "country": {"type": "categorical", "source": "geo_ip"}},
+        "thresholds": {"psi": 0.25}, "routing": {"team": "payments"}}]}}
 
 
 @router.get("", summary="List monitored models")
@@ -75,8 +69,30 @@ async def list_models(request: Request) -> list[dict[str, Any]]:
     return out
 
 
+@router.post("", status_code=201, summary="Register a model",
+             responses={409: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+async def register_model(body: ModelRegistration, request: Request) -> dict[str, Any]:
+    store = store_of(request)
+    if (await store.model_configs([body.model_id]))[body.model_id] is not None:
+        raise ApiError(409, "model_exists", f"model {body.model_id!r} is registered; PUT "
+                       f"/v1/models/{body.model_id} replaces its configuration", "model_id")
+    try:
+        floors = DetectorConfig(floors=body.thresholds)
+    except ValidationError as exc:
+        raise ApiError(422, "invalid_request", f"thresholds: {exc.errors()[0]['msg']}",
+                       "thresholds") from None
+    config = ModelConfig.model_validate(body.model_dump(exclude={"model_id", "thresholds"}))
+    if body.thresholds:
+        raw = await store.detector_config(body.model_id)
+        current = DetectorConfig() if raw is None else DetectorConfig.model_validate_json(raw)
+        await store.put_detector_config(body.model_id, merge(current, floors).model_dump_json(
+            exclude_unset=True))
+    await store.put_model_config(body.model_id, config)
+    return {"model_id": body.model_id, "config": config.model_dump()}
+
+
 @router.put("/{model_id}", summary="Create or update a model's configuration")
-async def put_model(model_id: str, config: ModelRegistration, request: Request) -> dict[str, Any]:
+async def put_model(model_id: str, config: ModelConfig, request: Request) -> dict[str, Any]:
     await store_of(request).put_model_config(model_id, config)
     return {"model_id": model_id, "config": config.model_dump()}
 

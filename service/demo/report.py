@@ -34,19 +34,28 @@ def classify(result: dict[str, Any], fault: WeatherFeedFault) -> dict[str, Any]:
         if not mine:
             detection[model_id] = None
             continue
-        first = min(mine, key=lambda a: (a["window_end"], a["created_at"]))
+        first = min(mine, key=lambda a: (a["fired_window_start"], a["created_at"]))
+        fired_end = first["fired_window_start"] + first["window_end"] - first["window_start"]
         sent = result["fault_sent_at"].get(model_id)
         detection[model_id] = {
-            "first_alert_window": _day(first["window_start"]),
+            "first_breach_window": _day(first["window_start"]),
+            "first_alert_window": _day(first["fired_window_start"]),
             "feature": first["feature"],
             "check": first["check"],
-            "event_time_hours_from_fault": round((first["window_end"] - fault.start) / 3600, 1),
+            "event_time_hours_from_fault": round((fired_end - fault.start) / 3600, 1),
             "wall_seconds_from_first_faulty_record": (
                 round(first["created_at"] - sent, 1) if sent else None
             ),
         }
+    fault_ids = {a["id"] for a in fault_alerts}
+    incidents = result["incidents"]
+    fault_incidents = [i for i in incidents if {a["id"] for a in i["alerts"]} & fault_ids]
     return {
-        **{k: v for k, v in result.items() if k not in ("alerts", "fault_sent_at")},
+        **{k: v for k, v in result.items() if k not in ("alerts", "incidents", "fault_sent_at")},
+        "fault_incidents": [{k: i[k] for k in ("id", "title", "group_key", "models", "features",
+                                               "alert_count", "severity", "first_window_start")}
+                            for i in fault_incidents],
+        "other_incidents": len(incidents) - len(fault_incidents),
         "fault": {"start": _iso(fault.start), "end": _iso(fault.end),
                   "null_feature": fault.null_feature, "frozen_feature": fault.frozen_feature,
                   "affected_models": affected},
@@ -97,19 +106,27 @@ def render(report: dict[str, Any]) -> str:
                      f"records={m['records']:<6} windows={m['windows']}")
     lines += ["", f"alerts on the injected fault ({len(report['fault_alerts'])}):"]
     lines += _group_table(report["fault_alerts"])
-    lines += ["", "time from fault start to first alert:"]
+    lines += ["", "time from fault start to first alert (persistence: 2 breaching windows of 3):"]
     for model_id, d in report["detection"].items():
         if d is None:
             lines.append(f"  {model_id:<13} NOT DETECTED")
         else:
             lines.append(
                 f"  {model_id:<13} {d['event_time_hours_from_fault']:>5.1f} h of event time "
-                f"(window {d['first_alert_window']} closes; {d['feature']}/{d['check']}); "
+                f"(first breach {d['first_breach_window']}, fires when window "
+                f"{d['first_alert_window']} closes; {d['feature']}/{d['check']}); "
                 f"{d['wall_seconds_from_first_faulty_record']} s wall clock after the first faulty record"
             )
+    lines += ["", f"incidents of the fault ({len(report['fault_incidents'])}):"]
+    for i in report["fault_incidents"]:
+        lines.append(f"  {i['title']} (first breach {_day(i['first_window_start'])}): "
+                     f"{i['alert_count']} alerts, severity {i['severity']}, "
+                     f"models {', '.join(i['models'])}; features {', '.join(i['features'])}")
     other = report["other_alerts"]
-    lines += ["", f"alerts outside the fault ({len(other)}):"]
+    lines += ["", f"alerts outside the fault ({len(other)}, in {report['other_incidents']} incidents):"]
     lines += _group_table(other)
     lines.append("  (every alert, with window, statistic and p-value, is in the --json output)")
+    lines += ["", "the same windows under a naive policy (p < alpha and effect over the floor, per test and "
+              f"window; no FDR control, persistence or grouping): {report['naive_alerts']} alerts"]
     lines.append(f"\ntotal {report['total_seconds']} s")
     return "\n".join(lines)

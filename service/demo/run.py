@@ -5,20 +5,21 @@
 2. Trains one arrival-delay classifier per large carrier on January 2013
    (:mod:`service.demo.data`), registers each model with a one-day window (a
    carrier flies ~100-400 flights a day from New York: a 5-minute window would
-   hold one or two) and uploads its reference profile (features and scores of
-   the training month) through the SDK.
+   hold one or two) and its features' lineage, and uploads its reference
+   profile (features and scores of the training month) through the SDK.
 3. Replays February and March 2013 through the SDK, day by day, with the
    flights' scheduled departure hour as event time and the models' real scores.
    From 2013-03-04 12:00 to 2013-03-11 12:00 UTC the weather feed is broken:
    ``visib`` arrives null and ``wind_speed`` frozen for every model that uses them.
-4. Reads the alerts back from the REST API and reports them: the time from the
-   fault to the first alert per affected model, and every alert raised outside
-   the fault.
+4. Reads the alerts and incidents back from the REST API and reports them: the
+   time from the fault to the first alert per affected model, the incident the
+   fault became, and every alert raised outside the fault.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import tempfile
@@ -30,6 +31,9 @@ from typing import Any
 import httpx
 import numpy as np
 
+from detectors.policy.floor import EffectFloorPolicy
+from detectors.result import TestResult
+from detectors.suite import alerting_checks
 from sdk import AsyncClient, upload_reference
 from service.demo import data
 from service.demo.fault import WeatherFeedFault
@@ -62,12 +66,50 @@ def _records(frame, columns: list[str]) -> list[dict[str, Any]]:
     ]
 
 
+async def _naive_alerts(store: Store, model_ids: list[str], alpha: float) -> int:
+    """Alerts a per-window policy without FDR control, persistence or grouping raises on
+    the same results: every eligible test with p < alpha and its effect over the floor
+    (:class:`~detectors.policy.floor.EffectFloorPolicy`)."""
+    fields = {f.name for f in dataclasses.fields(TestResult)}
+    n = 0
+    for m in model_ids:
+        reference = await store.reference(m)
+        if reference is None:
+            continue
+        policy = EffectFloorPolicy(alerting_checks(reference), alpha=alpha)
+        for member in await store.window_members(m, 0, math.inf):
+            stored = await store.results(m, member) or []
+            n += len(policy.decide([TestResult(**{k: v for k, v in r.items() if k in fields})
+                                    for r in stored]))
+    return n
+
+
+async def _pages(http: httpx.AsyncClient, path: str, size: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while True:
+        page = (await http.get(path, params={"limit": size, "offset": len(out)})).json()
+        out += page
+        if len(page) < size:
+            return out
+
+
 async def _wait(condition, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not await condition():
         if time.monotonic() > deadline:
             raise TimeoutError("the pipeline did not finish in time")
         await asyncio.sleep(0.2)
+
+
+def registration(m: data.DemoModel) -> dict[str, Any]:
+    """The model's registration: a one-day window and its features' lineage (the weather
+    columns come from the weather feed, the others from the flight schedule)."""
+    return {
+        "model_id": m.model_id, "window_seconds": DAY, "owner": "ops-analytics", "tier": 1,
+        "features": {f: {"type": "categorical" if f in data.CATEGORICAL_FEATURES else "numeric",
+                         "source": "weather_feed" if f in data.WEATHER_FEATURES else "flight_schedule"}
+                     for f in m.features},
+    }
 
 
 async def _replay(settings: Settings, api_url: str, store: Store) -> dict[str, Any]:
@@ -77,7 +119,7 @@ async def _replay(settings: Settings, api_url: str, store: Store) -> dict[str, A
     live = flights[(flights.event_time >= REPLAY_START) & (flights.event_time < REPLAY_END)]
     async with httpx.AsyncClient(base_url=api_url, timeout=60) as http:
         for m in models:
-            resp = await http.put(f"/v1/models/{m.model_id}", json={"window_seconds": DAY})
+            resp = await http.post("/v1/models", json=registration(m))
             resp.raise_for_status()
             ref = data.feature_frame(m, train[train.carrier == m.carrier]).assign(
                 score=data.score(m, train[train.carrier == m.carrier]))
@@ -124,12 +166,9 @@ async def _replay(settings: Settings, api_url: str, store: Store) -> dict[str, A
             return await store.pending_events() == 0
 
         await _wait(stored, timeout=600)  # completion, not a hang detector: slow machines take longer
-        alerts: list[dict[str, Any]] = []
-        while True:
-            page = (await http.get("/v1/alerts", params={"limit": 1000, "offset": len(alerts)})).json()
-            alerts += page
-            if len(page) < 1000:
-                break
+        alerts = await _pages(http, "/v1/alerts", 1000)
+        incidents = await _pages(http, "/v1/incidents", 500)
+        naive = await _naive_alerts(store, list(produced), settings.alpha)
         windows = {
             model_id: len((await http.get(f"/v1/models/{model_id}/profiles",
                                           params={"limit": 1000})).json()["windows"])
@@ -143,6 +182,8 @@ async def _replay(settings: Settings, api_url: str, store: Store) -> dict[str, A
         "records_dropped_by_sdk": dropped,
         "replay_seconds": round(time.monotonic() - t_replay, 1),
         "alerts": alerts,
+        "incidents": incidents,
+        "naive_alerts": naive,
         "fault_sent_at": fault_sent_at,
     }
 

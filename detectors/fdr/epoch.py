@@ -1,0 +1,150 @@
+"""The fleet's FDR gate: BatchPRDS over windows with a daily epoch and uniform spending.
+
+The guarantee
+-------------
+FDR <= alpha within every epoch (default one UTC day), for the whole fleet.
+Every (model, window) evaluation is one batch: its eligible p-values are tested
+with Benjamini-Hochberg at the batch level below. Batches are ordered by window
+slot (window start // slot length) inside the epoch.
+
+Why not the onlineFDR gamma sequences for a service that never stops: with
+gamma_j = 0.4375 j^-1.6 the 288th five-minute window of a day gets 1/8,700 of
+the first window's level, and any procedure that controls FDR at every horizon
+must starve in quiet periods (alpha-death). The epoch is a known horizon, so
+the gate spends uniformly over it (gamma_s = 1 / S for the S slots of an
+epoch; any non-negative sequence with sum <= 1 is valid) and starts afresh at
+the next epoch: the level at 23:55 equals the level at 00:00.
+
+Inside a slot the budget gamma_s is shared by the fleet's batches in
+proportion to their sizes, against a declared capacity ``tests_per_slot``
+(N): a batch of n tests is granted g = min(n, N - tests already granted in the
+slot) and spends gamma_s g / N. A slot can never spend more than gamma_s, so
+the replicas that evaluate a slot's windows in parallel never coordinate
+beyond one atomic counter, and no window waits for another. A window longer
+than a slot (an hourly or daily model) spans k slots and claims g in each.
+
+The batch level (BatchPRDS, Zrnic, Jiang, Ramdas & Jordan, "The power of
+batching in multiple hypothesis testing", AISTATS 2020, with gamma as above)::
+
+    alpha_b = alpha * (k / S) * (g / N) * (n + R) / n
+
+with R the discoveries of the epoch's slots at least ``reward_lag_slots``
+before the batch's slot. Counting only a subset of earlier discoveries keeps
+alpha_b n / (n + R_{1:b-1}) <= alpha gamma'_b with sum_b gamma'_b <= 1, the
+condition of the BatchPRDS guarantee, and makes the level independent of the
+order in which replicas finish the windows of recent slots. Valid under
+positive dependence (PRDS) inside a batch (a model's features drifting
+together) and independence across batches.
+
+Pure arithmetic; the counters live in Redis (``service.fdr``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from detectors.fdr.batch import bh_rejections
+
+
+@dataclass(frozen=True)
+class EpochSpending:
+    """Parameters of the fleet FDR gate.
+
+    Parameters
+    ----------
+    alpha : float
+        Target FDR per epoch, in (0, 1).
+    epoch_seconds : int
+        Epoch length, seconds (default one day); epochs start at multiples of it
+        (UTC midnight for a day).
+    slot_seconds : int
+        Slot length, seconds (the fleet's window length); must divide
+        ``epoch_seconds``.
+    tests_per_slot : int
+        Capacity N: tests the fleet may submit per slot (models x eligible
+        checks). Tests beyond it in one slot get no budget.
+    reward_lag_slots : int
+        Discoveries count towards the reward only once their slot is this many
+        slots older than the batch's.
+
+    Raises
+    ------
+    ValueError
+        On a parameter out of range.
+
+    Examples
+    --------
+    >>> e = EpochSpending(alpha=0.05, slot_seconds=300, tests_per_slot=1000)
+    >>> e.slots, e.locate(86_400 + 600)
+    (288, (1, 2))
+    >>> round(e.level(n=10, granted=10, rewarded=0) * 1e6, 4)  # 0.05 / 288 * 10 / 1000
+    1.7361
+    """
+
+    alpha: float = 0.05
+    epoch_seconds: int = 86_400
+    slot_seconds: int = 300
+    tests_per_slot: int = 10_000
+    reward_lag_slots: int = 12
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError("alpha must be in (0, 1)")
+        if self.slot_seconds < 1 or self.epoch_seconds % self.slot_seconds:
+            raise ValueError("slot_seconds must be >= 1 and divide epoch_seconds")
+        if self.tests_per_slot < 1:
+            raise ValueError("tests_per_slot must be >= 1")
+        if self.reward_lag_slots < 1:
+            raise ValueError("reward_lag_slots must be >= 1")
+
+    @property
+    def slots(self) -> int:
+        """S, the slots per epoch."""
+        return self.epoch_seconds // self.slot_seconds
+
+    def locate(self, window_start: float) -> tuple[int, int]:
+        """(epoch, slot) of a window starting at ``window_start`` (Unix seconds)."""
+        epoch, rest = divmod(int(window_start // 1), self.epoch_seconds)
+        return epoch, rest // self.slot_seconds
+
+    def span(self, window_seconds: int, slot: int) -> int:
+        """k, the slots a window starting in ``slot`` spans (at least 1, at most the
+        epoch's remaining slots).
+
+        Examples
+        --------
+        >>> EpochSpending(slot_seconds=300).span(86_400, 0), EpochSpending().span(60, 5)
+        (288, 1)
+        """
+        return max(1, min(window_seconds // self.slot_seconds, self.slots - slot))
+
+    def level(self, n: int, granted: int, rewarded: int, span: int = 1) -> float:
+        """BH level alpha_b of a batch of ``n`` tests granted ``granted`` of the
+        capacity of each of its ``span`` slots, with ``rewarded`` earlier
+        discoveries (0 when n = 0)."""
+        if n <= 0 or granted <= 0:
+            return 0.0
+        return (self.alpha * span / self.slots * (granted / self.tests_per_slot)
+                * (n + rewarded) / n)
+
+    def wealth(self, slot: int, used: int) -> float:
+        """Alpha wealth left in the epoch when slot ``slot`` has granted ``used``
+        tests: alpha times the spending fraction not yet allocated (the unspent
+        share of past slots is forfeited)."""
+        left = self.slots - slot - min(used, self.tests_per_slot) / self.tests_per_slot
+        return self.alpha * max(left, 0.0) / self.slots
+
+    def decide(self, p_values: Sequence[float], granted: int, rewarded: int,
+               span: int = 1) -> np.ndarray:
+        """BH at the batch level: boolean mask of discoveries.
+
+        Examples
+        --------
+        >>> e = EpochSpending(alpha=0.05, slot_seconds=43_200, tests_per_slot=4)
+        >>> e.decide([1e-4, 0.02, 0.3, 0.9], granted=4, rewarded=0).tolist()
+        [True, False, False, False]
+        """
+        return bh_rejections(p_values, self.level(len(p_values), granted, rewarded, span))

@@ -1,0 +1,173 @@
+"""k-of-m window persistence and auto-resolve: alert episodes from window outcomes.
+
+A *series* is one (model, feature, check). Each window in which the check ran
+with a valid p-value contributes one :class:`Outcome`: a *breach* (the FDR
+gate discovered it and its effect cleared the floor) or healthy. Windows where
+the check could not decide (insufficient data, inconclusive, error) contribute
+nothing, so they neither confirm nor resolve an alert.
+
+An episode *fires* at the first window where at least ``k`` of the last ``m``
+outcomes are breaches; while it fires, every further breach is evidence of
+the same episode (no new alert); it *resolves* at the ``resolve_after``-th
+consecutive healthy outcome after its last breach. The episode is named by its
+first breach inside the firing span, so re-folding a longer history never
+renames it.
+
+The fold is a pure function of the outcomes ordered by window start, so any
+replica that sees the same outcomes derives the same episodes, whatever the
+order in which windows were evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, Field, model_validator
+
+
+class PersistenceConfig(BaseModel):
+    """How many windows must breach before an alert fires, and when it resolves.
+
+    Examples
+    --------
+    >>> PersistenceConfig().k, PersistenceConfig().m, PersistenceConfig().resolve_after
+    (2, 3, 3)
+    """
+
+    k: int = Field(2, ge=1, le=20, description="Breaching windows needed among the last m")
+    m: int = Field(3, ge=1, le=20, description="Windows looked at for persistence")
+    resolve_after: int = Field(3, ge=1, le=100,
+                               description="Consecutive healthy windows that resolve an alert")
+
+    model_config = {"extra": "forbid"}
+
+    @model_validator(mode="after")
+    def _k_le_m(self) -> PersistenceConfig:
+        if self.k > self.m:
+            raise ValueError("k must be <= m")
+        return self
+
+    @property
+    def quiet_after(self) -> int:
+        """Consecutive healthy outcomes after which the past cannot matter any more."""
+        return max(self.m, self.resolve_after)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One window's outcome for one series.
+
+    Attributes
+    ----------
+    window_start : int
+        Unix seconds.
+    member : str
+        The window's index member (``len:start:version``); orders windows of
+        equal start and names the episode.
+    breach : bool
+    effect_size, p_value, floor : float
+        As tested (for the alert's evidence and severity).
+    """
+
+    window_start: int
+    member: str
+    breach: bool
+    effect_size: float = 0.0
+    p_value: float = 1.0
+    floor: float = 0.0
+
+
+@dataclass
+class Episode:
+    """One alert's life in a series.
+
+    Attributes
+    ----------
+    first : Outcome
+        The first breach of the span that fired it (names the alert).
+    fired : Outcome
+        The window at which k of m was reached.
+    evidence : list of Outcome
+        Every breach from ``first`` on while the episode was open.
+    resolved : Outcome or None
+        The healthy window that resolved it; None while it fires.
+    """
+
+    first: Outcome
+    fired: Outcome
+    evidence: list[Outcome] = field(default_factory=list)
+    resolved: Outcome | None = None
+
+
+def episodes(outcomes: Sequence[Outcome], config: PersistenceConfig) -> list[Episode]:
+    """Fold a series' outcomes into alert episodes, oldest first.
+
+    Parameters
+    ----------
+    outcomes : sequence of Outcome
+        Any order; duplicates of a member count once.
+    config : PersistenceConfig
+
+    Returns
+    -------
+    list of Episode
+
+    Examples
+    --------
+    >>> def o(i, b): return Outcome(i, f"300:{i}:v", b)
+    >>> ep = episodes([o(1, True), o(2, False), o(3, True), o(4, True), o(5, False),
+    ...                o(6, False), o(7, False)], PersistenceConfig())
+    >>> [(e.first.window_start, e.fired.window_start, len(e.evidence), e.resolved.window_start)
+    ...  for e in ep]
+    [(1, 3, 3, 7)]
+    >>> episodes([o(1, True), o(2, False), o(3, False), o(4, True)], PersistenceConfig())
+    []
+    """
+    ordered = sorted({o.member: o for o in outcomes}.values(),
+                     key=lambda o: (o.window_start, o.member))
+    out: list[Episode] = []
+    recent: list[Outcome] = []
+    current: Episode | None = None
+    healthy = 0
+    for o in ordered:
+        if current is not None:
+            if o.breach:
+                current.evidence.append(o)
+                healthy = 0
+            else:
+                healthy += 1
+                if healthy >= config.resolve_after:
+                    current.resolved = o
+                    current, recent = None, []
+            continue
+        recent = (recent + [o])[-config.m:]
+        breaches = [r for r in recent if r.breach]
+        if o.breach and len(breaches) >= config.k:
+            current = Episode(first=breaches[0], fired=o, evidence=breaches)
+            out.append(current)
+            healthy = 0
+    return out
+
+
+def settled_prefix(outcomes: Sequence[Outcome], config: PersistenceConfig) -> int:
+    """How many of the oldest (ordered) outcomes can be forgotten.
+
+    Everything up to the end of the latest run of ``quiet_after`` consecutive
+    healthy outcomes: after such a run no episode is open and no persistence
+    span reaches back past it, so folding the rest gives the same new episodes.
+
+    Examples
+    --------
+    >>> def o(i, b): return Outcome(i, f"300:{i}:v", b)
+    >>> settled_prefix([o(1, True), o(2, False), o(3, False), o(4, False), o(5, True)],
+    ...                PersistenceConfig())
+    4
+    """
+    ordered = sorted(outcomes, key=lambda o: (o.window_start, o.member))
+    run, cut = 0, 0
+    for i, o in enumerate(ordered):
+        run = 0 if o.breach else run + 1
+        if run >= config.quiet_after:
+            cut = i + 1
+    return cut

@@ -1,0 +1,295 @@
+"""Redis state of the alert policy: series outcomes, alerts, incidents, user actions.
+
+Keys (model keys hash-tagged ``{m}``):
+
+===============================  ===================================================
+``fw:{m}:series``                HASH ``feature\\0check`` -> JSON series: ``settled``
+                                 (window start up to which outcomes are folded and
+                                 forgotten) and ``o`` (recent outcomes)
+``fw:{m}:alerting``              HASH ``seq``: windows recorded (orders the views)
+``fw:{m}:dq``                    HASH alert id -> feature: firing data-quality alerts
+``fw:alert:{id}``                HASH ``body`` (JSON alert written by the policy,
+                                 compare-and-set on the model's ``seq`` so a stale
+                                 view never overwrites), ``created_at``,
+                                 ``incident_id``, and the user's acknowledgement and
+                                 resolution fields
+``fw:alerts`` / ``fw:{m}:alerts``  ZSET alert ids by creation time
+``fw:incident:{id}``             JSON incident (key, source, created_at)
+``fw:incident:{id}:alerts``      SET every alert of the incident
+``fw:incident:{id}:firing``      SET its alerts still firing
+``fw:incident:open:{key}``       the open incident of a group key
+``fw:incidents``                 ZSET incident ids by creation time
+``fw:alert-events``              STREAM alert lifecycle events for notifiers
+===============================  ===================================================
+
+Every write is idempotent or compare-and-set, so replicas that evaluate the
+same model concurrently, or a window evaluated twice, converge to one state.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from service.store import pending_key
+
+ALERTS = "fw:alerts"
+INCIDENTS = "fw:incidents"
+#: Alert lifecycle events for notifiers: ``kind`` (fired, resolved, acknowledged),
+#: ``alert_id``, ``incident_id``. Capped: a notifier down for long loses the oldest.
+EVENTS = "fw:alert-events"
+EVENTS_MAXLEN = 100_000
+USER_FIELDS = ("acked_by", "acked_at", "ack_comment", "resolved_by", "resolved_at", "resolve_comment")
+
+# Record one window's outcomes (ARGV: window start, member, then field/outcome-JSON
+# pairs) and take the window off the model's pending set. An outcome at or before
+# the series' settled start, or of a member already recorded, is ignored. Returns
+# {seq, start of the earliest window still pending (or false), series...}: windows
+# before that start are *released* (every earlier window of the model is applied),
+# so folding them gives the same episodes whatever the order of evaluation.
+_RECORD = """
+for i = 3, #ARGV, 2 do
+  local raw = redis.call('HGET', KEYS[1], ARGV[i])
+  local s = raw and cjson.decode(raw) or {settled = -1, o = {}}
+  local known = tonumber(ARGV[1]) <= s.settled
+  for _, o in ipairs(s.o) do if o[2] == ARGV[2] then known = true end end
+  if not known then
+    table.insert(s.o, cjson.decode(ARGV[i + 1]))
+    redis.call('HSET', KEYS[1], ARGV[i], cjson.encode(s))
+  end
+end
+redis.call('ZREM', KEYS[2], ARGV[2])
+local seq = redis.call('HINCRBY', KEYS[3], 'seq', 1)
+local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+return {seq, first[2] or false, redis.call('HGETALL', KEYS[1])}
+"""
+
+# Forget a series' outcomes at or before ARGV[2] (they are folded into alerts).
+_SETTLE = """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return 0 end
+local s = cjson.decode(raw)
+local upto = tonumber(ARGV[2])
+if upto == -2 then
+  for _, o in ipairs(s.o) do if o[1] > upto then upto = o[1] end end
+end
+if upto <= s.settled then return 0 end
+local kept = {}
+for _, o in ipairs(s.o) do if o[1] > upto then table.insert(kept, o) end end
+s.o = kept
+s.settled = upto
+redis.call('HSET', KEYS[1], ARGV[1], cjson.encode(s))
+return 1
+"""
+
+# Compare-and-set an alert on its seq (ARGV: seq, created_at, state, JSON body); the
+# first write's created_at and the incident stay. Returns 1 when created, 2 when
+# updated, 3 when updated with a new state, 0 when the stored alert is newer.
+_UPSERT = """
+local old = redis.call('HMGET', KEYS[1], 'seq', 'state')
+if old[1] then
+  if tonumber(old[1]) > tonumber(ARGV[1]) then return 0 end
+  redis.call('HSET', KEYS[1], 'seq', ARGV[1], 'state', ARGV[3], 'body', ARGV[4])
+  if old[2] ~= ARGV[3] then return 3 end
+  return 2
+end
+redis.call('HSET', KEYS[1], 'seq', ARGV[1], 'created_at', ARGV[2], 'state', ARGV[3], 'body', ARGV[4])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[5])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[5])
+return 1
+"""
+
+# Join the open incident of a group key, or open one (ARGV: alert id, new incident
+# id, incident JSON, created_at). Returns the incident id.
+_ATTACH = """
+local id = redis.call('GET', KEYS[1])
+if not id then
+  id = ARGV[2]
+  redis.call('SET', KEYS[1], id)
+  redis.call('SET', 'fw:incident:' .. id, ARGV[3])
+  redis.call('ZADD', KEYS[2], ARGV[4], id)
+end
+redis.call('SADD', 'fw:incident:' .. id .. ':alerts', ARGV[1])
+redis.call('SADD', 'fw:incident:' .. id .. ':firing', ARGV[1])
+return id
+"""
+
+# An alert stopped firing: leave the incident's firing set; close the incident's
+# group key when nothing of it fires any more.
+_DETACH = """
+redis.call('SREM', 'fw:incident:' .. ARGV[1] .. ':firing', ARGV[2])
+if redis.call('SCARD', 'fw:incident:' .. ARGV[1] .. ':firing') == 0
+   and redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+end
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """The model's state right after recording a window."""
+
+    seq: int  # orders the views: a larger seq saw every outcome a smaller one saw
+    released_before: float  # start of the earliest window still pending (inf: none)
+    series: dict[str, dict[str, Any]]  # field -> {"settled", "o"}
+
+
+def series_key(m: str) -> str:
+    return f"fw:{{{m}}}:series"
+
+
+def alert_key(alert_id: str) -> str:
+    return f"fw:alert:{alert_id}"
+
+
+def model_alerts_key(m: str) -> str:
+    return f"fw:{{{m}}}:alerts"
+
+
+def incident_key(incident_id: str) -> str:
+    return f"fw:incident:{incident_id}"
+
+
+def open_incident_key(group: str) -> str:
+    return f"fw:incident:open:{group}"
+
+
+def series_field(feature: str, check: str) -> str:
+    return f"{feature}\0{check}"
+
+
+def effective_state(alert: dict[str, Any]) -> str:
+    """firing / acknowledged / resolved, with the user's actions applied."""
+    if alert["state"] == "resolved" or alert.get("resolved_by"):
+        return "resolved"
+    return "acknowledged" if alert.get("acked_by") else "firing"
+
+
+class AlertStore:
+    """Alert-policy state over a ``redis.asyncio.Redis`` client."""
+
+    def __init__(self, r: aioredis.Redis) -> None:
+        self.r = r
+        self._record = r.register_script(_RECORD)
+        self._settle = r.register_script(_SETTLE)
+        self._upsert = r.register_script(_UPSERT)
+        self._attach = r.register_script(_ATTACH)
+        self._detach = r.register_script(_DETACH)
+
+    # -- series --------------------------------------------------------------------
+    async def record(self, model_id: str, window_start: int, member: str,
+                     outcomes: dict[str, list[Any]]) -> Recorded:
+        """Record one window's outcome per series and release it (see ``_RECORD``)."""
+        args: list[Any] = [window_start, member]
+        for f, o in outcomes.items():
+            args += [f, json.dumps(o)]
+        seq, pending, flat = await self._record(
+            keys=[series_key(model_id), pending_key(model_id), f"fw:{{{model_id}}}:alerting"],
+            args=args)
+        series = {flat[i].decode(): json.loads(flat[i + 1]) for i in range(0, len(flat), 2)}
+        return Recorded(int(seq), math.inf if pending is None else float(pending), series)
+
+    async def mark_pending(self, model_id: str, member: str, window_start: int) -> None:
+        """Put a window on the model's pending set (the aggregator does this when it
+        publishes a closed window)."""
+        await self.r.zadd(pending_key(model_id), {member: window_start})
+
+    async def settle(self, model_id: str, field: str, upto: int | None) -> None:
+        """Forget outcomes at or before ``upto`` (None: every outcome recorded so far)."""
+        await self._settle(keys=[series_key(model_id)], args=[field, -2 if upto is None else upto])
+
+    # -- alerts --------------------------------------------------------------------
+    async def upsert(self, alert: dict[str, Any]) -> int:
+        """Write an alert unless the stored one is newer: 1 created, 2 updated, 3 updated
+        with a new state, 0 stale."""
+        return int(await self._upsert(
+            keys=[alert_key(alert["id"]), ALERTS, model_alerts_key(alert["model_id"])],
+            args=[alert["seq"], alert["created_at"], alert["state"], json.dumps(alert), alert["id"]]))
+
+    async def set_incident(self, alert_id: str, incident_id: str) -> None:
+        await self.r.hset(alert_key(alert_id), "incident_id", incident_id)
+
+    async def alerts_by_id(self, ids: list[str]) -> list[dict[str, Any]]:
+        async with self.r.pipeline(transaction=False) as p:
+            for i in ids:
+                p.hgetall(alert_key(i))
+            raws = await p.execute()
+        out = []
+        for raw in raws:
+            if b"body" not in raw:
+                continue
+            fields = {k.decode(): v.decode() for k, v in raw.items()}
+            alert = json.loads(fields.pop("body"))
+            alert["created_at"] = float(fields.pop("created_at"))
+            fields.pop("seq", None)
+            fields.pop("state", None)
+            alert.update(fields)
+            alert["state"] = effective_state(alert)
+            out.append(alert)
+        return out
+
+    async def alert(self, alert_id: str) -> dict[str, Any] | None:
+        got = await self.alerts_by_id([alert_id])
+        return got[0] if got else None
+
+    async def alerts(self, model_id: str | None, since: float, limit: int,
+                     offset: int = 0) -> list[dict[str, Any]]:
+        """Alerts created at or after ``since`` (Unix seconds), newest first."""
+        index = ALERTS if model_id is None else model_alerts_key(model_id)
+        ids = await self.r.zrevrangebyscore(index, "+inf", since, start=offset, num=limit)
+        return await self.alerts_by_id([i.decode() for i in ids])
+
+    async def act(self, alert_id: str, fields: dict[str, str]) -> None:
+        """Record a user's acknowledgement or resolution."""
+        await self.r.hset(alert_key(alert_id), mapping=fields)
+
+    async def emit(self, kind: str, alert_id: str, incident_id: str | None) -> None:
+        """Publish a lifecycle event (fired, resolved, acknowledged) for notifiers."""
+        await self.r.xadd(EVENTS, {"kind": kind, "alert_id": alert_id,
+                                   "incident_id": incident_id or ""},
+                          maxlen=EVENTS_MAXLEN, approximate=True)
+
+    # -- data-quality alerts firing (inhibition) -------------------------------------
+    async def quality_firing_ids(self, model_id: str) -> dict[str, str]:
+        """The model's firing data-quality alerts: alert id -> feature."""
+        raw = await self.r.hgetall(f"fw:{{{model_id}}}:dq")
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    async def set_quality_firing(self, model_id: str, alert_id: str, feature: str, firing: bool) -> None:
+        key = f"fw:{{{model_id}}}:dq"
+        if firing:
+            await self.r.hset(key, alert_id, feature)
+        else:
+            await self.r.hdel(key, alert_id)
+
+    # -- incidents ---------------------------------------------------------------------
+    async def attach(self, group: str, alert_id: str, new_id: str, incident: dict[str, Any]) -> str:
+        """The open incident of ``group`` with the alert added (opened if none is)."""
+        raw = await self._attach(keys=[open_incident_key(group), INCIDENTS],
+                                 args=[alert_id, new_id, json.dumps(incident), incident["created_at"]])
+        return raw.decode()
+
+    async def detach(self, group: str, incident_id: str, alert_id: str) -> None:
+        await self._detach(keys=[open_incident_key(group)], args=[incident_id, alert_id])
+
+    async def incident(self, incident_id: str) -> dict[str, Any] | None:
+        raw = await self.r.get(incident_key(incident_id))
+        if raw is None:
+            return None
+        ids = sorted(m.decode() for m in await self.r.smembers(f"{incident_key(incident_id)}:alerts"))
+        return {**json.loads(raw), "alerts": await self.alerts_by_id(ids)}
+
+    async def incidents(self, since: float, limit: int, offset: int = 0) -> list[dict[str, Any]]:
+        """Incidents opened at or after ``since``, newest first, with their alerts."""
+        ids = await self.r.zrevrangebyscore(INCIDENTS, "+inf", since, start=offset, num=limit)
+        out = []
+        for i in ids:
+            inc = await self.incident(i.decode())
+            if inc is not None:
+                out.append(inc)
+        return out

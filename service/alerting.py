@@ -1,0 +1,215 @@
+"""The alert policy applied to one evaluated window.
+
+1. Eligible results (checks that may alert, decided, with a p-value) pass the
+   fleet FDR gate (``service.fdr``); a discovery whose effect clears its floor
+   is a *breach*, every other eligible result is healthy.
+2. Each (feature, check) series records the window's outcome in Redis and
+   folds its recent outcomes into alert episodes (k-of-m persistence, evidence
+   while firing, auto-resolve; ``detectors.policy.persistence``).
+3. An episode is written as an alert (compare-and-set on the series' sequence
+   number), joins the open incident of its root-cause key
+   (``detectors.policy.grouping``), and is marked not-to-notify when inhibited
+   by a data-quality alert on the same feature or matched by a silence.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from detectors.policy.floor import clears_floor, eligible
+from detectors.policy.grouping import DATA_QUALITY_CHECKS, group_key, inhibited
+from detectors.policy.persistence import Episode, Outcome, PersistenceConfig, episodes, settled_prefix
+from detectors.policy.severity import highest, severity
+from detectors.policy.silence import Silence, silencing
+from detectors.result import TestResult
+from service import metrics
+from service.alert_store import AlertStore, series_field
+from service.fdr import FdrGate, GateDecision
+from service.model_config import ModelConfig
+
+log = logging.getLogger("fleetwatch.alerting")
+
+MAX_EVIDENCE = 50
+
+
+def digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:20]
+
+
+def alert_id(model_id: str, feature: str, check: str, first_member: str) -> str:
+    """Deterministic alert id: one series' episode that began at ``first_member``."""
+    return digest(model_id, feature, check, first_member)
+
+
+@dataclass(frozen=True)
+class WindowRef:
+    """The window being applied."""
+
+    model_id: str
+    member: str
+    start: int
+    length: int
+    version: str
+
+
+def outcomes_of(elig: Sequence[TestResult], decision: GateDecision,
+                window: WindowRef) -> dict[str, list[Any]]:
+    """Per series field, the window's outcome as stored: [start, member, breach, effect, p, floor]."""
+    out = {}
+    for r, found in zip(elig, decision.discoveries, strict=True):
+        breach = bool(found) and clears_floor(r)
+        out[series_field(r.feature, r.check)] = [
+            window.start, window.member, int(breach), r.effect_size, r.p_value, r.floor]
+    return out
+
+
+def _outcome(raw: list[Any]) -> Outcome:
+    start, member, breach, effect, p, floor = raw
+    return Outcome(int(start), member, bool(breach), float(effect), float(p), float(floor))
+
+
+class AlertPolicy:
+    """Gate, persistence, grouping, inhibition and silences for one deployment."""
+
+    def __init__(self, alerts: AlertStore, gate: FdrGate) -> None:
+        self.alerts = alerts
+        self.gate = gate
+
+    async def apply(self, window: WindowRef, results: Sequence[TestResult],
+                    alerting: dict[str, frozenset[str]], model: ModelConfig,
+                    silences: list[Silence], now: float) -> list[dict[str, Any]]:
+        """Apply one evaluated window (``results`` empty: the window could not be
+        tested, but it is released all the same); the alerts it created or changed.
+
+        Windows are folded in order: a window is *released* once every earlier
+        window of the model has been applied, and the episodes that the windows
+        released now touch are written.
+        """
+        elig = eligible(list(results), alerting)
+        outcomes: dict[str, list[Any]] = {}
+        if elig:
+            decision = await self.gate.gate(f"{window.model_id}\0{window.member}", window.start,
+                                            window.length, [r.p_value for r in elig])
+            outcomes = outcomes_of(elig, decision, window)
+        recorded = await self.alerts.record(window.model_id, window.start, window.member, outcomes)
+        lo, hi = window.start, recorded.released_before
+        if lo >= hi:
+            return []  # an earlier window is still pending; it will release this one
+        # Data-quality series first, so drift alerts of this window see their inhibitors.
+        fields = sorted(recorded.series, key=lambda f: f.split("\0")[1] not in DATA_QUALITY_CHECKS)
+        changed = []
+        for field in fields:
+            feature, check = field.split("\0")
+            history = [o for o in map(_outcome, recorded.series[field]["o"] or [])
+                       if o.window_start < hi]
+            for ep in episodes(history, model.persistence):
+                if _touches(ep, lo, hi):
+                    alert = await self._write(window, feature, check, ep, recorded.seq, model,
+                                              silences, now)
+                    if alert is not None:
+                        changed.append(alert)
+            await self._settle(window.model_id, field, history, model.persistence)
+        return changed
+
+    async def _settle(self, model_id: str, field: str, history: list[Outcome],
+                      persistence: PersistenceConfig) -> None:
+        cut = settled_prefix(history, persistence)
+        if cut:
+            ordered = sorted(history, key=lambda o: (o.window_start, o.member))
+            await self.alerts.settle(model_id, field, ordered[cut - 1].window_start)
+
+    async def _write(self, window: WindowRef, feature: str, check: str, ep: Episode, seq: int,
+                     model: ModelConfig, silences: list[Silence], now: float) -> dict[str, Any] | None:
+        m = window.model_id
+        aid = alert_id(m, feature, check, ep.first.member)
+        firing = ep.resolved is None
+        sev = highest([severity(o.effect_size, o.floor, model.tier) for o in ep.evidence])
+        source = model.source_of(feature)
+        group = group_key(m, feature, check, source)
+        quality = check in DATA_QUALITY_CHECKS
+        inhibitors = [] if quality else [
+            a for a, f in (await self.alerts.quality_firing_ids(m)).items() if inhibited(check, feature, {f})]
+        labels = {"model": m, "feature": feature, "check": check, "severity": sev, "owner": model.owner}
+        silenced = silencing(silences, labels, now)
+        last = ep.evidence[-1]
+        alert = {
+            "id": aid, "model_id": m, "model_version": ep.first.member.split(":", 2)[2],
+            "feature": feature, "check": check,
+            "state": "firing" if firing else "resolved",
+            "severity": sev, "owner": model.owner, "tier": model.tier, "routing": model.routing,
+            "group_key": group, "source": source, "incident_id": None,
+            "window_start": ep.first.window_start, "window_end": ep.first.window_start + window.length,
+            "fired_window_start": ep.fired.window_start,
+            "last_window_start": last.window_start,
+            "resolved_window_start": None if firing else ep.resolved.window_start,
+            "effect_size": last.effect_size, "floor": last.floor, "p_value": last.p_value,
+            "evidence_count": len(ep.evidence),
+            "evidence": [{"window_start": o.window_start, "effect_size": o.effect_size,
+                          "p_value": o.p_value} for o in ep.evidence[-MAX_EVIDENCE:]],
+            "inhibited_by": inhibitors, "silenced_by": silenced,
+            "notify": not inhibitors and not silenced,
+            "seq": seq, "created_at": now, "updated_at": now,
+        }
+        status = await self.alerts.upsert(alert)
+        if status == 0:
+            return None
+        if status == 1:
+            metrics.ALERTS_RAISED.labels(check=check, severity=sev).inc()
+            if not alert["notify"]:
+                metrics.ALERTS_SUPPRESSED.labels(
+                    reason="inhibited" if inhibitors else "silenced").inc()
+            log.info("alert fired model=%s feature=%s check=%s severity=%s window=%s effect=%.3g p=%.2e",
+                     m, feature, check, sev, window.member, last.effect_size, last.p_value)
+        stored = await self.alerts.alert(aid)
+        assert stored is not None
+        incident = stored.get("incident_id")
+        if incident is None:  # also an episode that fired and resolved in one release
+            # Named by its key and the first breach, whichever replica opens it.
+            new_id = digest(group, str(ep.first.window_start))
+            incident = await self.alerts.attach(group, aid, new_id, {
+                "id": new_id, "group_key": group, "source": source,
+                "title": _title(group), "created_at": now})
+            await self.alerts.set_incident(aid, incident)
+            stored["incident_id"] = incident
+        if quality:
+            await self.alerts.set_quality_firing(m, aid, feature, firing)
+        if not firing:
+            await self.alerts.detach(group, incident, aid)
+        if status == 1:
+            await self.alerts.emit("fired", aid, incident)
+        if status == 3 or (status == 1 and not firing):
+            metrics.ALERTS_RESOLVED.inc()
+            await self.alerts.emit("resolved", aid, incident)
+        return stored
+
+
+async def resolve_by_user(alerts: AlertStore, alert: dict[str, Any], by: str, comment: str | None,
+                          now: float) -> None:
+    """A user resolved ``alert``: record it and end its episode, so that a later breach
+    of the series is a new alert; leave the incident and stop inhibiting."""
+    aid, m, feature, check = alert["id"], alert["model_id"], alert["feature"], alert["check"]
+    await alerts.act(aid, {"resolved_by": by, "resolved_at": repr(now), "resolve_comment": comment or ""})
+    await alerts.emit("resolved", aid, alert.get("incident_id"))
+    await alerts.settle(m, series_field(feature, check), None)
+    if alert.get("incident_id"):
+        await alerts.detach(alert["group_key"], alert["incident_id"], aid)
+    if check in DATA_QUALITY_CHECKS:
+        await alerts.set_quality_firing(m, aid, feature, False)
+
+
+def _touches(ep: Episode, lo: float, hi: float) -> bool:
+    """Does releasing the windows starting in ``[lo, hi)`` change ``ep`` (its span meets them)?"""
+    end = ep.resolved.window_start if ep.resolved is not None else math.inf
+    return ep.first.window_start < hi and end >= lo
+
+
+def _title(group: str) -> str:
+    kind, _, name = group.partition(":")
+    return {"source": f"upstream source {name} failing",
+            "feature": f"feature {name} failing",
+            "model": f"model {name.replace(':', ' ')} failing"}[kind]

@@ -1,0 +1,126 @@
+"""The fleet FDR gate's state in Redis (``detectors.fdr.epoch`` does the arithmetic).
+
+Keys, per epoch ``e`` (expire after 8 epochs):
+
+============================  =================================================
+``fw:fdr:{e}:grant``          HASH window id -> ``"granted:rewarded"`` (reserved)
+``fw:fdr:{e}:used``           HASH slot -> tests granted in the slot (a window
+                              spanning k slots is granted the same in each)
+``fw:fdr:{e}:disc``           HASH slot -> discoveries in the slot
+``fw:fdr:{e}:done``           HASH window id -> discoveries (committed)
+============================  =================================================
+
+A window is gated in two idempotent steps: *reserve* (atomically claim the
+window's share of its slot's capacity and read the reward; a second reserve of
+the same window returns the first answer) and *commit* (record its
+discoveries once). The decision in between is a pure function of the
+window's p-values and the reservation, so a window evaluated twice -- by a
+restarted or a concurrent replica, in any order -- gets the same decisions and
+counts once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import redis.asyncio as aioredis
+
+from detectors.fdr.epoch import EpochSpending
+from service import metrics
+from service.settings import Settings
+
+EPOCHS_KEPT = 8
+
+_RESERVE = """
+local got = redis.call('HGET', KEYS[1], ARGV[1])
+if got then return got end
+local slot = tonumber(ARGV[2])
+local granted = tonumber(ARGV[3])
+for s = slot, slot + tonumber(ARGV[7]) - 1 do
+  local used = tonumber(redis.call('HGET', KEYS[2], s) or '0')
+  granted = math.max(0, math.min(granted, tonumber(ARGV[4]) - used))
+end
+for s = slot, slot + tonumber(ARGV[7]) - 1 do redis.call('HINCRBY', KEYS[2], s, granted) end
+local rewarded = 0
+local disc = redis.call('HGETALL', KEYS[3])
+for i = 1, #disc, 2 do
+  if tonumber(disc[i]) <= slot - tonumber(ARGV[5]) then rewarded = rewarded + tonumber(disc[i + 1]) end
+end
+local v = granted .. ':' .. rewarded
+redis.call('HSET', KEYS[1], ARGV[1], v)
+for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[6]) end
+return v
+"""
+
+_COMMIT = """
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[3]) == 1 then
+  redis.call('HINCRBY', KEYS[2], ARGV[2], ARGV[3])
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
+  return 1
+end
+return 0
+"""
+
+
+def _key(epoch: int, name: str) -> str:
+    return f"fw:fdr:{epoch}:{name}"
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """The gate's answer for one window."""
+
+    discoveries: np.ndarray  # bool, one per p-value
+    level: float  # BH level of the batch
+    granted: int
+    rewarded: int
+
+
+def spending(settings: Settings) -> EpochSpending:
+    """The deployment's gate parameters (``FLEETWATCH_FDR_*``; slot = ``window_seconds``)."""
+    return EpochSpending(alpha=settings.fdr_alpha, epoch_seconds=settings.fdr_epoch_seconds,
+                         slot_seconds=settings.window_seconds,
+                         tests_per_slot=settings.fdr_tests_per_window,
+                         reward_lag_slots=settings.fdr_reward_lag_windows)
+
+
+class FdrGate:
+    """The fleet's online FDR gate, shared by every detector replica through Redis."""
+
+    def __init__(self, r: aioredis.Redis, params: EpochSpending) -> None:
+        self.r = r
+        self.params = params
+        self._reserve = r.register_script(_RESERVE)
+        self._commit = r.register_script(_COMMIT)
+        self._ttl = EPOCHS_KEPT * params.epoch_seconds
+
+    async def gate(self, window_id: str, window_start: float, window_seconds: int,
+                   p_values: Sequence[float]) -> GateDecision:
+        """Discoveries among one window's eligible p-values (BH at the batch level).
+
+        Idempotent per ``window_id``: the same p-values give the same answer however
+        often and by whichever replica the window is gated.
+        """
+        epoch, slot = self.params.locate(window_start)
+        span = self.params.span(window_seconds, slot)
+        n = len(p_values)
+        raw = await self._reserve(
+            keys=[_key(epoch, "grant"), _key(epoch, "used"), _key(epoch, "disc")],
+            args=[window_id, slot, n, self.params.tests_per_slot, self.params.reward_lag_slots,
+                  self._ttl, span])
+        granted, rewarded = (int(x) for x in raw.decode().split(":"))
+        found = self.params.decide(p_values, granted, rewarded, span)
+        await self._commit(keys=[_key(epoch, "done"), _key(epoch, "disc")],
+                           args=[window_id, slot, int(found.sum()), self._ttl])
+        if granted < n:
+            metrics.FDR_TESTS_UNFUNDED.inc(n - granted)
+        used = await self.r.hget(_key(epoch, "used"), slot)
+        metrics.FDR_ALPHA_WEALTH.set(self.params.wealth(slot, int(used or 0)))
+        level = self.params.level(n, granted, rewarded, span)
+        metrics.FDR_LEVEL.set(level)
+        metrics.FDR_TESTS.inc(n)
+        metrics.FDR_DISCOVERIES.inc(int(found.sum()))
+        return GateDecision(found, level, granted, rewarded)

@@ -1,0 +1,98 @@
+"""Redis store of silences.
+
+Key layout:
+
+==================  ===============================================
+``fw:silences``     HASH silence id -> JSON :class:`Silence`
+==================  ===============================================
+
+Silences are few (people create them), so every read loads the hash and
+filters in memory. Expired silences stay visible for ``retention`` (7 days by
+default) and are purged when a silence is created, so the hash is bounded by
+the silences created or ended in that time.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime, timedelta
+
+import redis.asyncio as aioredis
+from pydantic import ValidationError
+
+from detectors.policy.silence import Silence, SilenceSpec, SilenceState, as_utc, expire, new_silence
+
+SILENCES = "fw:silences"
+RETENTION = timedelta(days=7)
+
+log = logging.getLogger(__name__)
+
+
+class SilenceStore:
+    """Create, read and expire silences in Redis.
+
+    Parameters
+    ----------
+    r : redis.asyncio.Redis
+        The client (``Store.r``).
+    retention : timedelta
+        How long an expired silence stays visible before it is purged.
+    """
+
+    def __init__(self, r: aioredis.Redis, retention: timedelta = RETENTION) -> None:
+        self.r = r
+        self.retention = retention
+
+    async def _all(self) -> list[Silence]:
+        out = []
+        for key, raw in (await self.r.hgetall(SILENCES)).items():
+            try:
+                out.append(Silence.model_validate_json(raw))
+            except ValidationError as exc:
+                log.warning("unreadable silence %r skipped: %s", key, exc.errors()[0]["msg"])
+        return out
+
+    async def create(self, spec: SilenceSpec, now: datetime | float) -> Silence:
+        """Store a new silence (id: a random uuid4 hex) and purge long-expired ones.
+
+        Raises
+        ------
+        ValueError
+            When ``spec.ends_at`` is not after the start (see
+            :func:`detectors.policy.silence.new_silence`).
+        """
+        silence = new_silence(spec, uuid.uuid4().hex, now)
+        horizon = as_utc(now) - self.retention
+        stale = [s.id for s in await self._all() if s.ends_at < horizon]
+        async with self.r.pipeline(transaction=True) as p:
+            if stale:
+                p.hdel(SILENCES, *stale)
+            p.hset(SILENCES, silence.id, silence.model_dump_json())
+            await p.execute()
+        if stale:
+            log.info("purged %d silences expired before %s", len(stale), horizon.isoformat())
+        return silence
+
+    async def get(self, silence_id: str) -> Silence | None:
+        raw = await self.r.hget(SILENCES, silence_id)
+        return None if raw is None else Silence.model_validate_json(raw)
+
+    async def list(self, state: SilenceState | None, now: datetime | float) -> list[Silence]:
+        """Silences (only those in ``state`` at ``now`` if given), newest first."""
+        silences = [s for s in await self._all() if state is None or s.state(now) == state]
+        return sorted(silences, key=lambda s: (s.created_at, s.id), reverse=True)
+
+    async def expire(self, silence_id: str, now: datetime | float) -> Silence | None:
+        """End a silence at ``now`` (an expired one is left as it is); None if unknown."""
+        silence = await self.get(silence_id)
+        if silence is None:
+            return None
+        ended = expire(silence, now)
+        if ended != silence:
+            await self.r.hset(SILENCES, silence_id, ended.model_dump_json())
+        return ended
+
+    async def active(self, now: datetime | float) -> list[Silence]:
+        """The silences active at ``now``, newest first (for :func:`silencing`)."""
+        return await self.list("active", now)

@@ -1,0 +1,225 @@
+"""The alert policy on a real Redis: FDR gate, k-of-m persistence, evidence, auto-resolve,
+incidents by lineage, inhibition, silences, idempotency and concurrent replicas."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+from detectors.fdr.epoch import EpochSpending
+from detectors.policy.persistence import PersistenceConfig
+from detectors.policy.silence import Matcher, SilenceSpec
+from detectors.result import TestResult, judged
+from service.alert_store import AlertStore
+from service.alerting import AlertPolicy, WindowRef, alert_id
+from service.fdr import FdrGate
+from service.model_config import FeatureDeclaration, ModelConfig
+from service.silences import SilenceStore
+from service.store import Store, window_member
+
+T0 = 1_700_006_400 - 1_700_006_400 % 86_400  # an epoch (UTC day) start
+W = 300
+PARAMS = EpochSpending(alpha=0.05, slot_seconds=W, tests_per_slot=200)
+BREACH = (1.0, 1e-30)  # effect (floor 0.2) and p-value of a breach
+HEALTHY = (0.01, 0.9)
+
+
+def result(feature: str, check: str, effect: float, p: float) -> TestResult:
+    return judged(check, feature, effect, effect, p, 1000, 1000, floor=0.2)
+
+
+def window(model: str, i: int) -> WindowRef:
+    return WindowRef(model, window_member(W, T0 + i * W, "1"), T0 + i * W, W, "1")
+
+
+def policy(store: Store) -> AlertPolicy:
+    return AlertPolicy(AlertStore(store.r), FdrGate(store.r, PARAMS))
+
+
+async def apply(p: AlertPolicy, model: str, i: int, outcomes: dict[tuple[str, str], tuple[float, float]],
+                config: ModelConfig | None = None, silences=(), now: float = 1e9) -> list[dict[str, Any]]:
+    results = [result(f, c, *v) for (f, c), v in outcomes.items()]
+    alerting: dict[str, frozenset[str]] = {}
+    for f, c in outcomes:
+        alerting[f] = alerting.get(f, frozenset()) | {c}
+    return await p.apply(window(model, i), results, alerting, config or ModelConfig(),
+                         list(silences), now)
+
+
+def view(alerts: list[dict[str, Any]]) -> set[tuple]:
+    """What must not depend on timing or replicas. (Which incident of a group key an
+    alert joins can: it joins the incident open when it fires.)"""
+    return {(a["id"], a["model_id"], a["feature"], a["check"], a["state"], a["window_start"],
+             a["fired_window_start"], a["evidence_count"], a["resolved_window_start"], a["severity"],
+             a["group_key"], a["incident_id"] is not None, a["notify"]) for a in alerts}
+
+
+async def test_two_of_three_fires_once_collects_evidence_and_auto_resolves(store):
+    p, alerts = policy(store), AlertStore(store.r)
+    series = "BHBBHHH"  # fires at window 2 (2 of the last 3), resolves at window 6
+    states = []
+    for i, code in enumerate(series):
+        await apply(p, "m", i, {("x", "psi"): BREACH if code == "B" else HEALTHY})
+        states.append([(a["state"], a["evidence_count"]) for a in await alerts.alerts(None, 0, 100)])
+    assert states == [[], [], [("firing", 2)], [("firing", 3)], [("firing", 3)], [("firing", 3)],
+                      [("resolved", 3)]]
+    [a] = await alerts.alerts(None, 0, 100)
+    assert a["id"] == alert_id("m", "x", "psi", window_member(W, T0, "1"))
+    assert (a["window_start"], a["fired_window_start"], a["resolved_window_start"]) == (
+        T0, T0 + 2 * W, T0 + 6 * W)
+    assert [e["window_start"] for e in a["evidence"]] == [T0, T0 + 2 * W, T0 + 3 * W]
+    assert a["severity"] == "critical"  # effect 5x the floor on a tier-2 model
+    [incident] = await alerts.incidents(0, 10)
+    assert incident["group_key"] == "feature:x" and [x["id"] for x in incident["alerts"]] == [a["id"]]
+    events = [(e[b"kind"], e[b"alert_id"].decode(), e[b"incident_id"].decode())
+              for _id, e in await store.r.xrange("fw:alert-events")]
+    assert events == [(b"fired", a["id"], incident["id"]), (b"resolved", a["id"], incident["id"])]
+    # A new breach pair after the resolution is a new alert in a new incident.
+    await apply(p, "m", 7, {("x", "psi"): BREACH})
+    await apply(p, "m", 8, {("x", "psi"): BREACH})
+    ids = [x["id"] for x in await alerts.alerts(None, 0, 100)]
+    assert len(ids) == 2 and alert_id("m", "x", "psi", window_member(W, T0 + 7 * W, "1")) in ids
+    assert len(await alerts.incidents(0, 10)) == 2
+
+
+async def test_a_window_applied_twice_or_out_of_order_changes_nothing(store):
+    plan = {i: {("x", "psi"): BREACH if i in (1, 2, 3, 8, 9) else HEALTHY,
+                ("x", "null_rate"): HEALTHY} for i in range(12)}
+    p = policy(store)
+    for i in range(12):
+        await apply(p, "m", i, plan[i])
+    in_order = view(await AlertStore(store.r).alerts(None, 0, 100))
+    fdr = {k: await store.r.hgetall(k) for k in (f"fw:fdr:{T0 // 86_400}:used",
+                                                  f"fw:fdr:{T0 // 86_400}:disc")}
+    assert {a[4] for a in in_order} == {"resolved", "firing"} and len(in_order) == 2
+
+    await store.r.flushdb()
+    p = policy(store)
+    for i in range(12):  # closed by the aggregator, in order
+        await p.alerts.mark_pending("m", window("m", i).member, window("m", i).start)
+    order = list(range(12)) + [3, 9, 0]
+    random.Random(5).shuffle(order)
+    for i in order:
+        await apply(p, "m", i, plan[i])
+    assert view(await AlertStore(store.r).alerts(None, 0, 100)) == in_order
+    # The FDR gate counted every window's tests and discoveries exactly once.
+    assert {k: await store.r.hgetall(k) for k in fdr} == fdr
+    assert sum(int(v) for v in fdr[f"fw:fdr:{T0 // 86_400}:used"].values()) == 12 * 2
+
+
+async def test_three_replicas_decide_exactly_like_one(store, redis_url):
+    rng = random.Random(11)
+    models = [f"m{j}" for j in range(12)]
+    # Breaches in runs, plus borderline p-values the FDR gate must decide on.
+    plan = {(m, i): {(f, "psi"): (rng.choice([0.3, 1.0]), rng.choice([1e-30, 1e-7, 3e-5, 0.5]))
+                     for f in ("a", "b", "c")} for m in models for i in range(8)}
+    configs = {m: ModelConfig(features={f: FeatureDeclaration(type="numeric", source=f"src{j % 3}")
+                                        for f in ("a", "b")}) for j, m in enumerate(models)}
+
+    async def run(replicas: int) -> tuple[set, set]:
+        await store.r.flushdb()
+        stores = [Store(redis_url) for _ in range(replicas)]
+        work = list(plan)
+        rng.shuffle(work)
+        for m, i in work:  # closed by the aggregator
+            await AlertStore(store.r).mark_pending(m, window(m, i).member, window(m, i).start)
+
+        async def replica(k: int) -> None:
+            p = policy(stores[k])
+            for m, i in work[k::replicas]:
+                await apply(p, m, i, plan[(m, i)], configs[m])
+
+        try:
+            await asyncio.gather(*(replica(k) for k in range(replicas)))
+        finally:
+            for s in stores:
+                await s.close()
+        alerts = AlertStore(store.r)
+        fdr = {k: await store.r.hgetall(k) for k in (f"fw:fdr:{T0 // 86_400}:used",
+                                                      f"fw:fdr:{T0 // 86_400}:disc")}
+        return view(await alerts.alerts(None, 0, 10_000)), fdr
+
+    one = await run(1)
+    assert len(one[0]) > 10 and {a[4] for a in one[0]} == {"firing", "resolved"}
+    assert await run(3) == one
+
+
+async def test_features_sharing_a_source_fail_as_one_incident_across_models(store):
+    p, alerts = policy(store), AlertStore(store.r)
+    weather = {"temp": FeatureDeclaration(type="numeric", source="weather_feed"),
+               "humid": FeatureDeclaration(type="numeric", source="weather_feed"),
+               "price": FeatureDeclaration(type="numeric", source="pricing")}
+    a = ModelConfig(features=weather)
+    b = ModelConfig(features={"temp": weather["temp"]})
+    for i in (0, 1):
+        await apply(p, "a", i, {("temp", "psi"): BREACH, ("humid", "psi"): BREACH,
+                                ("price", "psi"): HEALTHY}, a)
+        await apply(p, "b", i, {("temp", "psi"): BREACH}, b)
+        for m in ("c", "d"):  # no declared lineage: the feature name groups
+            await apply(p, m, i, {("dist", "psi"): BREACH})
+    incidents = {i["group_key"]: i for i in await alerts.incidents(0, 10)}
+    assert set(incidents) == {"source:weather_feed", "feature:dist"}
+    src = incidents["source:weather_feed"]
+    assert sorted((x["model_id"], x["feature"]) for x in src["alerts"]) == [
+        ("a", "humid"), ("a", "temp"), ("b", "temp")]
+    assert src["source"] == "weather_feed" and "weather_feed" in src["title"]
+    assert sorted(x["model_id"] for x in incidents["feature:dist"]["alerts"]) == ["c", "d"]
+
+
+async def test_data_quality_alert_inhibits_drift_on_its_feature_only(store):
+    p = policy(store)
+    for i in (0, 1):
+        await apply(p, "m", i, {("x", "null_rate"): BREACH, ("x", "psi"): BREACH,
+                                ("y", "psi"): BREACH})
+    by = {(a["feature"], a["check"]): a for a in await AlertStore(store.r).alerts(None, 0, 10)}
+    assert by[("x", "null_rate")]["notify"] and by[("y", "psi")]["notify"]
+    assert not by[("x", "psi")]["notify"]
+    assert by[("x", "psi")]["inhibited_by"] == [by[("x", "null_rate")]["id"]]
+
+
+async def test_silenced_alert_is_recorded_but_not_notified(store):
+    p = policy(store)
+    silences = SilenceStore(store.r)
+    now = 1_800_000_000.0
+    await silences.create(SilenceSpec(
+        matchers=[Matcher(name="model", value="m"), Matcher(name="check", value="ps.", regex=True)],
+        starts_at=now - 60, ends_at=now + 3600, created_by="oncall", comment="planned backfill"), now)
+    for i in (0, 1):
+        await apply(p, "m", i, {("x", "psi"): BREACH, ("x", "null_rate"): HEALTHY},
+                    silences=await silences.active(now), now=now)
+        await apply(p, "other", i, {("x", "psi"): BREACH}, silences=await silences.active(now), now=now)
+    by = {a["model_id"]: a for a in await AlertStore(store.r).alerts(None, 0, 10)}
+    [sid] = [s.id for s in await silences.active(now)]
+    assert by["m"]["silenced_by"] == [sid] and not by["m"]["notify"] and by["m"]["state"] == "firing"
+    assert by["other"]["silenced_by"] == [] and by["other"]["notify"]
+
+
+async def test_fdr_gate_shares_slot_capacity_and_rewards_old_discoveries(store):
+    params = EpochSpending(alpha=0.05, slot_seconds=W, tests_per_slot=10, reward_lag_slots=2)
+    gate = FdrGate(store.r, params)
+    first = await gate.gate("a", T0, W, [1e-30] * 6)
+    again = await gate.gate("a", T0, W, [1e-30] * 6)
+    assert (first.granted, again.granted) == (6, 6) and first.level == again.level
+    second = await gate.gate("b", T0, W, [1e-30] * 6)  # only 4 of the slot's 10 are left
+    assert second.granted == 4 and second.level == params.level(6, 4, 0)
+    assert (await gate.gate("c", T0 + W, W, [0.5])).rewarded == 0  # slot 0 is 1 slot old: too recent
+    late = await gate.gate("d", T0 + 2 * W, W, [0.5])
+    assert late.rewarded == 12 and late.level == params.level(1, 1, 12)
+    next_day = await gate.gate("e", T0 + 86_400 + 2 * W, W, [0.5])
+    assert next_day.rewarded == 0  # the epoch starts afresh
+    # An hour-long window spans 12 slots: its level is 12x, and it claims each slot.
+    hourly = await gate.gate("f", T0 + 86_400 + 12 * W, 12 * W, [0.5] * 3)
+    assert hourly.granted == 3 and hourly.level == params.level(3, 3, 0, span=12)
+    used = await store.r.hgetall(f"fw:fdr:{T0 // 86_400 + 1}:used")
+    assert {int(k): int(v) for k, v in used.items()} == {2: 1, **{s: 3 for s in range(12, 24)}}
+
+
+async def test_persistence_config_from_the_model(store):
+    p = policy(store)
+    config = ModelConfig(persistence=PersistenceConfig(k=1, m=1, resolve_after=1), tier=3)
+    await apply(p, "m", 0, {("x", "psi"): BREACH}, config)
+    [a] = await AlertStore(store.r).alerts(None, 0, 10)
+    assert a["state"] == "firing" and a["severity"] == "warning"  # tier 3 never pages critical
+    await apply(p, "m", 1, {("x", "psi"): HEALTHY}, config)
+    assert [x["state"] for x in await AlertStore(store.r).alerts(None, 0, 10)] == ["resolved"]
