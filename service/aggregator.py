@@ -40,6 +40,8 @@ from sdk.columns import RecordColumns
 from sdk.errors import WireError
 from sdk.wire import decode_batch, encode_columns
 from service import metrics
+from service.kafka import dead_letter
+from service.model_config import ModelConfig
 from service.settings import Settings
 from service.store import ClosedWindow, PartitionCheckpoint, Store, window_member
 from sketches.profile import WindowProfile
@@ -51,6 +53,7 @@ WindowKey = tuple[str, str, int, int]  # model, version, window length, start
 _OPEN = "open:"
 _MAX_EVENT = "wm:"
 _CLOSED_UNTIL = "cu:"
+LATE = "late:"
 CONFIG_TTL_SECONDS = 30.0
 
 
@@ -64,6 +67,7 @@ class ModelClock:
 
     max_event_time: float = -math.inf
     closed_until: float = -math.inf
+    late_records: int = 0  # dead-lettered as late, ever (persisted with the partition)
     last_seen: float = field(default_factory=time.monotonic)
 
 
@@ -90,6 +94,8 @@ class PartitionState:
                 self.clocks[name[len(_MAX_EVENT):]].max_event_time = float(value)
             elif name.startswith(_CLOSED_UNTIL):
                 self.clocks[name[len(_CLOSED_UNTIL):]].closed_until = float(value)
+            elif name.startswith(LATE):
+                self.clocks[name[len(LATE):]].late_records = int(value)
 
     def close_due(self, lateness: float, idle_seconds: float, now: float, max_open: int,
                   caught_up: bool) -> None:
@@ -115,6 +121,7 @@ class PartitionState:
         self.dirty.discard(key)
         self.deleted.append(_open_field(key))
         self.closed.append(ClosedWindow(m, window_member(length, start, version), start, profile.to_bytes()))
+        metrics.SLICE_RECORDS_CAPPED.inc(sum(s.capped_records for s in profile.slices.values()))
         clock = self.clocks[m]
         clock.closed_until = max(clock.closed_until, start + length)
         self.dirty_clocks.add(m)
@@ -131,6 +138,8 @@ class PartitionState:
             c = self.clocks[m]
             out[_MAX_EVENT + m] = repr(c.max_event_time)
             out[_CLOSED_UNTIL + m] = repr(c.closed_until)
+            if c.late_records:
+                out[LATE + m] = c.late_records
         return out
 
     def clear_pending(self) -> None:
@@ -165,10 +174,11 @@ class Aggregator:
         self.store = store
         self.topic = settings.predictions_topic
         self.partitions: dict[int, PartitionState] = {}
-        self._configs: dict[str, tuple[float, int]] = {}
+        self._configs: dict[str, tuple[float, ModelConfig]] = {}
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._last_checkpoint = time.monotonic()
+        self._interval = settings.checkpoint_interval_seconds
 
     # -- lifecycle ------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -193,7 +203,7 @@ class Aggregator:
                 batch = await self._consumer.getmany(timeout_ms=200)
                 await self.process(batch)
                 self._update_lag()
-                if time.monotonic() - self._last_checkpoint >= s.checkpoint_interval_seconds:
+                if time.monotonic() - self._last_checkpoint >= self._interval:
                     await self.checkpoint_all()
             await self.checkpoint_all(close_windows=False)
         finally:
@@ -238,7 +248,7 @@ class Aggregator:
                     continue  # already covered by the checkpoint
                 metrics.MESSAGES_CONSUMED.inc()
                 decoded.append((state, msg, self._decode(msg)))
-        lengths = await self._window_lengths({d.model_id for _s, _m, d in decoded if d is not None})
+        layouts = await self._layouts({d.model_id for _s, _m, d in decoded if d is not None})
         now_wall = time.time()
         now = time.monotonic()
         for state, msg, batch_ in decoded:
@@ -246,7 +256,7 @@ class Aggregator:
             if batch_ is None:
                 continue
             metrics.RECORDS_CONSUMED.inc(len(batch_.columns) + len(batch_.errors))
-            self._aggregate(state, batch_.columns, lengths[batch_.model_id], now_wall, now)
+            self._aggregate(state, batch_.columns, layouts[batch_.model_id], now_wall, now)
         self._update_open_gauge()
 
     def _decode(self, msg):
@@ -269,10 +279,11 @@ class Aggregator:
             self._dead_letter(msg.key, msg.value, reason, json.dumps(errors[:100]), len(errors))
         return batch
 
-    def _aggregate(self, state: PartitionState, cols: RecordColumns, length: int,
+    def _aggregate(self, state: PartitionState, cols: RecordColumns, layout: ModelConfig,
                    now_wall: float, now: float) -> None:
         """Route one message's valid records to their open windows."""
         model_id = cols.model_id
+        length = layout.window_seconds
         clock = state.clocks[model_id]
         self._cap_features(cols, state.features[model_id])
         t = np.asarray(cols.event_time, dtype=np.float64)
@@ -285,6 +296,9 @@ class Aggregator:
                 idx = np.flatnonzero(mask).tolist()
                 self._dead_letter(model_id.encode(), encode_columns(cols.take(idx)), reason,
                                   f"{len(idx)} records", len(idx))
+        if late.any():
+            clock.late_records += int(late.sum())
+            state.dirty_clocks.add(model_id)
         if not ok.any():
             return
         versions = cols.model_version
@@ -298,7 +312,9 @@ class Aggregator:
         for key, part in groups.items():
             profile = state.open.get(key)
             if profile is None:
-                profile = state.open[key] = WindowProfile(model_id, key[3], length)
+                profile = state.open[key] = WindowProfile(
+                    model_id, key[3], length, slice_features=layout.slice_features,
+                    max_slice_values=layout.max_slice_values)
             profile.add_columns(part)
             state.dirty.add(key)
             metrics.RECORDS_AGGREGATED.inc(len(part))
@@ -322,28 +338,35 @@ class Aggregator:
 
     def _dead_letter(self, key: bytes | None, value: bytes | None, reason: str, detail: str,
                      n: int) -> None:
-        metrics.DEAD_LETTERED.labels(reason=reason).inc(n)
-        log.warning("dead-lettering %d record(s): %s: %s", n, reason, detail[:300])
-        headers = [("reason", reason.encode()), ("detail", detail[:10_000].encode())]
-        fut = self._producer.send(self.settings.dead_letter_topic, value=value, key=key,
-                                  headers=headers)
-        asyncio.ensure_future(fut)
+        dead_letter(self._producer, self.settings.dead_letter_topic, key, value, reason, detail, n)
 
-    async def _window_lengths(self, model_ids: set[str]) -> dict[str, int]:
+    async def _layouts(self, model_ids: set[str]) -> dict[str, ModelConfig]:
+        """Each model's configuration (window length, slices), cached for a while."""
         now = time.monotonic()
-        stale = [m for m in model_ids if now - self._configs.get(m, (-math.inf, 0))[0] > CONFIG_TTL_SECONDS]
+        stale = [m for m in model_ids
+                 if now - self._configs.get(m, (-math.inf, None))[0] > CONFIG_TTL_SECONDS]
         if stale:
             configs = await self._retrying(lambda: self.store.model_configs(stale))
             for m, cfg in configs.items():
-                length = cfg.window_seconds if cfg is not None else self.settings.window_seconds
-                self._configs[m] = (now, length)
+                self._configs[m] = (now, cfg or ModelConfig(window_seconds=self.settings.window_seconds))
         return {m: self._configs[m][1] for m in model_ids}
 
     # -- checkpoints --------------------------------------------------------------------
     async def checkpoint_all(self, close_windows: bool = True) -> None:
+        t0, errors = time.monotonic(), metrics.REDIS_ERRORS._value.get()
         for state in list(self.partitions.values()):
             await self._checkpoint(state, close_windows)
         self._last_checkpoint = time.monotonic()
+        # A checkpoint re-writes every open window touched since the last one; under
+        # load that costs more than the interval, so stretch the interval to keep
+        # checkpoints under ``checkpoint_max_share`` of the time, up to 10x (offsets
+        # and state stay atomic: a crash re-reads at most one interval of messages).
+        # Time spent waiting for an unreachable Redis is not load.
+        base = self.settings.checkpoint_interval_seconds
+        if metrics.REDIS_ERRORS._value.get() == errors:
+            cost = self._last_checkpoint - t0
+            self._interval = min(max(base, cost / self.settings.checkpoint_max_share), 10 * base)
+        metrics.CHECKPOINT_INTERVAL.set(self._interval)
         self._update_open_gauge()
 
     async def _checkpoint(self, state: PartitionState, close_windows: bool) -> None:
@@ -357,7 +380,8 @@ class Aggregator:
         await self._producer.flush()  # dead letters are durable before offsets move
         with metrics.CHECKPOINT_SECONDS.time():
             ok = await self._retrying(lambda: self.store.checkpoint(
-                self.topic, state.partition, state.epoch, updates, state.deleted, state.closed))
+                self.topic, state.partition, state.epoch, updates, state.deleted, state.closed,
+                self.settings.retention_window_seconds))
         if not ok:
             log.warning("partition %d fenced: another aggregator owns it", state.partition)
             self.partitions.pop(state.partition, None)

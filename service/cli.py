@@ -57,7 +57,7 @@ Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO leve
 def run(verbose: Verbose = False) -> None:
     """All roles in one process; starts an embedded broker and Redis when
     FLEETWATCH_KAFKA_BOOTSTRAP / FLEETWATCH_REDIS_URL are unset."""
-    _run(("aggregator", "detector", "api"), True, verbose)
+    _run(("aggregator", "detector", "joiner", "notifier", "api"), True, verbose)
 
 
 @app.command()
@@ -70,6 +70,18 @@ def aggregate(verbose: Verbose = False) -> None:
 def detect(verbose: Verbose = False) -> None:
     """The detector role: closed windows -> drift and data-quality alerts."""
     _run(("detector",), False, verbose)
+
+
+@app.command()
+def join(verbose: Verbose = False) -> None:
+    """The label-joiner role: delayed labels -> performance cohorts -> performance alerts."""
+    _run(("joiner",), False, verbose)
+
+
+@app.command()
+def notify(verbose: Verbose = False) -> None:
+    """The notifier role: alert events -> receivers (webhook, Slack, PagerDuty, Alertmanager)."""
+    _run(("notifier",), False, verbose)
 
 
 @app.command()

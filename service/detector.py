@@ -37,6 +37,7 @@ from service.alert_store import AlertStore
 from service.alerting import AlertPolicy, WindowRef
 from service.fdr import FdrGate, spending
 from service.model_config import ModelConfig
+from service.rollups import GRANULARITIES, Rollups
 from service.settings import Settings
 from service.silences import SilenceStore
 from service.store import Store, parse_member
@@ -71,7 +72,7 @@ async def _past_baseline(store: Store, model_id: str, kind: str, key: str,
     if cached is not None:
         profile, counts = cached
         return Baseline(kind, WindowProfile.from_bytes(profile), len(counts)), counts
-    profiles = await store.profiles_in(model_id, ranges)
+    profiles = await store.profiles_in(model_id, ranges, GRANULARITIES)
     baseline = merged_baseline(kind, model_id, profiles)
     if baseline is None:
         return None, []
@@ -124,6 +125,7 @@ class Detector:
         self.store = store
         self.policy = AlertPolicy(AlertStore(store.r), FdrGate(store.r, spending(settings)))
         self.silences = SilenceStore(store.r)
+        self.rollups = Rollups(settings, store)
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -182,12 +184,14 @@ class Detector:
             _current, baseline, config, results = outcome
             alerting = alerting_checks(baseline.profile, config)
             await self.store.put_results(
-                model_id, member, [{**asdict(r), "baseline": baseline.kind} for r in results])
+                model_id, member, [{**asdict(r), "baseline": baseline.kind} for r in results],
+                self.settings.retention_window_seconds)
         length, start, version = parse_member(member)
         model = (await self.store.model_configs([model_id]))[model_id] or ModelConfig()
         now = time.time()
         alerts = await self.policy.apply(WindowRef(model_id, member, start, length, version),
                                          results, alerting, model, await self.silences.active(now), now)
+        await self.rollups.advance(model_id, length)
         if results:
             metrics.DETECTOR_RUNS.inc()
             metrics.DETECTOR_SECONDS.observe(time.perf_counter() - t0)

@@ -1,14 +1,17 @@
-"""Kafka helpers: topic creation at start-up."""
+"""Kafka helpers: topic creation at start-up, dead letters."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 
+from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, TopicAlreadyExistsError
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from service import metrics
 from service.settings import Settings
 
 log = logging.getLogger("fleetwatch.kafka")
@@ -46,3 +49,14 @@ async def ensure_topics(settings: Settings, timeout: float = 60.0) -> None:
                     log.info("created topics %s", [t.name for t in new])
             finally:
                 await admin.close()
+
+
+def dead_letter(producer: AIOKafkaProducer, topic: str, key: bytes | None, value: bytes | None,
+                reason: str, detail: str, n: int) -> None:
+    """Send a rejected message (or the records of one) to the dead-letter topic with
+    ``reason`` and ``detail`` headers, and count ``n`` records under ``reason``. Does
+    not wait: flush the producer before committing offsets."""
+    metrics.DEAD_LETTERED.labels(reason=reason).inc(n)
+    log.warning("dead-lettering %d record(s): %s: %s", n, reason, detail[:300])
+    headers = [("reason", reason.encode()), ("detail", detail[:10_000].encode())]
+    asyncio.ensure_future(producer.send(topic, value=value, key=key, headers=headers))

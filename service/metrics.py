@@ -34,6 +34,10 @@ WINDOWS_CLOSED_EARLY = Counter(
     "fleetwatch_windows_closed_early_total",
     "Windows closed before their watermark because the open-window cap was reached",
 )
+SLICE_RECORDS_CAPPED = Counter(
+    "fleetwatch_slice_records_capped_total",
+    "Records of closed windows profiled under __other__ because their slice key hit its value cap",
+)
 FEATURES_DROPPED = Counter(
     "fleetwatch_feature_values_dropped_total",
     "Feature values not profiled because the model reached its feature cap",
@@ -44,10 +48,24 @@ CONSUMER_LAG = Gauge(
 CHECKPOINT_SECONDS = Histogram(
     "fleetwatch_checkpoint_duration_seconds", "Time to write an aggregator checkpoint to Redis"
 )
+CHECKPOINT_INTERVAL = Gauge(
+    "fleetwatch_checkpoint_interval_seconds", "Current aggregator checkpoint interval (stretches under load)"
+)
 REDIS_ERRORS = Counter("fleetwatch_redis_errors_total", "Failed Redis operations (retried)")
 DETECTOR_RUNS = Counter("fleetwatch_detector_windows_total", "Windows evaluated by the detector")
 DETECTOR_SECONDS = Histogram(
     "fleetwatch_detector_window_duration_seconds", "Time to evaluate one window"
+)
+JOINED_PREDICTIONS = Counter(
+    "fleetwatch_joined_predictions_total", "Predictions stored for the label join (sampled, tier 1)"
+)
+LABEL_OUTCOMES = ("joined", "relabeled", "duplicate", "unknown", "late", "invalid", "not_monitored")
+LABELS = Counter("fleetwatch_labels_total", "Labels consumed, by what became of them", ["outcome"])
+COHORTS_EVALUATED = Counter(
+    "fleetwatch_cohorts_evaluated_total", "Matured label cohorts tested against their baseline"
+)
+ROLLUPS_WRITTEN = Counter(
+    "fleetwatch_rollups_written_total", "Rollup profiles written", ["granularity"]
 )
 DETECTOR_SKIPPED = Counter(
     "fleetwatch_detector_windows_skipped_total", "Windows not evaluated", ["reason"]
@@ -73,5 +91,24 @@ FDR_ALPHA_WEALTH = Gauge(
 )
 FDR_LEVEL = Gauge("fleetwatch_fdr_level", "BH level of the last window gated")
 
+for _outcome in LABEL_OUTCOMES:
+    LABELS.labels(outcome=_outcome)
 for _reason in DEAD_LETTER_REASONS:
     DEAD_LETTERED.labels(reason=_reason)
+
+# -- paging (service.notifier): labelled by receiver kind, never by receiver id --------
+NOTIFICATION_OUTCOMES = ("delivered", "retried", "dead", "rate_limited")
+NOTIFICATIONS = Counter(
+    "fleetwatch_notifications_total",
+    "Notification delivery outcomes (retried: a failed attempt to be tried again; "
+    "rate_limited: deferred by the receiver's max_per_minute)",
+    ["receiver_kind", "outcome"],
+)
+OUTBOX_ITEMS = Gauge(
+    "fleetwatch_outbox_items", "Notifications in the outbox by state (pending, delivered, dead)", ["state"]
+)
+for _kind in ("webhook", "slack", "pagerduty", "alertmanager"):
+    for _outcome in NOTIFICATION_OUTCOMES:
+        NOTIFICATIONS.labels(receiver_kind=_kind, outcome=_outcome)
+for _state in ("pending", "delivered", "dead"):
+    OUTBOX_ITEMS.labels(state=_state)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field, StringConstraints
 from detectors.policy.persistence import PersistenceConfig
 from sdk.record import MAX_FEATURES, MAX_ID_LENGTH
 from sdk.registry import FEATURE_TYPES
+from sketches.slices import MAX_SLICE_VALUES
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -20,6 +21,24 @@ class FeatureDeclaration(BaseModel):
     type: Literal[FEATURE_TYPES] = Field(..., description="numeric, categorical or boolean")
     source: str | None = Field(None, min_length=1, max_length=256,
                                description="Upstream source the feature comes from (lineage)")
+
+    model_config = {"extra": "forbid"}
+
+
+class PerformanceConfig(BaseModel):
+    """Label-joined performance monitoring of a binary classifier (tier-1 models only)."""
+
+    threshold: float = Field(0.5, ge=0, le=1, description="Decision threshold: positive when score >= it")
+    label_horizon_seconds: int = Field(
+        86_400, ge=60, le=90 * 86_400, description="Labels arrive at most this long after the prediction")
+    expected_label_fraction: float = Field(
+        0.9, gt=0, le=1, description="Share of predictions that eventually get a label (maturity)")
+    sample_rate: float = Field(
+        1.0, gt=0, le=1, description="Share of predictions kept for the join, by hash of prediction_id")
+    baseline_seconds: int = Field(
+        7 * 86_400, ge=3_600, description="Matured cohorts of this trailing period are the baseline")
+    auc_floor: float = Field(0.02, ge=0, le=1, description="AUC drop tolerated under the null")
+    log_loss_floor: float = Field(0.05, ge=0, description="Log-loss increase tolerated under the null")
 
     model_config = {"extra": "forbid"}
 
@@ -37,6 +56,18 @@ class ModelConfig(BaseModel):
                                            description="k-of-m persistence and auto-resolve")
     routing: dict[Label, Label] = Field(default_factory=dict, max_length=32,
                                         description="Labels receivers route on (team, channel, ...)")
+    slice_features: list[Name] = Field(
+        default_factory=list, max_length=16,
+        description="Features (or slice keys) profiled per value as well: sub-profiles per slice")
+    max_slice_values: int = Field(MAX_SLICE_VALUES, ge=1, le=1_000,
+                                  description="Slice values kept per slice key; the rest go to __other__")
+    performance: PerformanceConfig | None = Field(
+        None, description="Label-joined performance checks (run for tier-1 models only)")
+
+    @property
+    def joins_labels(self) -> bool:
+        """Are this model's labels joined (tier 1 with a performance configuration)?"""
+        return self.tier == 1 and self.performance is not None
 
     def source_of(self, feature: str) -> str | None:
         """The declared upstream source of ``feature`` (None when undeclared)."""

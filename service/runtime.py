@@ -1,4 +1,4 @@
-"""Running roles (aggregator, detector, API) in one process, on configured or
+"""Running roles (aggregator, detector, joiner, notifier, API) in one process, on configured or
 embedded infrastructure."""
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ from service.aggregator import Aggregator
 from service.api.app import create_app
 from service.detector import Detector
 from service.embedded import kafka_broker, redis_server
+from service.joiner import Joiner
 from service.kafka import ensure_topics
+from service.notifier import Notifier
 from service.settings import Settings
 from service.store import Store
 
 log = logging.getLogger("fleetwatch")
-ROLES = ("aggregator", "detector", "api")
+ROLES = ("aggregator", "detector", "joiner", "notifier", "api")
 
 
 @contextlib.contextmanager
@@ -90,6 +92,11 @@ async def run_roles(settings: Settings, roles: tuple[str, ...], stop: asyncio.Ev
             tasks.append(asyncio.create_task(Aggregator(settings, store).run(stop)))
         if "detector" in roles:
             tasks.append(asyncio.create_task(Detector(settings, store).run(stop)))
+        if "joiner" in roles:
+            await ensure_topics(settings)
+            tasks.append(asyncio.create_task(Joiner(settings, store).run(stop)))
+        if "notifier" in roles:
+            tasks.append(asyncio.create_task(Notifier(settings, store).run(stop)))
         if "api" in roles:
             api = api or ApiServer(settings, store)
             tasks.append(asyncio.create_task(api.serve(stop)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, IPvAnyNetwork, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -41,6 +41,11 @@ class Settings(BaseSettings):
     checkpoint_interval_seconds: float = Field(
         2.0, gt=0, description="How often the aggregator checkpoints state and offsets to Redis"
     )
+    checkpoint_max_share: float = Field(
+        0.2, gt=0, le=1,
+        description="Longest share of time checkpoints may take: under load the interval stretches to "
+        "checkpoint duration / share (at most 10x checkpoint_interval_seconds)",
+    )
     max_poll_records: int = Field(5_000, ge=1, description="Kafka records per poll")
     kafka_session_timeout_ms: int = Field(
         10_000, ge=1_000, description="Consumer group session timeout (failure detection)"
@@ -53,6 +58,19 @@ class Settings(BaseSettings):
         500, ge=1, description="Distinct features profiled per model and window; more are dropped and counted"
     )
     detector_group: str = Field("fleetwatch-detector", description="Detector consumer group")
+    joiner_group: str = Field("fleetwatch-joiner", description="Label joiner consumer group")
+    performance_eval_interval_seconds: float = Field(
+        10.0, gt=0, description="How often the label joiner tests the cohorts that matured"
+    )
+    retention_window_seconds: int = Field(
+        8 * 86_400, ge=3_600, description="How long closed window profiles and their results are kept"
+    )
+    retention_hourly_seconds: int = Field(
+        92 * 86_400, ge=3_600, description="How long 1-hour rollup profiles are kept"
+    )
+    retention_daily_seconds: int = Field(
+        731 * 86_400, ge=86_400, description="How long 1-day rollup profiles are kept"
+    )
     psi_floor: float = Field(
         0.2, ge=0, description="Default PSI floor: the interval null of PSI tests and their alert floor"
     )
@@ -82,6 +100,31 @@ class Settings(BaseSettings):
     api_port: int = Field(8000, ge=0, le=65535, description="API listen port")
     metrics_port: int = Field(
         0, ge=0, le=65535, description="Prometheus port for `aggregate`/`detect` (0: none)"
+    )
+    notifier_group: str = Field(
+        "fleetwatch-notifier", description="Notifier consumer group on the alert-event stream"
+    )
+    notifier_max_attempts: int = Field(
+        8, ge=1, description="Delivery attempts of a notification before it is dead-lettered"
+    )
+    notifier_backoff_base_seconds: float = Field(
+        2.0, gt=0, description="First retry delay of a delivery; doubles per attempt, plus jitter"
+    )
+    notifier_backoff_max_seconds: float = Field(
+        600.0, gt=0, description="Longest delay between two delivery attempts (before jitter)"
+    )
+    notifier_request_timeout_seconds: float = Field(
+        10.0, gt=0, description="HTTP timeout of one delivery attempt"
+    )
+    notifier_lease_seconds: float = Field(
+        60.0, gt=0,
+        description="A claimed delivery or alert event not finished in this time is taken over "
+                    "by another notifier (keep above the request timeout)",
+    )
+    receiver_allow_nets: list[IPvAnyNetwork] = Field(
+        default_factory=list,
+        description="Networks receivers may resolve to although private/loopback/... "
+                    '(JSON list of CIDRs, e.g. ["10.0.0.0/8"]); default none',
     )
 
     @model_validator(mode="after")

@@ -8,7 +8,9 @@ Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
 ``fw:{m}:config``                   JSON :class:`ModelConfig`
 ``fw:{m}:ref``                      reference profile (bytes)
 ``fw:{m}:idx``                      ZSET ``"{len}:{start}:{version}"`` by start
-``fw:{m}:p:{len}:{start}:{ver}``    closed window profile (bytes)
+``fw:{m}:p:{len}:{start}:{ver}``    closed window or rollup profile (bytes, expires after
+                                    its granularity's retention)
+``fw:{m}:idx:{len}``                ZSET rollups of ``len`` seconds (1 h, 1 d) by start
 ``fw:agg:{topic}:{partition}``      HASH: epoch, offset, watermarks, open partial profiles
 ``fw:{m}:pending``                  ZSET closed windows the alert policy has not applied
 ``fw:windows``                      STREAM of window-closed events (model, member)
@@ -46,8 +48,10 @@ def reference_key(m: str) -> str:
     return f"fw:{{{m}}}:ref"
 
 
-def index_key(m: str) -> str:
-    return f"fw:{{{m}}}:idx"
+def index_key(m: str, granularity: int | None = None) -> str:
+    """The model's index of closed windows (``granularity`` None), or of its rollups of
+    ``granularity`` seconds."""
+    return f"fw:{{{m}}}:idx" if granularity is None else f"fw:{{{m}}}:idx:{granularity}"
 
 
 def window_member(window_seconds: int, start: int, version: str) -> str:
@@ -77,14 +81,15 @@ def partition_key(topic: str, partition: int) -> str:
 # pending for the alert policy, window-closed event).
 _CHECKPOINT = """
 if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return 0 end
-local i = 2
+local ttl = ARGV[2]
+local i = 3
 local n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]); i = i + 2 end
 n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do redis.call('HDEL', KEYS[1], ARGV[i]); i = i + 1 end
 n = tonumber(ARGV[i]); i = i + 1
 for j = 1, n do
-  redis.call('SET', KEYS[1 + 3 * j], ARGV[i + 3])
+  redis.call('SET', KEYS[1 + 3 * j], ARGV[i + 3], 'EX', ttl)
   redis.call('ZADD', KEYS[2 + 3 * j], ARGV[i + 2], ARGV[i + 1])
   redis.call('ZADD', KEYS[3 + 3 * j], ARGV[i + 2], ARGV[i + 1])
   redis.call('SADD', KEYS[2], ARGV[i])
@@ -172,14 +177,23 @@ class Store:
         return None if raw is None else WindowProfile.from_bytes(raw)
 
     # -- window profiles ----------------------------------------------------------
-    async def window_members(self, model_id: str, start: float, end: float) -> list[str]:
-        """Index members of windows with ``start <= window start <= end``."""
-        return [m.decode() for m in await self.r.zrangebyscore(index_key(model_id), start, end)]
+    async def window_members(self, model_id: str, start: float | str, end: float | str,
+                             granularity: int | None = None) -> list[str]:
+        """Index members of windows (or rollups of ``granularity`` s) with
+        ``start <= window start <= end``."""
+        index = index_key(model_id, granularity)
+        return [m.decode() for m in await self.r.zrangebyscore(index, start, end)]
 
-    async def window_profiles(self, model_id: str, members: list[str]) -> list[WindowProfile]:
+    async def window_profiles(self, model_id: str, members: list[str],
+                              granularity: int | None = None) -> list[WindowProfile]:
+        """The stored profiles of ``members``; members whose profile expired
+        (retention) leave the index."""
         if not members:
             return []
         raw = await self.r.mget([profile_key(model_id, m) for m in members])
+        expired = [m for m, b in zip(members, raw, strict=True) if b is None]
+        if expired:
+            await self.r.zrem(index_key(model_id, granularity), *expired)
         return [WindowProfile.from_bytes(b) for b in raw if b is not None]
 
     async def window_profile(self, model_id: str, member: str) -> WindowProfile | None:
@@ -208,6 +222,7 @@ class Store:
         updates: dict[str, bytes | str | int],
         deletes: list[str],
         closed: list[ClosedWindow],
+        retention_seconds: int,
     ) -> bool:
         """Atomically persist a partition's state and publish its closed windows.
 
@@ -217,7 +232,7 @@ class Store:
             False if another aggregator has taken the partition (fenced out).
         """
         keys = [partition_key(topic, partition), MODELS, WINDOWS_STREAM]
-        args: list[Any] = [epoch, len(updates)]
+        args: list[Any] = [epoch, retention_seconds, len(updates)]
         for k, v in updates.items():
             args += [k, v]
         args.append(len(deletes))
@@ -228,6 +243,17 @@ class Store:
                      pending_key(w.model_id)]
             args += [w.model_id, w.member, w.start, w.profile]
         return bool(await self._checkpoint(keys=keys, args=args))
+
+    async def late_records(self, topic: str, model_ids: list[str]) -> dict[str, int]:
+        """Records of each model dead-lettered as late, over the partitions of ``topic``
+        (the aggregator persists the count with each partition's checkpoint)."""
+        keys = [k async for k in self.r.scan_iter(match=f"fw:agg:{topic}:*", count=1_000)]
+        out = dict.fromkeys(model_ids, 0)
+        for key in keys:
+            values = await self.r.hmget(key, [f"late:{m}" for m in model_ids]) if model_ids else []
+            for m, v in zip(model_ids, values, strict=True):
+                out[m] += int(v or 0)
+        return out
 
     # -- window-closed events -------------------------------------------------------
     async def ensure_event_group(self, group: str) -> None:
@@ -272,9 +298,11 @@ class Store:
         return int(await self.r.xlen(WINDOWS_STREAM))
 
     # -- detector results ---------------------------------------------------------------
-    async def put_results(self, model_id: str, member: str, results: list[dict[str, Any]]) -> None:
+    async def put_results(self, model_id: str, member: str, results: list[dict[str, Any]],
+                          retention_seconds: int) -> None:
         """Store the test results of one window (served by the drift API)."""
-        await self.r.set(f"fw:{{{model_id}}}:res:{member}", json.dumps(results, default=str))
+        await self.r.set(f"fw:{{{model_id}}}:res:{member}", json.dumps(results, default=str),
+                         ex=retention_seconds)
 
     async def results(self, model_id: str, member: str) -> list[dict[str, Any]] | None:
         raw = await self.r.get(f"fw:{{{model_id}}}:res:{member}")
@@ -312,9 +340,19 @@ class Store:
             return None
         return raw[b"profile"], json.loads(raw[b"counts"])
 
-    async def profiles_in(self, model_id: str, ranges: list[tuple[int, int]]) -> list[WindowProfile]:
-        """Window profiles (all versions) whose start is in any ``[lo, hi)`` range."""
-        members: list[str] = []
+    async def profiles_in(self, model_id: str, ranges: list[tuple[int, int]],
+                          rollups: tuple[int, ...] = ()) -> list[WindowProfile]:
+        """Profiles (all versions) whose start is in any ``[lo, hi)`` range: the closed
+        windows, or -- for a range whose windows have expired -- the finest rollup of
+        ``rollups`` (seconds) that covers it (a rollup merges its windows exactly)."""
+        out: list[WindowProfile] = []
         for lo, hi in ranges:
-            members += await self.window_members(model_id, lo, f"({hi}")
-        return await self.window_profiles(model_id, members)
+            for granularity in (None, *rollups):
+                if granularity is not None and (hi - lo < granularity or lo % granularity):
+                    continue
+                members = await self.window_members(model_id, lo, f"({hi}", granularity)
+                found = await self.window_profiles(model_id, members, granularity)
+                if found:
+                    out += found
+                    break
+        return out

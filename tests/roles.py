@@ -7,6 +7,7 @@ import contextlib
 
 from service.aggregator import Aggregator
 from service.detector import Detector
+from service.joiner import Joiner
 from service.kafka import ensure_topics
 from service.settings import Settings
 from service.store import Store
@@ -14,7 +15,7 @@ from service.store import Store
 
 @contextlib.asynccontextmanager
 async def running(settings: Settings, store: Store, *roles: str):
-    """Run aggregator and/or detector roles until the block exits (graceful stop)."""
+    """Run aggregator, detector and/or joiner roles until the block exits (graceful stop)."""
     await ensure_topics(settings)
     stop = asyncio.Event()
     tasks = []
@@ -22,6 +23,8 @@ async def running(settings: Settings, store: Store, *roles: str):
         tasks.append(asyncio.create_task(Aggregator(settings, store).run(stop)))
     if "detector" in roles:
         tasks.append(asyncio.create_task(Detector(settings, store).run(stop)))
+    if "joiner" in roles:
+        tasks.append(asyncio.create_task(Joiner(settings, store).run(stop)))
     test_task = asyncio.current_task()
 
     def fail_fast(task: asyncio.Task) -> None:

@@ -38,7 +38,8 @@ PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
 DATASOURCE = ROOT / "deploy" / "grafana" / "provisioning" / "datasources" / "prometheus.yml"
 
-ROLES = {"api": "serve", "aggregator": "aggregate", "detector": "detect"}
+ROLES = {"api": "serve", "aggregator": "aggregate", "detector": "detect", "joiner": "join",
+         "notifier": "notify"}
 METRICS_PORT = "9100"
 API_PORT = "8000"
 
@@ -216,7 +217,7 @@ def test_fleetwatch_endpoints_match_the_infrastructure(services: dict) -> None:
     assert api["FLEETWATCH_API_PORT"] == API_PORT
     assert any(str(p).endswith(f":{API_PORT}") for p in services["api"]["ports"])
 
-    for name in ("aggregator", "detector"):
+    for name in ("aggregator", "detector", "joiner", "notifier"):
         env = env_of(services[name])
         assert env["FLEETWATCH_METRICS_PORT"] == METRICS_PORT, name
         # The image's HEALTHCHECK targets the API; these roles have none.
@@ -288,7 +289,8 @@ def test_prometheus_scrapes_every_role(services: dict) -> None:
             targets.update(f"{n}:{sd['port']}" for n in sd["names"])
     api_port = env_of(services["api"])["FLEETWATCH_API_PORT"]
     expected = {f"api:{api_port}"} | {
-        f"{n}:{env_of(services[n])['FLEETWATCH_METRICS_PORT']}" for n in ("aggregator", "detector")
+        f"{n}:{env_of(services[n])['FLEETWATCH_METRICS_PORT']}"
+        for n in ("aggregator", "detector", "joiner", "notifier")
     }
     assert expected <= targets
 
@@ -417,6 +419,17 @@ RULE_CASES = [
      [_series("fleetwatch_detector_windows_skipped_total", "0 0 0 1 1 1 1 1 1 1 1 1",
               job="fleetwatch-detector", reason="error")],
      "10m", {"severity": "warning"}),
+    ("FleetwatchNotifierMissing",
+     [_series("up", "1x20", job="fleetwatch-detector")],
+     "10m", {"severity": "critical", "job": "fleetwatch-notifier"}),
+    ("FleetwatchNotificationsDeadLettered",
+     [_series("fleetwatch_notifications_total", "0 0 0 1 1 1 1 1 1 1 1 1", job="fleetwatch-notifier",
+              receiver_kind="pagerduty", outcome="dead")],
+     "10m", {"severity": "warning", "receiver_kind": "pagerduty"}),
+    ("FleetwatchNotificationsDeadLettered",  # retries are not failures
+     [_series("fleetwatch_notifications_total", "0+1x12", job="fleetwatch-notifier",
+              receiver_kind="pagerduty", outcome="retried")],
+     "10m", None),
 ]
 
 

@@ -154,7 +154,7 @@ def test_queries_name_only_exported_metrics_and_labels(dashboard) -> None:
 
 
 @pytest.mark.parametrize(("title", "metric", "by"), [
-    ("Alerts raised by check", "fleetwatch_alerts_raised_total", "check"),
+    ("Alerts fired by severity", "fleetwatch_alerts_raised_total", "severity"),
     ("Dead letters by reason", "fleetwatch_records_dead_lettered_total", "reason"),
     ("Consumer lag per partition", "fleetwatch_consumer_lag_records", "partition"),
     ("Checkpoint latency", "fleetwatch_checkpoint_duration_seconds_bucket", "le"),

@@ -19,7 +19,8 @@ from tests.test_deploy_files import DOCKERFILE, PROMETHEUS, RULES, dockerfile_in
 
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "k8s"
-ROLES = {"api": "serve", "aggregator": "aggregate", "detector": "detect"}
+ROLES = {"api": "serve", "aggregator": "aggregate", "detector": "detect", "joiner": "join",
+         "notifier": "notify"}
 
 
 def load_all(path: Path) -> list[dict]:

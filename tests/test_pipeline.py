@@ -8,6 +8,7 @@ import numpy as np
 
 from sdk import AsyncClient
 from service import metrics
+from service.model_config import ModelConfig
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
 
@@ -65,4 +66,32 @@ async def test_late_records_are_dead_lettered_not_merged(settings, store):
                 return metrics.DEAD_LETTERED.labels(reason="late")._value.get() == before + 1
 
             await wait_for(late_counted, timeout=30)
+
+            async def late_persisted() -> bool:  # per model, with the partition's checkpoint
+                return await store.late_records(settings.predictions_topic, ["m2"]) == {"m2": 1}
+
+            await wait_for(late_persisted, timeout=30)
     assert sum((await window_counts(store, "m2")).values()) == 50
+
+
+async def test_slices_configured_for_the_model_are_profiled_and_capped(settings, store):
+    await store.put_model_config("sliced", ModelConfig(slice_features=["country"], max_slice_values=2))
+    countries = ["DE"] * 30 + ["FR"] * 20 + ["IT"] * 5 + ["ES"] * 5
+    capped = metrics.SLICE_RECORDS_CAPPED._value.get()
+    async with running(settings, store, "aggregator"):
+        async with AsyncClient(settings.kafka_bootstrap, settings.predictions_topic,
+                               linger_ms=10) as client:
+            for i, c in enumerate(countries):
+                client.log_prediction("sliced", {"x": float(i)}, prediction_id=f"s{i}",
+                                      event_time=T0 + i, score=0.1, slices={"country": c})
+            await client.flush()
+
+        async def stored() -> bool:
+            return sum((await window_counts(store, "sliced")).values()) == len(countries)
+
+        await wait_for(stored, timeout=60)
+    [member] = await store.window_members("sliced", 0, float("inf"))
+    profile = await store.window_profile("sliced", member)
+    by_value = {k: p.count for k, p in profile.slices["country"].profiles.items()}
+    assert by_value == {"DE": 30, "FR": 20, "__other__": 10}
+    assert metrics.SLICE_RECORDS_CAPPED._value.get() == capped + 10

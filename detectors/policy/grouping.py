@@ -19,7 +19,7 @@ from collections.abc import Collection
 #: Checks about the data arriving broken rather than its distribution moving.
 DATA_QUALITY_CHECKS = frozenset({"null_rate", "type_mismatch", "nonfinite", "out_of_range", "volume"})
 #: Pseudo-features that belong to the model itself.
-MODEL_FEATURES = frozenset({"", "__score__", "__prediction__"})
+MODEL_FEATURES = frozenset({"", "__score__", "__prediction__", "__performance__"})
 
 
 def group_key(model_id: str, feature: str, check: str, source: str | None) -> str:

@@ -9,7 +9,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from service.api import alerts, drift, errors, incidents, ingest, models, silences
+from service.api import alerts, drift, errors, incidents, ingest, models, performance, receivers, silences
 from service.settings import Settings
 from service.store import Store
 
@@ -43,8 +43,11 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     app.include_router(alerts.router)
     app.include_router(incidents.router)
     app.include_router(drift.router)
+    app.include_router(performance.router)
     app.include_router(ingest.router)
     app.include_router(silences.router)
+    app.include_router(receivers.router)
+    app.include_router(receivers.notifications_router)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness and Redis reachability")
     async def healthz(request: Request) -> Any:

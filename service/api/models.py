@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field, ValidationError
@@ -13,6 +13,7 @@ from sdk.record import RecordError
 from service.api.errors import ApiError, ErrorBody
 from service.model_config import ModelConfig, Name
 from service.reference import build_reference
+from service.rollups import DAY, HOUR
 from service.store import Store, parse_member
 from service.summary import window_summary
 
@@ -61,11 +62,13 @@ async def list_models(request: Request) -> list[dict[str, Any]]:
     store = store_of(request)
     ids = await store.models()
     configs = await store.model_configs(ids)
+    late = await store.late_records(request.app.state.settings.predictions_topic, ids)
     out = []
     for m in ids:
         cfg = configs.get(m) or ModelConfig()
         out.append({"model_id": m, "config": cfg.model_dump(),
-                    "has_reference": await store.reference(m) is not None})
+                    "has_reference": await store.reference(m) is not None,
+                    "late_records": late[m]})
     return out
 
 
@@ -116,9 +119,12 @@ async def upload_reference(model_id: str, body: ReferenceUpload, request: Reques
     return {"model_id": model_id, "count": profile.count, "features": sorted(profile.features)}
 
 
+GRANULARITY = {"window": None, "hour": HOUR, "day": DAY}
+
+
 @router.get(
     "/{model_id}/profiles",
-    summary="Window profiles in a time range (versions merged)",
+    summary="Profiles in a time range (versions merged), from windows or rollups",
     responses={404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
 )
 async def profiles(
@@ -128,6 +134,9 @@ async def profiles(
         datetime | None, Query(alias="from", description="Window start >= (ISO 8601 or Unix s)")
     ] = None,
     to: Annotated[datetime | None, Query(description="Window start <= (ISO 8601 or Unix s)")] = None,
+    granularity: Annotated[Literal["auto", "window", "hour", "day"], Query(
+        description="window: closed windows; hour / day: rollups; auto: the finest that holds "
+                    "the range in at most `limit` profiles")] = "auto",
     limit: Annotated[int, Query(ge=1, le=MAX_WINDOWS)] = 200,
 ) -> dict[str, Any]:
     store = store_of(request)
@@ -136,16 +145,27 @@ async def profiles(
     hi = to.replace(tzinfo=to.tzinfo or UTC).timestamp() if to else float("inf")
     if lo > hi:
         raise ApiError(422, "invalid_request", "from must not be after to", "from")
-    members = await store.window_members(model_id, lo, hi)
-    by_window: dict[tuple[int, int], list[str]] = {}
-    for m in members:
-        length, start, _v = parse_member(m)
-        by_window.setdefault((start, length), []).append(m)
+    name = granularity
+    for name in list(GRANULARITY) if granularity == "auto" else [granularity]:  # finest first
+        grouped = await _grouped(store, model_id, lo, hi, GRANULARITY[name])
+        if grouped and len(grouped) <= limit:
+            break
     windows = []
-    for (_start, _length), ms in sorted(by_window.items())[:limit]:
-        parts = await store.window_profiles(model_id, ms)
-        merged = parts[0]
-        for p in parts[1:]:
-            merged.merge(p)
-        windows.append(window_summary(merged))
-    return {"model_id": model_id, "windows": windows}
+    for ms in list(grouped.values())[:limit]:
+        parts = await store.window_profiles(model_id, ms, GRANULARITY[name])
+        if parts:
+            merged = parts[0]
+            for p in parts[1:]:
+                merged.merge(p)
+            windows.append(window_summary(merged))
+    return {"model_id": model_id, "granularity": name, "windows": windows}
+
+
+async def _grouped(store: Store, model_id: str, lo: float, hi: float,
+                   granularity: int | None) -> dict[tuple[int, int], list[str]]:
+    """Index members in ``[lo, hi]`` by (start, length), in start order (versions together)."""
+    out: dict[tuple[int, int], list[str]] = {}
+    for m in await store.window_members(model_id, lo, hi, granularity):
+        length, start, _v = parse_member(m)
+        out.setdefault((start, length), []).append(m)
+    return dict(sorted(out.items()))

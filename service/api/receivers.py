@@ -1,0 +1,127 @@
+"""Receiver endpoints (where incidents are paged) and the notification outbox."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+from urllib.parse import urlsplit, urlunsplit
+
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, Field
+
+from service.api.errors import ApiError, ErrorBody
+from service.outbox import Outbox, OutboxState
+from service.receiver_config import Receiver, ReceiverKind, ReceiverMatcher, ReceiverSpec
+from service.receivers import ReceiverStore
+from service.ssrf import UnsafeUrl, check_url
+
+router = APIRouter(prefix="/v1/receivers", tags=["receivers"])
+notifications_router = APIRouter(prefix="/v1/notifications", tags=["receivers"])
+
+
+class ReceiverView(BaseModel):
+    """A receiver as the API shows it: never its secret or routing key; a Slack URL
+    (itself the credential) with its path hidden."""
+
+    id: str
+    name: str
+    kind: ReceiverKind
+    url: str = Field(..., description="Destination (slack: path hidden)")
+    has_secret: bool = Field(..., description="Deliveries are HMAC-signed")
+    has_routing_key: bool = Field(..., description="A PagerDuty routing key is stored")
+    matchers: list[ReceiverMatcher]
+    group_wait_seconds: float
+    group_interval_seconds: float
+    repeat_interval_seconds: float
+    max_per_minute: int
+    created_at: float = Field(..., description="Unix seconds")
+
+
+class NotificationView(BaseModel):
+    """One notification of the outbox."""
+
+    id: str = Field(..., description="Also sent as the X-Fleetwatch-Delivery header")
+    receiver_id: str
+    receiver_kind: ReceiverKind
+    incident_id: str
+    action: str = Field(..., description="trigger, update, repeat, acknowledge or resolve")
+    state: OutboxState = Field(..., description="pending, delivered or dead")
+    attempts: int
+    created_at: float = Field(..., description="Unix seconds")
+    due_at: float | None = Field(None, description="Next attempt (pending), Unix seconds")
+    finished_at: float | None = Field(None, description="Delivered or dead-lettered at, Unix seconds")
+    last_error: str | None = Field(None, description="Why the last attempt failed or was deferred")
+    body: dict[str, Any] = Field(..., description="The payload, without credentials")
+
+
+def receivers_of(request: Request) -> ReceiverStore:
+    return ReceiverStore(request.app.state.store.r)
+
+
+def _shown_url(r: Receiver) -> str:
+    if r.kind != "slack":
+        return r.url or ""
+    parts = urlsplit(r.url or "")
+    return urlunsplit((parts.scheme, parts.netloc, "/…", "", ""))
+
+
+def _view(r: Receiver) -> ReceiverView:
+    return ReceiverView(
+        id=r.id, name=r.name, kind=r.kind, url=_shown_url(r), has_secret=r.secret is not None,
+        has_routing_key=r.routing_key is not None, matchers=list(r.matchers),
+        group_wait_seconds=r.group_wait_seconds, group_interval_seconds=r.group_interval_seconds,
+        repeat_interval_seconds=r.repeat_interval_seconds, max_per_minute=r.max_per_minute,
+        created_at=r.created_at)
+
+
+def _not_found(receiver_id: str) -> ApiError:
+    return ApiError(404, "receiver_not_found", f"unknown receiver {receiver_id!r}", "receiver_id")
+
+
+@router.post("", status_code=201, summary="Create a receiver",
+             responses={422: {"model": ErrorBody}})
+async def create_receiver(body: ReceiverSpec, request: Request) -> ReceiverView:
+    try:
+        await check_url(body.url or "", request.app.state.settings.receiver_allow_nets)
+    except UnsafeUrl as exc:
+        raise ApiError(422, "unsafe_url", f"url: {exc}", "url") from None
+    except OSError as exc:
+        raise ApiError(422, "unresolvable_url", f"url: host does not resolve ({exc})", "url") from None
+    return _view(await receivers_of(request).create(body, time.time()))
+
+
+@router.get("", summary="Receivers, newest first")
+async def list_receivers(
+    request: Request,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> list[ReceiverView]:
+    return [_view(r) for r in await receivers_of(request).list(limit, offset)]
+
+
+@router.get("/{receiver_id}", summary="One receiver", responses={404: {"model": ErrorBody}})
+async def get_receiver(receiver_id: str, request: Request) -> ReceiverView:
+    receiver = await receivers_of(request).get(receiver_id)
+    if receiver is None:
+        raise _not_found(receiver_id)
+    return _view(receiver)
+
+
+@router.delete("/{receiver_id}", status_code=204, summary="Delete a receiver",
+               responses={404: {"model": ErrorBody}})
+async def delete_receiver(receiver_id: str, request: Request) -> Response:
+    if not await receivers_of(request).delete(receiver_id):
+        raise _not_found(receiver_id)
+    return Response(status_code=204)
+
+
+@notifications_router.get("", summary="Notifications of the outbox, newest first",
+                          responses={422: {"model": ErrorBody}})
+async def list_notifications(
+    request: Request,
+    state: Annotated[OutboxState | None, Query(description="pending, delivered or dead")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
+) -> list[NotificationView]:
+    items = await Outbox(request.app.state.store.r).list(state, limit, offset)
+    return [NotificationView(**i.view()) for i in items]

@@ -1,0 +1,607 @@
+"""The notifier role: alert lifecycle events -> grouped, timed, durable notifications.
+
+Three loops share one Redis:
+
+1. **Consume** ``fw:alert-events`` (``service.alert_store.EVENTS``) with a
+   consumer group, as the detector consumes windows: entries another notifier
+   read but did not acknowledge within the lease are reclaimed (XAUTOCLAIM),
+   new ones read (XREADGROUP), and each is acknowledged and deleted once
+   handled. An event *touches* the group of (receiver, incident) of every
+   receiver whose matchers the alert satisfies (only alerts with
+   ``notify: true``: silenced and inhibited alerts never page), or that
+   already notified the alert: the group's state gets a new version and a
+   flush time (group_wait after its first alert, group_interval after its last
+   notification, at once for an acknowledgement).
+2. **Flush** the groups whose time has come: read the incident's alerts,
+   decide what to send (:func:`decide`: Alertmanager's group_wait /
+   group_interval / repeat_interval, one trigger per incident, a resolve when
+   all its alerts resolved, acknowledgements forwarded), render the payloads
+   (``service.payloads``) and commit the new state *and* the notifications to
+   the outbox in one compare-and-set (``service.outbox``): two notifiers
+   flushing one group commit once, and a restart never sends a decision twice.
+3. **Deliver** what the outbox has due, under a lease: the SSRF guard again
+   (``service.ssrf``), the receiver's rate limit (deferred, not dropped), an
+   HTTP POST with httpx (signed for webhook receivers), then delivered,
+   retried later (tenacity's backoff, stored as the due time) or dead-lettered.
+
+Delivery is at least once: a notifier that dies after a receiver answered
+but before it recorded the answer has the item sent again by the next one.
+Every request carries ``X-Fleetwatch-Delivery: <notification id>`` so a
+receiver can drop such a duplicate; PagerDuty deduplicates by ``dedup_key``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from service import metrics
+from service.alert_store import EVENTS, AlertStore
+from service.outbox import Guard, NewItem, Outbox, OutboxItem, RetryPolicy
+from service.payloads import DELIVERY_HEADER, SIGNATURE_HEADER, Notice, encode, render, sign
+from service.receiver_config import SIGNED_KINDS, Receiver
+from service.receivers import ReceiverStore
+from service.settings import Settings
+from service.ssrf import UnsafeUrl, check_url
+from service.store import Store
+
+log = logging.getLogger("fleetwatch.notifier")
+
+GROUPS_DUE = "fw:notify:due"
+RESOLVED_RETENTION = timedelta(days=7)
+EVENTS_PER_READ = 100
+GROUPS_PER_FLUSH = 100
+MAX_IN_FLIGHT = 32
+IDLE_POLL_SECONDS = 1.0
+FLUSH_ERROR_DELAY_SECONDS = 60.0
+RETRYABLE_STATUS = frozenset({408, 425, 429})
+USER_AGENT = "fleetwatch-notifier/0.1"
+
+_REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+def group_key(receiver_id: str, incident_id: str) -> str:
+    """The Redis HASH of one (receiver, incident) group's state."""
+    return f"fw:notify:{receiver_id}:{incident_id}"
+
+
+# Touch a group: create it (first_seen = now, nothing sent), bump its version, and
+# ask for a flush no later than: group_wait after its first alert while nothing was
+# sent; now for an acknowledgement; else group_interval after the last notification.
+# KEYS: group hash, schedule zset. ARGV: now, group_wait, group_interval, member, kind.
+_TOUCH = """
+redis.call('HSETNX', KEYS[1], 'first_seen', ARGV[1])
+redis.call('HSETNX', KEYS[1], 'sent', 'none')
+redis.call('HINCRBY', KEYS[1], 'v', 1)
+local st = redis.call('HMGET', KEYS[1], 'first_seen', 'sent', 'last_sent')
+local now = tonumber(ARGV[1])
+local at
+if st[2] == 'none' then
+  at = tonumber(st[1]) + tonumber(ARGV[2])
+elseif ARGV[5] == 'acknowledged' then
+  at = now
+else
+  at = math.max(now, (tonumber(st[3]) or now) + tonumber(ARGV[3]))
+end
+redis.call('ZADD', KEYS[2], 'LT', at, ARGV[4])
+return 1
+"""
+
+# Forget a schedule entry whose group state is gone. KEYS: group hash, schedule zset.
+_FORGET = """
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('ZREM', KEYS[2], ARGV[1]) end
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class Timing:
+    """A receiver's timing (seconds): Alertmanager's group_wait, group_interval and
+    repeat_interval."""
+
+    group_wait: float
+    group_interval: float
+    repeat_interval: float
+
+    @classmethod
+    def of(cls, r: Receiver) -> Timing:
+        return cls(r.group_wait_seconds, r.group_interval_seconds, r.repeat_interval_seconds)
+
+
+@dataclass(frozen=True)
+class GroupState:
+    """What a receiver was told about an incident.
+
+    Attributes
+    ----------
+    first_seen : float
+        When the group's first alert arrived (Unix seconds).
+    sent : {"none", "firing", "resolved"}
+        The last status notified.
+    last_sent : float or None
+        When the last notification was decided.
+    firing : tuple of str
+        Ids of the alerts firing in the last notification.
+    acked : bool
+        Whether the acknowledgement was forwarded (since the last trigger).
+    members : tuple of str
+        Ids of every alert notified so far (their resolution is reported even
+        if they stopped matching or became not-to-notify).
+    """
+
+    first_seen: float
+    sent: str = "none"
+    last_sent: float | None = None
+    firing: tuple[str, ...] = ()
+    acked: bool = False
+    members: tuple[str, ...] = ()
+
+    @classmethod
+    def from_redis(cls, raw: Mapping[bytes, bytes]) -> GroupState:
+        f = {k.decode(): v.decode() for k, v in raw.items()}
+        return cls(first_seen=float(f["first_seen"]), sent=f.get("sent", "none"),
+                   last_sent=float(f["last_sent"]) if f.get("last_sent") else None,
+                   firing=tuple(x for x in f.get("firing", "").split(",") if x),
+                   acked=f.get("acked") == "1",
+                   members=tuple(x for x in f.get("members", "").split(",") if x))
+
+    def to_redis(self) -> dict[str, str]:
+        return {"first_seen": repr(self.first_seen), "sent": self.sent,
+                "last_sent": "" if self.last_sent is None else repr(self.last_sent),
+                "firing": ",".join(self.firing), "acked": "1" if self.acked else "0",
+                "members": ",".join(self.members)}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to send now, the state after it, and when to look again (None: only
+    when an event arrives)."""
+
+    actions: tuple[str, ...]
+    state: GroupState
+    next_at: float | None
+
+
+def decide(state: GroupState, alerts: Sequence[Mapping[str, Any]], timing: Timing,
+           now: float) -> Decision:
+    """The notifications one receiver gets for one incident at ``now``.
+
+    Parameters
+    ----------
+    state : GroupState
+        What the receiver was told so far.
+    alerts : sequence of mapping
+        The incident's alerts the receiver gets (notifiable and matching, or
+        already notified), each with ``id`` and ``state`` (firing,
+        acknowledged, resolved).
+    timing : Timing
+    now : float
+        Unix seconds.
+
+    Returns
+    -------
+    Decision
+
+    Notes
+    -----
+    Nothing sent yet (or the last notice was a resolve): once an alert fires
+    and ``group_wait`` has passed since the first (``group_interval`` since a
+    resolve), a ``trigger`` with every alert of the group. An incident whose
+    alerts all resolved before that is never notified. After a trigger:
+
+    - the firing set changed: an ``update``, no sooner than
+      ``group_interval`` after the last notification;
+    - nothing fires any more: a ``resolve``, with the same spacing;
+    - unchanged: a ``repeat`` every ``repeat_interval``, unless acknowledged;
+    - an alert acknowledged: one ``acknowledge``, at once (after the trigger
+      or update of the same flush).
+
+    Examples
+    --------
+    >>> t = Timing(group_wait=30, group_interval=300, repeat_interval=3600)
+    >>> s = GroupState(first_seen=0.0)
+    >>> firing = [{"id": "a", "state": "firing"}, {"id": "b", "state": "firing"}]
+    >>> decide(s, firing, t, 10).actions, decide(s, firing, t, 10).next_at  # group_wait
+    ((), 30.0)
+    >>> d = decide(s, firing, t, 30)
+    >>> d.actions, d.state.firing, d.next_at
+    (('trigger',), ('a', 'b'), 3630)
+    >>> resolved = [{"id": "a", "state": "resolved"}, {"id": "b", "state": "resolved"}]
+    >>> decide(d.state, resolved, t, 100).next_at  # group_interval after the trigger
+    330
+    >>> r = decide(d.state, resolved, t, 330)
+    >>> r.actions, r.state.sent, r.next_at
+    (('resolve',), 'resolved', None)
+    >>> acked = [{"id": "a", "state": "acknowledged"}, {"id": "b", "state": "firing"}]
+    >>> decide(d.state, acked, t, 40).actions  # no repeats while acknowledged
+    ('acknowledge',)
+    >>> decide(d.state, firing, t, 3630).actions
+    ('repeat',)
+    >>> decide(s, resolved, t, 30).actions  # resolved before group_wait: never notified
+    ()
+    """
+    ids = tuple(sorted({a["id"] for a in alerts} | set(state.members)))
+    firing = tuple(sorted(a["id"] for a in alerts if a.get("state") != "resolved"))
+    acked = any(a.get("state") == "acknowledged" for a in alerts)
+    if state.sent != "firing":
+        if not firing:
+            return Decision((), state, None)
+        ready = (state.first_seen + timing.group_wait if state.sent == "none" or state.last_sent is None
+                 else state.last_sent + timing.group_interval)
+        if now < ready:
+            return Decision((), state, ready)
+        new = GroupState(state.first_seen, "firing", now, firing, acked, ids)
+        return Decision(("trigger", "acknowledge") if acked else ("trigger",), new,
+                        None if acked else now + timing.repeat_interval)
+    last = state.last_sent if state.last_sent is not None else state.first_seen
+    if not firing:
+        if now < last + timing.group_interval:
+            return Decision((), state, last + timing.group_interval)
+        return Decision(("resolve",), replace(state, sent="resolved", last_sent=now, firing=(),
+                                              members=ids), None)
+    actions: list[str] = []
+    later: list[float] = []
+    new = state
+    if firing != state.firing:
+        if now >= last + timing.group_interval:
+            actions.append("update")
+            new = replace(new, last_sent=now, firing=firing, members=ids)
+        else:
+            later.append(last + timing.group_interval)
+    elif not state.acked and not acked and now >= last + timing.repeat_interval:
+        actions.append("repeat")
+        new = replace(new, last_sent=now, members=ids)
+    if acked and not state.acked:
+        actions.append("acknowledge")
+        new = replace(new, acked=True)
+    if not new.acked:
+        later.append((new.last_sent or now) + timing.repeat_interval)
+    return Decision(tuple(actions), new, min(later) if later else None)
+
+
+def _retry_after(response: httpx.Response, now: float) -> float:
+    """Seconds the receiver asked to wait (``Retry-After``: seconds or an HTTP date)."""
+    value = response.headers.get("retry-after")
+    if not value:
+        return 0.0
+    if value.strip().isdigit():
+        return float(value)
+    with contextlib.suppress(TypeError, ValueError):
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now)
+    return 0.0
+
+
+class Notifier:
+    """One notifier replica.
+
+    Parameters
+    ----------
+    settings : Settings
+        ``notifier_*`` and ``receiver_allow_nets``.
+    store : Store
+    rate_window_seconds : float, default 60
+        The window of a receiver's ``max_per_minute`` (tests shorten it).
+    """
+
+    def __init__(self, settings: Settings, store: Store, rate_window_seconds: float = 60.0) -> None:
+        self.settings = settings
+        self.r = store.r
+        self.alerts = AlertStore(store.r)
+        self.receivers = ReceiverStore(store.r)
+        self.outbox = Outbox(store.r)
+        self.retry = RetryPolicy(settings.notifier_max_attempts, settings.notifier_backoff_base_seconds,
+                                 settings.notifier_backoff_max_seconds)
+        self.rate_window = rate_window_seconds
+        self.lease = settings.notifier_lease_seconds
+        if self.lease <= settings.notifier_request_timeout_seconds:
+            log.warning("notifier_lease_seconds (%s) should exceed notifier_request_timeout_seconds (%s): "
+                        "a slow delivery may be sent twice", self.lease,
+                        settings.notifier_request_timeout_seconds)
+        self.consumer = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
+        self._touch = store.r.register_script(_TOUCH)
+        self._forget = store.r.register_script(_FORGET)
+        self._groups_wake = asyncio.Event()
+        self._outbox_wake = asyncio.Event()
+        self._claims = 0
+        self.http: httpx.AsyncClient | None = None
+
+    # -- the role -------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume, flush and deliver until ``stop`` is set; in-flight deliveries finish."""
+        await self._ensure_group()
+        halt = asyncio.Event()
+        timeout = httpx.Timeout(self.settings.notifier_request_timeout_seconds)
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False,
+                                     headers={"User-Agent": USER_AGENT}) as http:
+            self.http = http
+            loops = [asyncio.create_task(f(halt)) for f in (self._consume, self._flush_loop,
+                                                             self._deliver_loop)]
+            stopped = asyncio.create_task(stop.wait())
+            try:
+                await asyncio.wait([*loops, stopped], return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:  # a hard stop: leases and unacknowledged events
+                for t in loops:             # are taken over later, by this or another replica
+                    t.cancel()
+                await asyncio.gather(*loops, return_exceptions=True)
+                raise
+            finally:
+                halt.set()
+                stopped.cancel()
+            results = await asyncio.gather(*loops, return_exceptions=True)
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+
+    async def _ensure_group(self) -> None:
+        try:
+            await self.r.xgroup_create(EVENTS, self.settings.notifier_group, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    @staticmethod
+    async def _pause(halt: asyncio.Event, wake: asyncio.Event, seconds: float) -> None:
+        """Wait up to ``seconds`` for ``wake`` (or ``halt``), then clear ``wake``."""
+        waiters = [asyncio.create_task(halt.wait()), asyncio.create_task(wake.wait())]
+        try:
+            await asyncio.wait(waiters, timeout=max(0.0, seconds), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waiters:
+                w.cancel()
+        wake.clear()
+
+    # -- 1. events ------------------------------------------------------------------
+    async def _consume(self, halt: asyncio.Event) -> None:
+        group = self.settings.notifier_group
+        while not halt.is_set():
+            try:
+                events = await self._read(group, EVENTS_PER_READ, 500)
+                receivers = await self.receivers.all() if events else []
+                done = []
+                for event_id, fields in events:
+                    try:
+                        await self.handle_event(fields, receivers, time.time())
+                    except _REDIS_DOWN:
+                        raise
+                    except Exception:
+                        log.exception("alert event not handled event=%s", fields)
+                    done.append(event_id)
+                if done:
+                    async with self.r.pipeline(transaction=True) as p:
+                        p.xack(EVENTS, group, *done)
+                        p.xdel(EVENTS, *done)
+                        await p.execute()
+            except _REDIS_DOWN as exc:
+                metrics.REDIS_ERRORS.inc()
+                log.warning("redis unavailable (events): %s", exc)
+                await self._pause(halt, asyncio.Event(), 1.0)
+
+    async def _read(self, group: str, count: int, block_ms: int) -> list[tuple[bytes, dict[str, str]]]:
+        """Events another notifier left unacknowledged for a lease, then new ones."""
+        reclaimed = await self.r.xautoclaim(EVENTS, group, self.consumer, int(self.lease * 1000), "0-0",
+                                            count=count)
+        out = list(reclaimed[1])
+        if len(out) < count:
+            resp = await self.r.xreadgroup(group, self.consumer, {EVENTS: ">"}, count=count - len(out),
+                                           block=block_ms)
+            for _stream, entries in resp or []:
+                out += entries
+        return [(eid, {k.decode(): v.decode() for k, v in fields.items()}) for eid, fields in out if fields]
+
+    async def handle_event(self, fields: Mapping[str, str], receivers: Sequence[Receiver],
+                           now: float) -> int:
+        """Touch the groups an alert event concerns; how many."""
+        alert = await self.alerts.alert(fields.get("alert_id", ""))
+        if alert is None:
+            return 0
+        incident_id = fields.get("incident_id") or alert.get("incident_id")
+        if not incident_id:
+            return 0
+        touched = 0
+        for rc in receivers:
+            key = group_key(rc.id, incident_id)
+            if (alert.get("notify") and rc.matches(alert)) or await self.r.exists(key):
+                await self._touch(keys=[key, GROUPS_DUE],
+                                  args=[repr(now), repr(rc.group_wait_seconds),
+                                        repr(rc.group_interval_seconds), f"{rc.id}:{incident_id}",
+                                        fields.get("kind", "")])
+                touched += 1
+        if touched:
+            self._groups_wake.set()
+        return touched
+
+    # -- 2. groups ------------------------------------------------------------------
+    async def _flush_loop(self, halt: asyncio.Event) -> None:
+        while not halt.is_set():
+            try:
+                now = time.time()
+                due = await self.r.zrangebyscore(GROUPS_DUE, "-inf", now, start=0, num=GROUPS_PER_FLUSH)
+                for member in due:
+                    try:
+                        await self.flush(member.decode(), time.time())
+                    except _REDIS_DOWN:
+                        raise
+                    except Exception:
+                        log.exception("group flush failed group=%s; retried in %.0f s", member,
+                                      FLUSH_ERROR_DELAY_SECONDS)
+                        await self.r.zadd(GROUPS_DUE, {member: time.time() + FLUSH_ERROR_DELAY_SECONDS},
+                                          xx=True)
+                if len(due) == GROUPS_PER_FLUSH:
+                    continue
+                first = await self.r.zrange(GROUPS_DUE, 0, 0, withscores=True)
+                wait = min(IDLE_POLL_SECONDS, first[0][1] - time.time()) if first else IDLE_POLL_SECONDS
+                await self._pause(halt, self._groups_wake, wait)
+            except _REDIS_DOWN as exc:
+                metrics.REDIS_ERRORS.inc()
+                log.warning("redis unavailable (groups): %s", exc)
+                await self._pause(halt, asyncio.Event(), 1.0)
+
+    async def flush(self, member: str, now: float) -> list[str]:
+        """Decide and commit one group's notifications; the actions enqueued ([] also
+        when another notifier committed first: the group is flushed again)."""
+        receiver_id, incident_id = member.split(":", 1)
+        key = group_key(receiver_id, incident_id)
+        raw = await self.r.hgetall(key)
+        if not raw:
+            await self._forget(keys=[key, GROUPS_DUE], args=[member])
+            return []
+        version = raw[b"v"].decode()
+        state = GroupState.from_redis(raw)
+        receiver = await self.receivers.get(receiver_id)
+        incident = await self.alerts.incident(incident_id) if receiver is not None else None
+        if receiver is None or incident is None:  # receiver deleted (or incident gone)
+            await self.outbox.commit(Guard(key, version, None, GROUPS_DUE, member, None), [])
+            return []
+        view = [a for a in incident["alerts"]
+                if a["id"] in state.members or (a.get("notify") and receiver.matches(a))]
+        decision = decide(state, view, Timing.of(receiver), now)
+        meta = {k: v for k, v in incident.items() if k != "alerts"}
+        items = []
+        for action in decision.actions:
+            body = render(receiver.kind, Notice(action, receiver.id, receiver.name, meta, view, now))
+            if body is not None:
+                items.append(NewItem(uuid.uuid4().hex, receiver.id, receiver.kind, incident_id, action,
+                                     encode(body).decode(), now, now))
+        ended = decision.state.sent == "none" and decision.next_at is None
+        resolved = decision.state.sent == "resolved"
+        guard = Guard(key, version, None if ended else decision.state.to_redis(), GROUPS_DUE, member,
+                      decision.next_at,
+                      int(RESOLVED_RETENTION.total_seconds()) if resolved else 0)
+        if not await self.outbox.commit(guard, items):
+            return []
+        for item in items:
+            log.info("notification queued receiver=%s kind=%s incident=%s action=%s id=%s",
+                     receiver.id, receiver.kind, incident_id, item.action, item.id)
+        if items:
+            self._outbox_wake.set()
+        return [i.action for i in items]
+
+    # -- 3. delivery ----------------------------------------------------------------
+    async def _deliver_loop(self, halt: asyncio.Event) -> None:
+        """Claim due items while fewer than ``MAX_IN_FLIGHT`` deliveries run, each in its
+        own task (a slow receiver holds back nobody else); on a graceful stop the
+        running deliveries finish, on a hard one their leases run out."""
+        running: set[asyncio.Task[None]] = set()
+
+        def done(task: asyncio.Task[None]) -> None:
+            running.discard(task)
+            self._outbox_wake.set()  # a slot is free, and the item's queue may have a next
+
+        try:
+            while not halt.is_set():
+                try:
+                    free = MAX_IN_FLIGHT - len(running)
+                    items: list[OutboxItem] = []
+                    if free > 0:
+                        self._claims += 1
+                        token = f"{self.consumer}-{self._claims}"
+                        items = await self.outbox.claim(time.time(), self.lease, free, token)
+                        for item in items:
+                            task = asyncio.create_task(self._deliver_logged(item, token))
+                            running.add(task)
+                            task.add_done_callback(done)
+                    for state, n in (await self.outbox.counts()).items():
+                        metrics.OUTBOX_ITEMS.labels(state=state).set(n)
+                    if items and len(items) == free:
+                        continue
+                    due = None if free <= 0 else await self.outbox.next_due()  # full: wait for one
+                    wait = IDLE_POLL_SECONDS if due is None else min(IDLE_POLL_SECONDS, due - time.time())
+                    await self._pause(halt, self._outbox_wake, wait)
+                except _REDIS_DOWN as exc:
+                    metrics.REDIS_ERRORS.inc()
+                    log.warning("redis unavailable (outbox): %s", exc)
+                    await self._pause(halt, asyncio.Event(), 1.0)
+        except asyncio.CancelledError:
+            for task in running:
+                task.cancel()
+            raise
+        finally:
+            await asyncio.gather(*running, return_exceptions=True)
+
+    async def _deliver_logged(self, item: OutboxItem, token: str) -> None:
+        try:
+            await self.deliver(item, token)
+        except Exception:  # its lease ends and it is tried again
+            log.exception("delivery failed id=%s receiver=%s", item.id, item.receiver_id)
+
+    def request(self, receiver: Receiver, item: OutboxItem, now: float) -> tuple[bytes, dict[str, str]]:
+        """The request body and headers of one attempt (credentials added here)."""
+        content = item.body.encode()
+        if receiver.kind == "pagerduty":
+            content = encode({"routing_key": receiver.routing_key, **json.loads(item.body)})
+        headers = {"Content-Type": "application/json", DELIVERY_HEADER: item.id}
+        if receiver.kind in SIGNED_KINDS and receiver.secret:
+            headers[SIGNATURE_HEADER] = sign(receiver.secret, content, int(now))
+        return content, headers
+
+    async def deliver(self, item: OutboxItem, token: str) -> str:
+        """One attempt at a claimed item; its outcome (delivered, retried, dead,
+        rate_limited)."""
+        assert self.http is not None, "deliver() runs inside run()"
+        kind = item.receiver_kind
+        now = time.time()
+        receiver = await self.receivers.get(item.receiver_id)
+        if receiver is None:
+            return await self._dead(item, token, item.attempts, "receiver deleted")
+        free_at = await self.outbox.take_slot(receiver.id, receiver.max_per_minute, self.rate_window, now,
+                                              f"{item.id}:{token}")
+        if free_at is not None:
+            await self.outbox.later(item, token, free_at, item.attempts,
+                                    f"rate limited: {receiver.max_per_minute} per minute")
+            metrics.NOTIFICATIONS.labels(receiver_kind=kind, outcome="rate_limited").inc()
+            log.info("notification deferred receiver=%s incident=%s id=%s until=%.3f",
+                     receiver.id, item.incident_id, item.id, free_at)
+            return "rate_limited"
+        attempts = item.attempts + 1
+        wait_at_least = 0.0
+        try:
+            await check_url(receiver.url, self.settings.receiver_allow_nets)
+            content, headers = self.request(receiver, item, now)
+            response = await self.http.post(receiver.url, content=content, headers=headers)
+        except UnsafeUrl as exc:
+            return await self._dead(item, token, attempts, f"url refused: {exc}")
+        except (httpx.HTTPError, OSError) as exc:
+            error, retryable = f"{type(exc).__name__}: {exc}", True
+        else:
+            if response.is_success:
+                if not await self.outbox.finish(item, token, "delivered", time.time(), attempts):
+                    log.warning("delivered after losing the lease id=%s", item.id)
+                metrics.NOTIFICATIONS.labels(receiver_kind=kind, outcome="delivered").inc()
+                log.info("notification delivered receiver=%s kind=%s incident=%s action=%s id=%s "
+                         "attempts=%d", receiver.id, kind, item.incident_id, item.action, item.id, attempts)
+                return "delivered"
+            code = response.status_code
+            error = f"HTTP {code}"
+            retryable = code in RETRYABLE_STATUS or code >= 500
+            wait_at_least = _retry_after(response, now)
+        if not retryable or self.retry.exhausted(attempts):
+            return await self._dead(item, token, attempts, error)
+        due = time.time() + max(self.retry.delay(attempts), wait_at_least)
+        await self.outbox.later(item, token, due, attempts, error)
+        metrics.NOTIFICATIONS.labels(receiver_kind=kind, outcome="retried").inc()
+        log.info("notification retried receiver=%s incident=%s id=%s attempts=%d error=%s",
+                 item.receiver_id, item.incident_id, item.id, attempts, error)
+        return "retried"
+
+    async def _dead(self, item: OutboxItem, token: str, attempts: int, error: str) -> str:
+        await self.outbox.finish(item, token, "dead", time.time(), attempts, error)
+        metrics.NOTIFICATIONS.labels(receiver_kind=item.receiver_kind, outcome="dead").inc()
+        log.warning("notification dead-lettered receiver=%s incident=%s action=%s id=%s attempts=%d "
+                    "reason=%s", item.receiver_id, item.incident_id, item.action, item.id, attempts, error)
+        return "dead"

@@ -1,0 +1,68 @@
+"""Redis store of receivers (``service.receiver_config``).
+
+Key layout:
+
+==================  ==================================================
+``fw:receivers``    HASH receiver id -> JSON :class:`Receiver` (with its
+                    secret and routing key: the API never returns them)
+==================  ==================================================
+
+Receivers are few (people create them), so every read loads the hash and
+sorts in memory, as silences do.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+import redis.asyncio as aioredis
+from pydantic import ValidationError
+
+from service.receiver_config import Receiver, ReceiverSpec
+
+RECEIVERS = "fw:receivers"
+
+log = logging.getLogger(__name__)
+
+
+class ReceiverStore:
+    """Create, read and delete receivers in Redis.
+
+    Parameters
+    ----------
+    r : redis.asyncio.Redis
+        The client (``Store.r``).
+    """
+
+    def __init__(self, r: aioredis.Redis) -> None:
+        self.r = r
+
+    async def create(self, spec: ReceiverSpec, now: float) -> Receiver:
+        """Store a new receiver (id: a random uuid4 hex) created at ``now`` (Unix s)."""
+        receiver = Receiver(**spec.model_dump(), id=uuid.uuid4().hex, created_at=now)
+        await self.r.hset(RECEIVERS, receiver.id, receiver.model_dump_json())
+        return receiver
+
+    async def get(self, receiver_id: str) -> Receiver | None:
+        raw = await self.r.hget(RECEIVERS, receiver_id)
+        return None if raw is None else Receiver.model_validate_json(raw)
+
+    async def all(self) -> list[Receiver]:
+        """Every receiver, newest first (an unreadable one is logged and skipped)."""
+        out = []
+        for key, raw in (await self.r.hgetall(RECEIVERS)).items():
+            try:
+                out.append(Receiver.model_validate_json(raw))
+            except ValidationError as exc:
+                log.warning("unreadable receiver %r skipped: %s", key, exc.errors()[0]["msg"])
+        return sorted(out, key=lambda x: (x.created_at, x.id), reverse=True)
+
+    async def list(self, limit: int, offset: int = 0) -> list[Receiver]:
+        """A page of receivers, newest first."""
+        return (await self.all())[offset:offset + limit]
+
+    async def delete(self, receiver_id: str) -> bool:
+        """Remove a receiver; False if unknown. Its pending notifications are
+        dead-lettered by the notifier (reason ``receiver deleted``)."""
+        return bool(await self.r.hdel(RECEIVERS, receiver_id))

@@ -1,0 +1,142 @@
+"""SSRF guard: refuse receiver URLs that point into the service's own network.
+
+A receiver URL is user input that the notifier will POST to. Without a guard,
+anyone allowed to create a receiver could make the service call its own
+Redis, a cloud metadata endpoint (``169.254.169.254``) or any host of the
+private network [1]_. So a URL is accepted only when it is http(s) and
+**every** address its host resolves to is a public (global unicast) address,
+or lies in a network the operator allowed (``FLEETWATCH_RECEIVER_ALLOW_NETS``,
+CIDRs, default none).
+
+Refused, in the order reported: unspecified (``0.0.0.0``, ``::``), loopback,
+link-local (which holds the metadata endpoints), multicast, private
+(RFC 1918, unique-local ``fc00::/7``, ...), reserved, and any other
+non-global address (shared address space ``100.64.0.0/10``, documentation
+ranges, ...). IPv4-mapped IPv6 addresses are judged as the IPv4 address they
+carry.
+
+The check runs when a receiver is created and again before every delivery,
+so a name that later resolves somewhere else (DNS rebinding) is refused at
+send time. The connection then resolves the name once more; the window
+between the check and the connection is small but not zero (closing it
+needs pinning the checked address into the connection, which httpx does not
+offer for https with SNI).
+
+References
+----------
+.. [1] OWASP, "Server Side Request Forgery Prevention Cheat Sheet",
+   https://cheatsheetseries.owasp.org/cheatsheets/Server_Side_Request_Forgery_Prevention_Cheat_Sheet.html
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import socket
+from collections.abc import Iterable
+from urllib.parse import urlsplit
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+_REFUSED = (("unspecified", "is_unspecified"), ("loopback", "is_loopback"),
+            ("link-local", "is_link_local"), ("multicast", "is_multicast"),
+            ("private", "is_private"), ("reserved", "is_reserved"))
+
+
+class UnsafeUrl(ValueError):
+    """The URL is not an acceptable destination (scheme, or an address refused)."""
+
+
+def refusal(address: IPAddress, allow: Iterable[IPNetwork] = ()) -> str | None:
+    """Why ``address`` is refused as a destination, or None when it is acceptable.
+
+    Parameters
+    ----------
+    address : IPv4Address or IPv6Address
+    allow : iterable of IPv4Network or IPv6Network
+        Networks accepted whatever their kind (the operator's allow-list).
+
+    Returns
+    -------
+    str or None
+        ``"unspecified"``, ``"loopback"``, ``"link-local"``, ``"multicast"``,
+        ``"private"``, ``"reserved"``, ``"non-global"``; None for a global
+        address or one inside ``allow``.
+
+    Examples
+    --------
+    >>> from ipaddress import ip_address, ip_network
+    >>> [refusal(ip_address(a)) for a in ("127.0.0.1", "169.254.169.254", "10.1.2.3", "93.184.216.34")]
+    ['loopback', 'link-local', 'private', None]
+    >>> refusal(ip_address("::ffff:127.0.0.1")), refusal(ip_address("100.64.0.1"))
+    ('loopback', 'non-global')
+    >>> refusal(ip_address("127.0.0.1"), [ip_network("127.0.0.0/8")]) is None
+    True
+    """
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if any(address.version == net.version and address in net for net in allow):
+        return None
+    for name, attr in _REFUSED:
+        if getattr(address, attr):
+            return name
+    return None if address.is_global else "non-global"
+
+
+async def check_url(url: str, allow: Iterable[IPNetwork] = ()) -> list[IPAddress]:
+    """Resolve the URL's host and refuse it unless every address is acceptable.
+
+    Parameters
+    ----------
+    url : str
+        An http or https URL.
+    allow : iterable of IPv4Network or IPv6Network
+        The allow-list (``Settings.receiver_allow_nets``).
+
+    Returns
+    -------
+    list of IPv4Address or IPv6Address
+        The addresses the host resolves to (all acceptable).
+
+    Raises
+    ------
+    UnsafeUrl
+        Not http(s), no host, or an address refused (the message names the
+        address and why).
+    OSError
+        The host does not resolve (``socket.gaierror``); may be transient.
+
+    Examples
+    --------
+    >>> import asyncio
+    >>> try:
+    ...     asyncio.run(check_url("http://127.0.0.1:8080/hook"))
+    ... except UnsafeUrl as exc:
+    ...     print(str(exc).split(" (")[0])
+    host 127.0.0.1 resolves to 127.0.0.1, a loopback address
+    >>> asyncio.run(check_url("https://93.184.216.34/hook"))
+    [IPv4Address('93.184.216.34')]
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise UnsafeUrl("only http and https URLs are allowed")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise UnsafeUrl(f"invalid URL: {exc}") from None
+    if not host:
+        raise UnsafeUrl("the URL has no host")
+    port = port or (443 if parts.scheme == "https" else 80)
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    allow = list(allow)
+    addresses: list[IPAddress] = []
+    for *_rest, sockaddr in infos:
+        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+        why = refusal(address, allow)
+        if why is not None:
+            raise UnsafeUrl(f"host {host} resolves to {address}, a {why} address "
+                            f"(not allowed by FLEETWATCH_RECEIVER_ALLOW_NETS)")
+        if address not in addresses:
+            addresses.append(address)
+    return addresses
