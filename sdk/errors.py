@@ -37,7 +37,8 @@ def unpack_envelope(value: Any) -> Any:
     ------
     WireError
         ``bad_envelope`` for a missing value, ``message_too_large``, or
-        ``undecodable`` bytes (including strings that are not UTF-8).
+        ``undecodable`` bytes (including strings that are not UTF-8 and maps keyed
+        by an array).
     """
     if not isinstance(value, bytes | bytearray):
         raise WireError(BAD_ENVELOPE, "message value is empty")
@@ -45,5 +46,5 @@ def unpack_envelope(value: Any) -> Any:
         raise WireError(MESSAGE_TOO_LARGE, f"message larger than {MAX_BATCH_BYTES} bytes")
     try:
         return msgpack.unpackb(value, raw=False, strict_map_key=False)
-    except (ValueError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
+    except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
         raise WireError(UNDECODABLE, f"undecodable: {type(exc).__name__}: {exc}") from None

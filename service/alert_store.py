@@ -20,6 +20,7 @@ Keys (model keys hash-tagged ``{m}``):
 ``fw:incident:open:{key}``       the open incident of a group key
 ``fw:incidents``                 ZSET incident ids by creation time
 ``fw:alert-events``              STREAM alert lifecycle events for notifiers
+``fw:open``                      SET alerts not resolved
 ===============================  ===================================================
 
 Every write is idempotent or compare-and-set, so replicas that evaluate the
@@ -29,6 +30,7 @@ same model concurrently, or a window evaluated twice, converge to one state.
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +39,11 @@ import redis.asyncio as aioredis
 
 from service.store import pending_key
 
+log = logging.getLogger("fleetwatch.alerting")
+
 ALERTS = "fw:alerts"
 INCIDENTS = "fw:incidents"
+OPEN = "fw:open"  # SET of alert ids firing or acknowledged (for /metrics)
 #: Alert lifecycle events for notifiers: ``kind`` (fired, resolved, acknowledged),
 #: ``alert_id``, ``incident_id``. Capped: a notifier down for long loses the oldest.
 EVENTS = "fw:alert-events"
@@ -48,9 +53,13 @@ USER_FIELDS = ("acked_by", "acked_at", "ack_comment", "resolved_by", "resolved_a
 # Record one window's outcomes (ARGV: window start, member, then field/outcome-JSON
 # pairs) and take the window off the model's pending set. An outcome at or before
 # the series' settled start, or of a member already recorded, is ignored. Returns
-# {seq, start of the earliest window still pending (or false), series...}: windows
-# before that start are *released* (every earlier window of the model is applied),
-# so folding them gives the same episodes whatever the order of evaluation.
+# {seq, start of the earliest window still pending (or false), series..., abandoned}:
+# windows before that start are *released* (every earlier window of the model is
+# applied), so folding them gives the same episodes whatever the order of
+# evaluation. A window still pending a day before the one recorded (its event was
+# lost) is abandoned, so it cannot hold the model back forever.
+PENDING_HORIZON_SECONDS = 86_400
+
 _RECORD = """
 for i = 3, #ARGV, 2 do
   local raw = redis.call('HGET', KEYS[1], ARGV[i])
@@ -63,9 +72,11 @@ for i = 3, #ARGV, 2 do
   end
 end
 redis.call('ZREM', KEYS[2], ARGV[2])
+local abandoned = redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf',
+                             '(' .. (tonumber(ARGV[1]) - PENDING_HORIZON))
 local seq = redis.call('HINCRBY', KEYS[3], 'seq', 1)
 local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-return {seq, first[2] or false, redis.call('HGETALL', KEYS[1])}
+return {seq, first[2] or false, redis.call('HGETALL', KEYS[1]), abandoned}
 """
 
 # Forget a series' outcomes at or before ARGV[2] (they are folded into alerts).
@@ -175,7 +186,7 @@ class AlertStore:
 
     def __init__(self, r: aioredis.Redis) -> None:
         self.r = r
-        self._record = r.register_script(_RECORD)
+        self._record = r.register_script(_RECORD.replace("PENDING_HORIZON", str(PENDING_HORIZON_SECONDS)))
         self._settle = r.register_script(_SETTLE)
         self._upsert = r.register_script(_UPSERT)
         self._attach = r.register_script(_ATTACH)
@@ -188,9 +199,12 @@ class AlertStore:
         args: list[Any] = [window_start, member]
         for f, o in outcomes.items():
             args += [f, json.dumps(o)]
-        seq, pending, flat = await self._record(
+        seq, pending, flat, abandoned = await self._record(
             keys=[series_key(model_id), pending_key(model_id), f"fw:{{{model_id}}}:alerting"],
             args=args)
+        if abandoned:
+            log.warning("model=%s: %d window(s) pending for over a day abandoned by the alert policy",
+                        model_id, abandoned)
         series = {flat[i].decode(): json.loads(flat[i + 1]) for i in range(0, len(flat), 2)}
         return Recorded(int(seq), math.inf if pending is None else float(pending), series)
 
@@ -259,6 +273,14 @@ class AlertStore:
         """The model's firing data-quality alerts: alert id -> feature."""
         raw = await self.r.hgetall(f"fw:{{{model_id}}}:dq")
         return {k.decode(): v.decode() for k, v in raw.items()}
+
+    async def set_open(self, alert_id: str, is_open: bool) -> None:
+        await (self.r.sadd(OPEN, alert_id) if is_open else self.r.srem(OPEN, alert_id))
+
+    async def open_alerts(self) -> list[dict[str, Any]]:
+        """Every alert not resolved (firing or acknowledged)."""
+        ids = sorted(m.decode() for m in await self.r.smembers(OPEN))
+        return [a for a in await self.alerts_by_id(ids) if a["state"] != "resolved"]
 
     async def set_quality_firing(self, model_id: str, alert_id: str, feature: str, firing: bool) -> None:
         key = f"fw:{{{model_id}}}:dq"

@@ -176,6 +176,7 @@ class AlertPolicy:
                 "title": _title(group), "created_at": now})
             await self.alerts.set_incident(aid, incident)
             stored["incident_id"] = incident
+        await self.alerts.set_open(aid, firing)
         if quality:
             await self.alerts.set_quality_firing(m, aid, feature, firing)
         if not firing:
@@ -196,6 +197,7 @@ async def resolve_by_user(alerts: AlertStore, alert: dict[str, Any], by: str, co
     await alerts.act(aid, {"resolved_by": by, "resolved_at": repr(now), "resolve_comment": comment or ""})
     await alerts.emit("resolved", aid, alert.get("incident_id"))
     await alerts.settle(m, series_field(feature, check), None)
+    await alerts.set_open(aid, False)
     if alert.get("incident_id"):
         await alerts.detach(alert["group_key"], alert["incident_id"], aid)
     if check in DATA_QUALITY_CHECKS:

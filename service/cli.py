@@ -134,5 +134,21 @@ def demo(
     run_demo(Settings(), json_path)
 
 
+@app.command()
+def simulate(
+    models: Annotated[int, typer.Option(min=1, help="Models in the simulated fleet")] = 200,
+    days: Annotated[int, typer.Option(min=1, help="Simulated days")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed of the fleet, the traffic and the incidents")] = 0,
+    json_path: Annotated[Path | None, typer.Option("--json", help="Also write the scorecard as JSON")] = None,
+    verbose: Verbose = False,
+) -> None:
+    """Run a simulated fleet with injected incidents through the whole pipeline and print
+    the scorecard (MTTD, alert precision, recall) beside a naive per-window policy's."""
+    from service.sim.run import SimOptions, run_simulation
+
+    _logging(verbose)
+    run_simulation(Settings(), SimOptions(models=models, days=days, seed=seed), json_path)
+
+
 if __name__ == "__main__":
     app()

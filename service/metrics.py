@@ -112,3 +112,41 @@ for _kind in ("webhook", "slack", "pagerduty", "alertmanager"):
         NOTIFICATIONS.labels(receiver_kind=_kind, outcome=_outcome)
 for _state in ("pending", "delivered", "dead"):
     OUTBOX_ITEMS.labels(state=_state)
+
+# -- open alerts, read from Redis at scrape time (service.alert_metrics) --------------
+MAX_EFFECT_SERIES = 500
+ALERTS_OPEN = Gauge("fleetwatch_alerts_open", "Alerts not resolved, by state and severity",
+                    ["state", "severity"])
+ALERT_EFFECT = Gauge(
+    "fleetwatch_alert_effect_size",
+    "Latest effect size of each open alert (features with a firing alert only; at most 500 series)",
+    ["model", "feature", "check"],
+)
+EFFECT_SERIES_DROPPED = Gauge(
+    "fleetwatch_alert_effect_series_dropped", "Open alerts beyond the effect-size series budget"
+)
+for _state in ("firing", "acknowledged"):
+    for _severity in ("info", "warning", "critical"):
+        ALERTS_OPEN.labels(state=_state, severity=_severity)
+
+# -- self-measurement (service.sim): the latest scorecard of `fleetwatch simulate` ------
+# ``kind`` takes the scorecard's rows (service.sim.score.GROUPS: incident kinds, covariate
+# shifts split at PSI 0.25): a fixed, bounded set.
+SCORECARD_ALERT_PRECISION = Gauge(
+    "fleetwatch_scorecard_alert_precision",
+    "Share of alerts that map to an injected incident (latest simulated scenario)",
+)
+SCORECARD_RECALL = Gauge(
+    "fleetwatch_scorecard_recall", "Share of injected incidents detected (latest simulated scenario)"
+)
+SCORECARD_KIND_RECALL = Gauge(
+    "fleetwatch_scorecard_kind_recall", "Share of injected incidents detected, by incident kind", ["kind"]
+)
+SCORECARD_MTTD = Gauge(
+    "fleetwatch_scorecard_mttd_minutes",
+    "Mean time to detect in simulated minutes, by incident kind (NaN: none detected)", ["kind"]
+)
+SCORECARD_FALSE_PAGES = Gauge(
+    "fleetwatch_scorecard_false_pages_per_1000_model_days",
+    "Pages in incident-free control time per 1,000 model-days (latest simulated scenario)",
+)

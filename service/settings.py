@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, IPvAnyNetwork, model_validator
+from pydantic import Field, IPvAnyNetwork, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -125,6 +125,25 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Networks receivers may resolve to although private/loopback/... "
                     '(JSON list of CIDRs, e.g. ["10.0.0.0/8"]); default none',
+    )
+
+    api_auth: bool = Field(
+        False,
+        description="Require an API key on every /v1 endpoint (/healthz, /metrics and the OpenAPI "
+                    "docs stay open). Off by default so the demo and examples run without keys: "
+                    "PRODUCTION MUST TURN IT ON (docs/api.md)",
+    )
+    api_admin_key: SecretStr | None = Field(
+        None, min_length=32,
+        description="Bootstrap admin API key (at least 32 characters, e.g. `openssl rand -base64 32`): "
+                    "creates the first keys through POST /v1/keys; not stored, rotated by changing it",
+    )
+    api_max_body_bytes: int = Field(
+        16 * 2**20, ge=1_024, description="Largest request body; larger ones are answered 413"
+    )
+    api_max_reference_body_bytes: int = Field(
+        128 * 2**20, ge=1_024,
+        description="Largest body of POST /v1/models/{id}/reference (up to 100,000 rows per request)",
     )
 
     @model_validator(mode="after")

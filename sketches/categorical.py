@@ -51,8 +51,6 @@ FI_LG_MAX_MAP_SIZE = 10
 CMS_HASHES = 3
 CMS_BUCKETS = 512
 DISTINCT_LG_K = 14
-HLL_LG_K = DISTINCT_LG_K
-"""Alias kept for detectors/drift/cardinality.py, whose HLL error formula over-states CPC's."""
 PENDING_CATEGORIES = 1024
 
 _ALL_TRACKED = datasketches.frequent_items_error_type.NO_FALSE_NEGATIVES
@@ -248,6 +246,23 @@ class CategoricalSketch:
         if self.exact is not None:
             return float(len(self.exact))
         return float(self._sketches().cpc.get_estimate())
+
+    def distinct_error(self, sigmas: int = 3) -> float:
+        """Half-width of the distinct count's ``sigmas``-sigma interval (1, 2 or 3): 0 while
+        exact, else the larger side of CPC's own bounds (Lang 2017; datasketches
+        ``get_lower_bound`` / ``get_upper_bound``).
+
+        Examples
+        --------
+        >>> s = CategoricalSketch(); s.update([str(i) for i in range(5_000)])
+        >>> 0 < s.distinct_error() / s.distinct < 0.02
+        True
+        """
+        if self.exact is not None:
+            return 0.0
+        cpc = self._sketches().cpc
+        est = cpc.get_estimate()
+        return float(max(cpc.get_upper_bound(sigmas) - est, est - cpc.get_lower_bound(sigmas)))
 
     # -- serialisation ----------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:

@@ -223,3 +223,14 @@ async def test_persistence_config_from_the_model(store):
     assert a["state"] == "firing" and a["severity"] == "warning"  # tier 3 never pages critical
     await apply(p, "m", 1, {("x", "psi"): HEALTHY}, config)
     assert [x["state"] for x in await AlertStore(store.r).alerts(None, 0, 10)] == ["resolved"]
+
+
+async def test_a_window_pending_for_over_a_day_no_longer_holds_the_model_back(store):
+    p = policy(store)
+    config = ModelConfig(persistence=PersistenceConfig(k=1, m=1))
+    await p.alerts.mark_pending("m", window("m", 0).member, T0)  # its event was lost
+    day = 86_400 // W
+    assert await apply(p, "m", 1, {("x", "psi"): BREACH}, config) == []  # held back by window 0
+    [alert] = await apply(p, "m", day + 1, {("x", "psi"): BREACH}, config)
+    assert (alert["window_start"], alert["evidence_count"]) == (T0 + W, 2)  # window 1 released too
+    assert await store.r.zcard("fw:{m}:pending") == 0

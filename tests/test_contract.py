@@ -165,3 +165,10 @@ def test_columnar_decoder_never_raises_anything_but_wire_error(cols):
     assert n == len(cols.get("prediction_id", []))
     for r in batch.records:  # whatever survives is valid under the record contract
         validate_record(dataclasses.asdict(r))
+
+
+def test_a_map_keyed_by_an_array_is_undecodable_not_a_crash():
+    value = msgpack.packb({(1, 2): 3})  # valid MessagePack; no Python dict can hold it
+    with pytest.raises(WireError) as exc:
+        decode_batch(value)
+    assert exc.value.reason == "undecodable"

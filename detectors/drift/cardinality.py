@@ -9,10 +9,9 @@ import numpy as np
 from detectors.drift.unseen import unseen_mass
 from detectors.result import TestResult, insufficient, judged
 from detectors.stats.interval import normal_interval_p
-from sketches.categorical import HLL_LG_K, CategoricalSketch
+from sketches.categorical import CategoricalSketch
 
 MIN_COUNT = 30
-HLL_RSE = 1.04 / math.sqrt(2**HLL_LG_K)
 
 
 def expected_distinct(reference: CategoricalSketch, n: int) -> tuple[float, float, float]:
@@ -65,11 +64,11 @@ def cardinality_test(
     Returns
     -------
     TestResult
-        ``statistic`` = D_cur / D_ref (the cardinality ratio, HLL in sketch
-        mode), ``effect_size`` = D_cur / E[D_cur] - 1 with E[D_cur] the
-        distinct count expected in n_cur draws from the baseline,
-        ``error_bound`` = the current HLL's 3-sigma error relative to E (0
-        while exact). A baseline in sketch mode (more categories than exact
+        ``statistic`` = D_cur / D_ref (the cardinality ratio, the CPC estimate
+        in sketch mode), ``effect_size`` = D_cur / E[D_cur] - 1 with E[D_cur]
+        the distinct count expected in n_cur draws from the baseline,
+        ``error_bound`` = the current CPC sketch's 3-sigma error relative to E
+        (0 while exact). A baseline in sketch mode (more categories than exact
         counts keep) gives ``insufficient_data``: its rarefied expectation is
         not identifiable from heavy hitters.
 
@@ -82,8 +81,8 @@ def cardinality_test(
     [E - singleton part, E + M0 n_cur], M0 the Good-Turing unseen mass (in
     sketch mode the mass outside the heavy hitters, so an increase must be
     large to show: the test is conservative there); the
-    distance outside it, less the HLL error, is z-tested against the floor.
-    HLL relative standard error 1.04 / sqrt(2^lg_k) (Flajolet et al. 2007).
+    distance outside it, less the CPC sketch's 3-sigma error (its own bounds,
+    Lang 2017), is z-tested against the floor.
 
     Examples
     --------
@@ -103,7 +102,7 @@ def cardinality_test(
     d_ref, d_cur = reference.distinct, current.distinct
     expected, var, singletons = expected_distinct(reference, n_cur)
     lo, hi = expected - singletons, expected + unseen_mass(reference)[0] * n_cur
-    err = 0.0 if current.is_exact else 3 * HLL_RSE * d_cur
+    err = current.distinct_error(3)
     gap = d_cur - hi if d_cur > hi else (d_cur - lo if d_cur < lo else 0.0)
     sd = math.sqrt(var + 1.0)
     shrunk = math.copysign(max(abs(gap) - err, 0.0), gap)

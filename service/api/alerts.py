@@ -7,15 +7,34 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field
 
 from service.alert_store import AlertStore
 from service.alerting import resolve_by_user
 from service.api.errors import ApiError, ErrorBody
-from service.api.models import require_model, store_of
+from service.api.models import json_example, require_model, store_of
+from service.api.params import Offset, limit_query
 
 router = APIRouter(prefix="/v1/alerts", tags=["alerts"])
+MAX_ALERTS_PAGE = 1_000
+
+ALERT_EXAMPLE: dict[str, Any] = {
+    "id": "5f0c1e9a2b7d4c3e", "model_id": "fraud-v3", "model_version": "3", "feature": "amount",
+    "check": "psi", "state": "firing", "severity": "critical", "owner": "payments-ml", "tier": 1,
+    "routing": {"team": "payments"}, "group_key": "source:payments_db", "source": "payments_db",
+    "incident_id": "9a7b3c1d2e4f5a6b", "window_start": 1_700_006_400, "window_end": 1_700_006_700,
+    "fired_window_start": 1_700_006_700, "last_window_start": 1_700_006_700,
+    "resolved_window_start": None, "effect_size": 0.41, "floor": 0.2, "p_value": 1.2e-9,
+    "evidence_count": 2, "evidence": [{"window_start": 1_700_006_400, "effect_size": 0.38,
+                                       "p_value": 3.0e-8}],
+    "inhibited_by": [], "silenced_by": [], "notify": True, "created_at": 1_700_007_001.5,
+    "updated_at": 1_700_007_001.5}
+ACKED_EXAMPLE = {**ALERT_EXAMPLE, "state": "acknowledged", "acked_by": "ana@payments",
+                 "acked_at": "1700007301.2", "ack_comment": "upstream fix deploying"}
+RESOLVED_EXAMPLE = {**ALERT_EXAMPLE, "state": "resolved", "resolved_by": "ana@payments"}
+AlertId = Annotated[str, Path(description="Alert id",
+                              openapi_examples={"alert": {"value": "5f0c1e9a2b7d4c3e"}})]
 
 
 class AlertState(StrEnum):
@@ -36,7 +55,8 @@ class UserAction(BaseModel):
     by: str = Field(..., min_length=1, max_length=256, description="User or team acting")
     comment: str | None = Field(None, max_length=2048)
 
-    model_config = {"extra": "forbid"}
+    model_config = {"extra": "forbid", "json_schema_extra": {"examples": [
+        {"by": "ana@payments", "comment": "upstream fix deploying"}]}}
 
 
 def alerts_of(request: Request) -> AlertStore:
@@ -50,15 +70,19 @@ async def require_alert(alerts: AlertStore, alert_id: str) -> dict[str, Any]:
     return alert
 
 
-@router.get("", summary="Alerts, newest first", responses={404: {"model": ErrorBody}})
+@router.get("", summary="Alerts, newest first",
+            description="`limit` and `offset` page the alerts created since `since` (of `model`); the "
+                        "`state` and `severity` filters apply within the page, so a page may hold fewer.",
+            responses={200: json_example([ALERT_EXAMPLE]), 404: {"model": ErrorBody},
+                       422: {"model": ErrorBody}})
 async def list_alerts(
     request: Request,
     model: Annotated[str | None, Query(description="Only this model's alerts")] = None,
     state: Annotated[AlertState | None, Query(description="Only alerts in this state")] = None,
     severity: Annotated[Severity | None, Query(description="Only alerts of this severity")] = None,
     since: Annotated[datetime | None, Query(description="Created at or after (ISO 8601 or Unix s)")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, limit_query(MAX_ALERTS_PAGE)] = 100,
+    offset: Offset = 0,
 ) -> list[dict[str, Any]]:
     if model is not None:
         await require_model(store_of(request), model)
@@ -69,14 +93,16 @@ async def list_alerts(
             and (severity is None or a["severity"] == severity.value)]
 
 
-@router.get("/{alert_id}", summary="One alert", responses={404: {"model": ErrorBody}})
-async def get_alert(alert_id: str, request: Request) -> dict[str, Any]:
+@router.get("/{alert_id}", summary="One alert",
+            responses={200: json_example(ALERT_EXAMPLE), 404: {"model": ErrorBody}})
+async def get_alert(alert_id: AlertId, request: Request) -> dict[str, Any]:
     return await require_alert(alerts_of(request), alert_id)
 
 
 @router.post("/{alert_id}/ack", summary="Acknowledge a firing alert",
-             responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
-async def ack_alert(alert_id: str, body: UserAction, request: Request) -> dict[str, Any]:
+             responses={200: json_example(ACKED_EXAMPLE),
+                        404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
+async def ack_alert(alert_id: AlertId, body: UserAction, request: Request) -> dict[str, Any]:
     alerts = alerts_of(request)
     alert = await require_alert(alerts, alert_id)
     if alert["state"] == "resolved":
@@ -88,8 +114,9 @@ async def ack_alert(alert_id: str, body: UserAction, request: Request) -> dict[s
 
 
 @router.post("/{alert_id}/resolve", summary="Resolve an alert by hand",
-             responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
-async def resolve_alert(alert_id: str, body: UserAction, request: Request) -> dict[str, Any]:
+             responses={200: json_example(RESOLVED_EXAMPLE),
+                        404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
+async def resolve_alert(alert_id: AlertId, body: UserAction, request: Request) -> dict[str, Any]:
     alerts = alerts_of(request)
     alert = await require_alert(alerts, alert_id)
     if alert["state"] == "resolved":

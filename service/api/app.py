@@ -3,15 +3,34 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from redis.exceptions import RedisError
 
-from service.api import alerts, drift, errors, incidents, ingest, models, performance, receivers, silences
+from service import alert_metrics, metrics
+from service.alert_store import AlertStore
+from service.api import (
+    alerts,
+    drift,
+    errors,
+    incidents,
+    ingest,
+    keys,
+    models,
+    performance,
+    receivers,
+    silences,
+)
+from service.api.limits import BodySizeLimit, RouteLimit
+from service.auth import Scope, document_scopes, include_secured
 from service.settings import Settings
 from service.store import Store
+
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
@@ -20,6 +39,12 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
+        if not settings.api_auth:
+            log.warning("API authentication is off (FLEETWATCH_API_AUTH=false): whoever reaches the API "
+                        "can read and change everything. Turn it on in production (docs/api.md)")
+        elif settings.api_admin_key is None:
+            log.info("API authentication is on without a bootstrap key (FLEETWATCH_API_ADMIN_KEY): "
+                     "only the keys stored in Redis are accepted")
         own = store is None
         app.state.store = Store(settings.redis_url) if own else store
         try:
@@ -39,17 +64,23 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     if store is not None:
         app.state.store = store
     errors.install(app)
-    app.include_router(models.router)
-    app.include_router(alerts.router)
-    app.include_router(incidents.router)
-    app.include_router(drift.router)
-    app.include_router(performance.router)
-    app.include_router(ingest.router)
-    app.include_router(silences.router)
-    app.include_router(receivers.router)
-    app.include_router(receivers.notifications_router)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=settings.api_max_body_bytes,
+        overrides=[RouteLimit("POST", r"/v1/models/[^/]+/reference", settings.api_max_reference_body_bytes)],
+    )
+    # Every /v1 route needs an API key when settings.api_auth is on: GETs scope read,
+    # other methods write, key management admin (service.auth). /healthz, /metrics
+    # and the OpenAPI docs stay open.
+    for router in (models.router, alerts.router, incidents.router, drift.router, performance.router,
+                   ingest.router, silences.router, receivers.router, receivers.notifications_router):
+        include_secured(app, router)
+    include_secured(app, keys.router, Scope.admin)
+    document_scopes(app)
 
-    @app.get("/healthz", tags=["ops"], summary="Liveness and Redis reachability")
+    @app.get("/healthz", tags=["ops"], summary="Liveness and Redis reachability (no API key needed)",
+             responses={200: {"content": {"application/json": {"example": {"status": "ok", "redis": True}}}},
+                        503: {"description": "Redis unreachable", "content": {"application/json": {
+                            "example": {"status": "degraded", "redis": False}}}}})
     async def healthz(request: Request) -> Any:
         try:
             ok = await request.app.state.store.ping()
@@ -58,8 +89,14 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         body = {"status": "ok" if ok else "degraded", "redis": ok}
         return JSONResponse(body, status_code=200 if ok else 503)
 
-    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics")
-    async def metrics_endpoint() -> Response:
+    @app.get("/metrics", tags=["ops"], summary="Prometheus metrics (no API key needed)",
+             response_class=PlainTextResponse,
+             responses={200: {"description": "Prometheus text exposition format"}})
+    async def metrics_endpoint(request: Request) -> Response:
+        try:
+            await alert_metrics.refresh(AlertStore(request.app.state.store.r))
+        except (RedisError, OSError):  # Redis down: the process' own metrics still answer
+            metrics.REDIS_ERRORS.inc()
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return app

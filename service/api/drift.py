@@ -6,15 +6,39 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Body, Path, Query, Request
 
 from detectors.config import CheckOverrides, DetectorConfig
 from service.api.errors import ApiError, ErrorBody
-from service.api.models import require_model, store_of
+from service.api.models import json_example, require_model, store_of
+from service.api.params import ModelId
 from service.detector import evaluate_member, model_detector_config
 from service.store import parse_member
 
 router = APIRouter(prefix="/v1/models", tags=["drift"])
+
+DRIFT_EXAMPLE = {"model_id": "fraud-v3", "windows": [{
+    "version": "3", "window_start": 1_700_006_400, "window_end": 1_700_006_700, "source": "stored",
+    "baseline": "reference", "features": {"amount": [{
+        "check": "psi", "feature": "amount", "statistic": 0.41, "effect_size": 0.41, "p_value": 1.2e-9,
+        "n_current": 1000, "n_baseline": 50_000, "error_bound": 0.004, "status": "drift",
+        "reason": "PSI 0.41 above its floor 0.2", "floor": 0.2}]}}]}
+CONFIG_VIEW_EXAMPLE = {"model_id": "fraud-v3",
+                       "config": {"floors": {"psi": 0.25}, "features": {"zip": {"alerting": ["null_rate"]}}},
+                       "effective": {"checks": None, "alerting": None, "floors": {"psi": 0.25},
+                                     "alpha": 0.01, "baseline": {"kind": "auto"},
+                                     "features": {"zip": {"alerting": ["null_rate"]}}}}
+DETECTOR_CONFIG_EXAMPLES = {
+    "floors": {"summary": "Raise the PSI floor, alert on data quality only for zip",
+               "value": {"floors": {"psi": 0.25}, "features": {"zip": {"alerting": ["null_rate"]}}}},
+    "seasonal": {"summary": "Compare with the same hour of the last 4 weeks",
+                 "value": {"baseline": {"kind": "seasonal", "seasonal_weeks": 4}, "alpha": 0.005}},
+}
+FEATURE_OVERRIDE_EXAMPLES = {
+    "quality only": {"summary": "Run every check, alert only on the null rate",
+                     "value": {"alerting": ["null_rate"], "floors": {"null_rate": 0.05}}},
+}
+Feature = Annotated[str, Path(description="Feature name", openapi_examples={"feature": {"value": "amount"}})]
 
 
 def _by_feature(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -27,10 +51,13 @@ def _by_feature(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
 @router.get(
     "/{model_id}/drift",
     summary="Every feature's drift and data-quality results for one window",
-    responses={404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+    description="One window (per model version), not a list: the results of every feature of it. "
+                "Unpaged; the number of results is bounded by the features profiled per model "
+                "(FLEETWATCH_MAX_FEATURES_PER_MODEL) times the checks.",
+    responses={200: json_example(DRIFT_EXAMPLE), 404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
 )
 async def drift(
-    model_id: str,
+    model_id: ModelId,
     request: Request,
     window: Annotated[datetime | None, Query(
         description="Window start (ISO 8601 or Unix s); default: the latest window")] = None,
@@ -71,8 +98,8 @@ async def drift(
 
 
 @router.get("/{model_id}/detector-config", summary="A model's detector configuration",
-            responses={404: {"model": ErrorBody}})
-async def get_detector_config(model_id: str, request: Request) -> dict[str, Any]:
+            responses={200: json_example(CONFIG_VIEW_EXAMPLE), 404: {"model": ErrorBody}})
+async def get_detector_config(model_id: ModelId, request: Request) -> dict[str, Any]:
     store = store_of(request)
     await require_model(store, model_id)
     raw = await store.detector_config(model_id)
@@ -83,17 +110,26 @@ async def get_detector_config(model_id: str, request: Request) -> dict[str, Any]
 
 
 @router.put("/{model_id}/detector-config", summary="Set a model's detector configuration",
-            responses={422: {"model": ErrorBody}})
-async def put_detector_config(model_id: str, config: DetectorConfig, request: Request) -> dict[str, Any]:
+            responses={200: json_example(CONFIG_VIEW_EXAMPLE), 422: {"model": ErrorBody}})
+async def put_detector_config(
+    model_id: ModelId,
+    config: Annotated[DetectorConfig, Body(openapi_examples=DETECTOR_CONFIG_EXAMPLES)],
+    request: Request,
+) -> dict[str, Any]:
     await store_of(request).put_detector_config(model_id, config.model_dump_json(exclude_unset=True))
     return await get_detector_config(model_id, request)
 
 
 @router.put("/{model_id}/detector-config/features/{feature}",
             summary="Set one feature's checks, alerting checks and floors",
-            responses={404: {"model": ErrorBody}, 422: {"model": ErrorBody}})
-async def put_feature_config(model_id: str, feature: str, overrides: CheckOverrides,
-                             request: Request) -> dict[str, Any]:
+            responses={200: json_example(CONFIG_VIEW_EXAMPLE), 404: {"model": ErrorBody},
+                       422: {"model": ErrorBody}})
+async def put_feature_config(
+    model_id: ModelId,
+    feature: Feature,
+    overrides: Annotated[CheckOverrides, Body(openapi_examples=FEATURE_OVERRIDE_EXAMPLES)],
+    request: Request,
+) -> dict[str, Any]:
     store = store_of(request)
     await require_model(store, model_id)
     raw = await store.detector_config(model_id)
@@ -105,8 +141,9 @@ async def put_feature_config(model_id: str, feature: str, overrides: CheckOverri
 
 
 @router.delete("/{model_id}/detector-config/features/{feature}",
-               summary="Remove one feature's overrides", responses={404: {"model": ErrorBody}})
-async def delete_feature_config(model_id: str, feature: str, request: Request) -> dict[str, Any]:
+               summary="Remove one feature's overrides",
+               responses={200: json_example(CONFIG_VIEW_EXAMPLE), 404: {"model": ErrorBody}})
+async def delete_feature_config(model_id: ModelId, feature: Feature, request: Request) -> dict[str, Any]:
     store = store_of(request)
     await require_model(store, model_id)
     raw = await store.detector_config(model_id)

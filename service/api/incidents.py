@@ -5,13 +5,23 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 
 from detectors.policy.severity import highest
-from service.api.alerts import alerts_of
+from service.api.alerts import ALERT_EXAMPLE, alerts_of
 from service.api.errors import ApiError, ErrorBody
+from service.api.models import json_example
+from service.api.params import Offset, limit_query
 
 router = APIRouter(prefix="/v1/incidents", tags=["incidents"])
+MAX_INCIDENTS_PAGE = 500
+
+INCIDENT_EXAMPLE: dict[str, Any] = {
+    "id": "9a7b3c1d2e4f5a6b", "group_key": "source:payments_db", "source": "payments_db",
+    "title": "upstream source payments_db failing", "created_at": 1_700_007_001.5, "state": "open",
+    "severity": "critical", "models": ["fraud-v3"],
+    "features": ["amount"], "checks": ["psi"], "first_window_start": 1_700_006_400, "alert_count": 1,
+    "alerts": [ALERT_EXAMPLE]}
 
 
 def summarize(incident: dict[str, Any]) -> dict[str, Any]:
@@ -31,14 +41,17 @@ def summarize(incident: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@router.get("", summary="Incidents, newest first")
+@router.get("", summary="Incidents, newest first",
+            description="`limit` and `offset` page the incidents opened since `since`; the `state` and "
+                        "`model` filters apply within the page, so a page may hold fewer.",
+            responses={200: json_example([INCIDENT_EXAMPLE]), 422: {"model": ErrorBody}})
 async def list_incidents(
     request: Request,
     state: Annotated[Literal["open", "resolved"] | None, Query(description="open or resolved")] = None,
     model: Annotated[str | None, Query(description="Only incidents touching this model")] = None,
     since: Annotated[datetime | None, Query(description="Opened at or after (ISO 8601 or Unix s)")] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, limit_query(MAX_INCIDENTS_PAGE)] = 50,
+    offset: Offset = 0,
 ) -> list[dict[str, Any]]:
     lo = since.replace(tzinfo=since.tzinfo or UTC).timestamp() if since else 0
     out = [summarize(i) for i in await alerts_of(request).incidents(lo, limit, offset)]
@@ -47,8 +60,12 @@ async def list_incidents(
 
 
 @router.get("/{incident_id}", summary="One incident with its alerts",
-            responses={404: {"model": ErrorBody}})
-async def get_incident(incident_id: str, request: Request) -> dict[str, Any]:
+            responses={200: json_example(INCIDENT_EXAMPLE), 404: {"model": ErrorBody}})
+async def get_incident(
+    incident_id: Annotated[str, Path(description="Incident id",
+                                     openapi_examples={"incident": {"value": "9a7b3c1d2e4f5a6b"}})],
+    request: Request,
+) -> dict[str, Any]:
     incident = await alerts_of(request).incident(incident_id)
     if incident is None:
         raise ApiError(404, "incident_not_found", f"unknown incident {incident_id!r}", "incident_id")

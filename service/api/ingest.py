@@ -26,6 +26,7 @@ from sdk.record import PredictionRecord, RecordError, validate_record
 from sdk.wire import encode_columns
 from sdk.worker import resolve_compression
 from service.api.errors import ApiError, ErrorBody
+from service.api.models import json_example
 
 router = APIRouter(prefix="/v1", tags=["ingest"])
 MAX_INGEST_RECORDS = 10_000
@@ -112,7 +113,10 @@ async def close(app: FastAPI) -> None:
 @router.post(
     "/ingest",
     summary="Validate prediction records and produce them to Kafka",
-    responses={413: {"model": ErrorBody}, 422: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+    responses={200: json_example({"accepted": 1, "messages": 1}, "Records produced, and Kafka messages"),
+               413: {"model": ErrorBody, "description": "Body larger than FLEETWATCH_API_MAX_BODY_BYTES, or "
+                                                        "one record encodes to more than 1 MB"},
+               422: {"model": ErrorBody}, 503: {"model": ErrorBody}},
 )
 async def ingest(body: IngestBatch, request: Request) -> dict[str, Any]:
     by_model = _validated(body.records)

@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Body, Query, Request
 from pydantic import BaseModel, Field, ValidationError
 
 from detectors.config import DetectorConfig, merge
 from sdk.record import RecordError
 from service.api.errors import ApiError, ErrorBody
+from service.api.params import ModelId, Offset, limit_query
 from service.model_config import ModelConfig, Name
 from service.reference import build_reference
 from service.rollups import DAY, HOUR
@@ -20,6 +21,19 @@ from service.summary import window_summary
 router = APIRouter(prefix="/v1/models", tags=["models"])
 MAX_REFERENCE_ROWS = 100_000
 MAX_WINDOWS = 1_000
+MAX_MODELS_PAGE = 1_000
+
+CONFIG_EXAMPLE = {
+    "window_seconds": 300, "owner": "payments-ml", "tier": 1,
+    "features": {"amount": {"type": "numeric", "source": "payments_db"},
+                 "country": {"type": "categorical", "source": "geo_ip"}},
+    "routing": {"team": "payments"}}
+MODEL_EXAMPLE = {"model_id": "fraud-v3", "config": CONFIG_EXAMPLE}
+
+
+def json_example(example: Any, description: str = "Successful Response") -> dict[str, Any]:
+    """An OpenAPI response entry with an example body (for ``responses={200: ...}``)."""
+    return {"description": description, "content": {"application/json": {"example": example}}}
 
 
 def store_of(request: Request) -> Store:
@@ -57,10 +71,16 @@ class ModelRegistration(ModelConfig):
         "thresholds": {"psi": 0.25}, "routing": {"team": "payments"}}]}}
 
 
-@router.get("", summary="List monitored models")
-async def list_models(request: Request) -> list[dict[str, Any]]:
+@router.get("", summary="Monitored models, by id",
+            responses={200: json_example([{**MODEL_EXAMPLE, "has_reference": True, "late_records": 0}]),
+                       422: {"model": ErrorBody}})
+async def list_models(
+    request: Request,
+    limit: Annotated[int, limit_query(MAX_MODELS_PAGE)] = 100,
+    offset: Offset = 0,
+) -> list[dict[str, Any]]:
     store = store_of(request)
-    ids = await store.models()
+    ids = (await store.models())[offset:offset + limit]
     configs = await store.model_configs(ids)
     late = await store.late_records(request.app.state.settings.predictions_topic, ids)
     out = []
@@ -73,7 +93,8 @@ async def list_models(request: Request) -> list[dict[str, Any]]:
 
 
 @router.post("", status_code=201, summary="Register a model",
-             responses={409: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+             responses={201: json_example(MODEL_EXAMPLE), 409: {"model": ErrorBody},
+                        422: {"model": ErrorBody}})
 async def register_model(body: ModelRegistration, request: Request) -> dict[str, Any]:
     store = store_of(request)
     if (await store.model_configs([body.model_id]))[body.model_id] is not None:
@@ -94,18 +115,28 @@ async def register_model(body: ModelRegistration, request: Request) -> dict[str,
     return {"model_id": body.model_id, "config": config.model_dump()}
 
 
-@router.put("/{model_id}", summary="Create or update a model's configuration")
-async def put_model(model_id: str, config: ModelConfig, request: Request) -> dict[str, Any]:
+@router.put("/{model_id}", summary="Create or update a model's configuration",
+            responses={200: json_example(MODEL_EXAMPLE), 422: {"model": ErrorBody}})
+async def put_model(
+    model_id: ModelId,
+    config: Annotated[ModelConfig, Body(openapi_examples={
+        "tier 1 with lineage": {"summary": "A business-critical model, features with their sources",
+                                "value": CONFIG_EXAMPLE},
+        "defaults": {"summary": "Every field at its default", "value": {}}})],
+    request: Request,
+) -> dict[str, Any]:
     await store_of(request).put_model_config(model_id, config)
     return {"model_id": model_id, "config": config.model_dump()}
 
 
 @router.post(
     "/{model_id}/reference",
-    summary="Build the model's reference profile from rows",
-    responses={422: {"model": ErrorBody}},
+    summary="Build the model's reference profile from rows (at most 100,000 per request)",
+    responses={200: json_example({"model_id": "fraud-v3", "count": 50_000,
+                                  "features": ["", "carrier", "distance"]}),
+               422: {"model": ErrorBody}},
 )
-async def upload_reference(model_id: str, body: ReferenceUpload, request: Request) -> dict[str, Any]:
+async def upload_reference(model_id: ModelId, body: ReferenceUpload, request: Request) -> dict[str, Any]:
     store = store_of(request)
     try:
         profile = build_reference(model_id, body.rows, body.score_column, body.label_column)
@@ -125,10 +156,21 @@ GRANULARITY = {"window": None, "hour": HOUR, "day": DAY}
 @router.get(
     "/{model_id}/profiles",
     summary="Profiles in a time range (versions merged), from windows or rollups",
-    responses={404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+    description="Oldest first. Paged by `limit` and `offset` (the granularity `auto` picks does not "
+                "depend on `offset`, so pages agree), or by time: the next page starts at `from` = the last "
+                "`window_start` + 1.",
+    responses={200: json_example({"model_id": "fraud-v3", "granularity": "window", "windows": [
+        {"window_start": 1_700_006_400, "window_end": 1_700_006_700, "count": 1000,
+         "insufficient_data": False, "versions": {"3": 1000},
+         "features": {"amount": {"kind": "numeric", "null_rate": 0.0, "null_count": 0, "inf_count": 0,
+                                 "type_mismatch_count": 0, "count": 1000, "min": 0.5, "max": 980.0,
+                                 "mean": 42.1, "std": 51.3, "quantiles": {"p50": 27.0}, "exact": False}},
+         "score": {"count": 1000, "mean": 0.07}}]},
+        "Profile summaries, oldest first (fields as in docs/profiles.md)"),
+        404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
 )
 async def profiles(
-    model_id: str,
+    model_id: ModelId,
     request: Request,
     from_: Annotated[
         datetime | None, Query(alias="from", description="Window start >= (ISO 8601 or Unix s)")
@@ -137,7 +179,8 @@ async def profiles(
     granularity: Annotated[Literal["auto", "window", "hour", "day"], Query(
         description="window: closed windows; hour / day: rollups; auto: the finest that holds "
                     "the range in at most `limit` profiles")] = "auto",
-    limit: Annotated[int, Query(ge=1, le=MAX_WINDOWS)] = 200,
+    limit: Annotated[int, limit_query(MAX_WINDOWS)] = 200,
+    offset: Offset = 0,
 ) -> dict[str, Any]:
     store = store_of(request)
     await require_model(store, model_id)
@@ -151,7 +194,7 @@ async def profiles(
         if grouped and len(grouped) <= limit:
             break
     windows = []
-    for ms in list(grouped.values())[:limit]:
+    for ms in list(grouped.values())[offset:offset + limit]:
         parts = await store.window_profiles(model_id, ms, GRANULARITY[name])
         if parts:
             merged = parts[0]

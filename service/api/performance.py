@@ -11,25 +11,43 @@ from fastapi import APIRouter, Query, Request
 from detectors.performance.estimate import estimate_cohort
 from detectors.performance.maturity import maturity
 from service.api.errors import ApiError, ErrorBody
-from service.api.models import require_model, store_of
+from service.api.models import json_example, require_model, store_of
+from service.api.params import ModelId, Offset, limit_query
 from service.cohorts import CohortStore
 from service.joiner import cohort_metrics
 
 router = APIRouter(prefix="/v1/models", tags=["performance"])
 MAX_COHORTS = 1_000
 
+PERFORMANCE_EXAMPLE = {
+    "model_id": "fraud-v3", "threshold": 0.5,
+    "labels": {"joined": 48_210.0, "duplicate": 3.0, "relabeled": 0.0, "unknown": 0.0, "late": 12.0,
+               "invalid": 0.0},
+    "cohorts": [{
+        "window_start": 1_700_006_400, "window_end": 1_700_006_700, "predictions": 1000, "labeled": 940,
+        "maturity": {"mature": True, "labeled_fraction": 0.94, "reason": "labeled"},
+        "realized": {"roc_auc": 0.91, "log_loss": 0.21, "brier_score": 0.05, "ece": 0.02, "precision": 0.62,
+                     "recall": 0.55, "f1": 0.58, "accuracy": 0.95, "average_precision": 0.6,
+                     "positive_rate": 0.04},
+        "estimated": {"accuracy": 0.95, "precision": 0.6, "recall": 0.57, "f1": 0.58, "roc_auc": 0.9},
+        "evaluation": None}]}
+
 
 @router.get(
     "/{model_id}/performance",
     summary="Label-joined cohorts: realized and estimated (CBPE) performance, maturity",
-    responses={404: {"model": ErrorBody}, 409: {"model": ErrorBody}, 422: {"model": ErrorBody}},
+    description="Cohorts oldest first, paged by `limit` and `offset` (or by time: the next page starts at "
+                "`from` = the last `window_start` + 1).",
+    responses={200: json_example(PERFORMANCE_EXAMPLE), 404: {"model": ErrorBody}, 409: {"model": ErrorBody},
+               422: {"model": ErrorBody}},
 )
 async def performance(
-    model_id: str,
+    model_id: ModelId,
     request: Request,
     from_: Annotated[datetime | None, Query(alias="from", description="Cohort window start >=")] = None,
     to: Annotated[datetime | None, Query(description="Cohort window start <=")] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_COHORTS)] = 200,
+    limit: Annotated[int, limit_query(MAX_COHORTS)] = 200,
+    offset: Offset = 0,
 ) -> dict[str, Any]:
     store = store_of(request)
     await require_model(store, model_id)
@@ -47,7 +65,7 @@ async def performance(
     watermark = stats.get("watermark", -math.inf)
     evaluations = await cohorts.evaluations(model_id)
     out = []
-    for start in (await cohorts.cohort_starts(model_id, lo, hi))[:limit]:
+    for start in (await cohorts.cohort_starts(model_id, lo, hi))[offset:offset + limit]:
         c = await cohorts.cohort(model_id, start, perf.threshold)
         m = maturity(c.n, c.n_predictions, watermark - (start + length),
                      perf.expected_label_fraction, perf.label_horizon_seconds)

@@ -6,16 +6,20 @@ import time
 from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from service.api.errors import ApiError, ErrorBody
+from service.api.params import Offset, limit_query
 from service.outbox import Outbox, OutboxState
 from service.receiver_config import Receiver, ReceiverKind, ReceiverMatcher, ReceiverSpec
 from service.receivers import ReceiverStore
 from service.ssrf import UnsafeUrl, check_url
 
 router = APIRouter(prefix="/v1/receivers", tags=["receivers"])
+MAX_RECEIVERS_PAGE = 1_000
+ReceiverId = Annotated[str, Path(
+    description="Receiver id", openapi_examples={"receiver": {"value": "0b6f3c2a9d8e47f1b5a4c3d2e1f0a9b8"}})]
 notifications_router = APIRouter(prefix="/v1/notifications", tags=["receivers"])
 
 
@@ -36,6 +40,13 @@ class ReceiverView(BaseModel):
     max_per_minute: int
     created_at: float = Field(..., description="Unix seconds")
 
+    model_config = {"json_schema_extra": {"examples": [{
+        "id": "0b6f3c2a9d8e47f1b5a4c3d2e1f0a9b8", "name": "payments on-call", "kind": "pagerduty",
+        "url": "https://events.pagerduty.com/v2/enqueue", "has_secret": False, "has_routing_key": True,
+        "matchers": [{"name": "team", "value": "payments"}, {"name": "severity", "value": "critical"}],
+        "group_wait_seconds": 30.0, "group_interval_seconds": 300.0, "repeat_interval_seconds": 14400.0,
+        "max_per_minute": 60, "created_at": 1_714_564_800.0}]}}
+
 
 class NotificationView(BaseModel):
     """One notification of the outbox."""
@@ -52,6 +63,14 @@ class NotificationView(BaseModel):
     finished_at: float | None = Field(None, description="Delivered or dead-lettered at, Unix seconds")
     last_error: str | None = Field(None, description="Why the last attempt failed or was deferred")
     body: dict[str, Any] = Field(..., description="The payload, without credentials")
+
+    model_config = {"json_schema_extra": {"examples": [{
+        "id": "7c1e2d3f4a5b6c7d8e9f0a1b2c3d4e5f", "receiver_id": "0b6f3c2a9d8e47f1b5a4c3d2e1f0a9b8",
+        "receiver_kind": "pagerduty", "incident_id": "9a7b3c1d2e4f5a6b", "action": "trigger",
+        "state": "delivered", "attempts": 1, "created_at": 1_714_564_830.0, "due_at": None,
+        "finished_at": 1_714_564_830.4, "last_error": None,
+        "body": {"event_action": "trigger", "dedup_key": "9a7b3c1d2e4f5a6b",
+                 "payload": {"summary": "upstream source payments_db failing", "severity": "critical"}}}]}}
 
 
 def receivers_of(request: Request) -> ReceiverStore:
@@ -90,17 +109,17 @@ async def create_receiver(body: ReceiverSpec, request: Request) -> ReceiverView:
     return _view(await receivers_of(request).create(body, time.time()))
 
 
-@router.get("", summary="Receivers, newest first")
+@router.get("", summary="Receivers, newest first", responses={422: {"model": ErrorBody}})
 async def list_receivers(
     request: Request,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, limit_query(MAX_RECEIVERS_PAGE)] = 100,
+    offset: Offset = 0,
 ) -> list[ReceiverView]:
     return [_view(r) for r in await receivers_of(request).list(limit, offset)]
 
 
 @router.get("/{receiver_id}", summary="One receiver", responses={404: {"model": ErrorBody}})
-async def get_receiver(receiver_id: str, request: Request) -> ReceiverView:
+async def get_receiver(receiver_id: ReceiverId, request: Request) -> ReceiverView:
     receiver = await receivers_of(request).get(receiver_id)
     if receiver is None:
         raise _not_found(receiver_id)
@@ -109,7 +128,7 @@ async def get_receiver(receiver_id: str, request: Request) -> ReceiverView:
 
 @router.delete("/{receiver_id}", status_code=204, summary="Delete a receiver",
                responses={404: {"model": ErrorBody}})
-async def delete_receiver(receiver_id: str, request: Request) -> Response:
+async def delete_receiver(receiver_id: ReceiverId, request: Request) -> Response:
     if not await receivers_of(request).delete(receiver_id):
         raise _not_found(receiver_id)
     return Response(status_code=204)
@@ -120,8 +139,9 @@ async def delete_receiver(receiver_id: str, request: Request) -> Response:
 async def list_notifications(
     request: Request,
     state: Annotated[OutboxState | None, Query(description="pending, delivered or dead")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-    offset: Annotated[int, Query(ge=0, le=100_000)] = 0,
+    limit: Annotated[int, limit_query(1_000)] = 100,
+    offset: Annotated[int, Query(ge=0, le=100_000, description="Items to skip, 0 to 100000 (the outbox "
+                                                               "merges its state indexes in memory)")] = 0,
 ) -> list[NotificationView]:
     items = await Outbox(request.app.state.store.r).list(state, limit, offset)
     return [NotificationView(**i.view()) for i in items]

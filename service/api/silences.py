@@ -6,14 +6,18 @@ import time
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, Path, Query, Request
+from pydantic import BaseModel, Field, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
 
 from detectors.policy.silence import Matcher, Silence, SilenceSpec, SilenceState
 from service.api.errors import ApiError, ErrorBody
+from service.api.params import Offset, limit_query
 from service.silences import SilenceStore
 
 router = APIRouter(prefix="/v1/silences", tags=["silences"])
+MAX_SILENCES_PAGE = 1_000
+SilenceId = Annotated[str, Path(description="Silence id",
+                                openapi_examples={"silence": {"value": "4d2c0f6e8a9b41c7a3e5d1f0b2c4e6a8"}})]
 
 
 class SilenceView(BaseModel):
@@ -27,6 +31,27 @@ class SilenceView(BaseModel):
     created_by: str
     comment: str
     created_at: datetime
+
+    model_config = {"json_schema_extra": {"examples": [{
+        "id": "4d2c0f6e8a9b41c7a3e5d1f0b2c4e6a8", "state": "active",
+        "matchers": [{"name": "model", "value": "fraud-v3", "regex": False}],
+        "starts_at": "2024-05-01T12:00:00Z", "ends_at": "2024-05-01T14:00:00Z", "created_by": "ana",
+        "comment": "retraining fraud-v3", "created_at": "2024-05-01T12:00:00Z"}]}}
+
+
+class SilenceRequest(SilenceSpec):
+    """The body of ``POST /v1/silences``: a :class:`SilenceSpec` whose times must
+    stay in range once converted to UTC (``0001-01-01T00:00:00+01:00`` does not),
+    answered 422 naming the field instead of an OverflowError."""
+
+    @field_validator("starts_at", "ends_at", mode="wrap")
+    @classmethod
+    def _utc_in_range(cls, value: object, handler: ValidatorFunctionWrapHandler,
+                      info: ValidationInfo) -> datetime | None:
+        try:
+            return handler(value)
+        except OverflowError:
+            raise ValueError("date out of range once converted to UTC") from None
 
 
 def silences_of(request: Request) -> SilenceStore:
@@ -47,7 +72,7 @@ def _not_found(silence_id: str) -> ApiError:
 
 @router.post("", status_code=201, summary="Create a silence",
              responses={422: {"model": ErrorBody}})
-async def create_silence(body: SilenceSpec, request: Request) -> SilenceView:
+async def create_silence(body: SilenceRequest, request: Request) -> SilenceView:
     now = _now()
     try:
         silence = await silences_of(request).create(body, now)
@@ -60,13 +85,16 @@ async def create_silence(body: SilenceSpec, request: Request) -> SilenceView:
 async def list_silences(
     request: Request,
     state: Annotated[SilenceState | None, Query(description="Only silences in this state")] = None,
+    limit: Annotated[int, limit_query(MAX_SILENCES_PAGE)] = 100,
+    offset: Offset = 0,
 ) -> list[SilenceView]:
     now = _now()
-    return [_view(s, now) for s in await silences_of(request).list(state, now)]
+    page = (await silences_of(request).list(state, now))[offset:offset + limit]
+    return [_view(s, now) for s in page]
 
 
 @router.get("/{silence_id}", summary="One silence", responses={404: {"model": ErrorBody}})
-async def get_silence(silence_id: str, request: Request) -> SilenceView:
+async def get_silence(silence_id: SilenceId, request: Request) -> SilenceView:
     silence = await silences_of(request).get(silence_id)
     if silence is None:
         raise _not_found(silence_id)
@@ -75,7 +103,7 @@ async def get_silence(silence_id: str, request: Request) -> SilenceView:
 
 @router.delete("/{silence_id}", summary="Expire a silence (it stays listed as expired)",
                responses={404: {"model": ErrorBody}})
-async def expire_silence(silence_id: str, request: Request) -> SilenceView:
+async def expire_silence(silence_id: SilenceId, request: Request) -> SilenceView:
     now = _now()
     silence = await silences_of(request).expire(silence_id, now)
     if silence is None:
