@@ -71,10 +71,21 @@ def bin_masses(sketch: NumericSketch, edges: np.ndarray) -> np.ndarray:
 
 
 def aligned_counts(
-    reference: CategoricalSketch, current: CategoricalSketch, top: int = TOP_K
+    reference: CategoricalSketch, current: CategoricalSketch, top: int = TOP_K,
+    union: bool = True,
 ) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Counts of both sides over the union of each side's top categories, plus
-    an OTHER bucket holding the rest (only when some count is left over).
+    """Counts of both sides over the union of each side's top categories (or, with
+    ``union=False``, over the reference's top categories only), plus an OTHER
+    bucket holding the rest (only when some count is left over).
+
+    ``union=False`` is what binned divergences (PSI, JS) need: with the union, a
+    small current window names every category it drew -- rare ones included --
+    while the reference's share of those rare categories stays mostly in OTHER,
+    so the current's OTHER is empty and the reference's is not, and a window
+    with no drift at all looks shifted (measured: p < 1e-6 in half of 60-record
+    windows over 884 categories). Binning both sides on the reference's top
+    categories keeps the tail in OTHER on both sides; a category new in the
+    current window lands in OTHER and still moves it.
 
     Returns
     -------
@@ -88,8 +99,14 @@ def aligned_counts(
     >>> cats, r, c = aligned_counts(a, b)
     >>> cats, r.tolist(), c.tolist()
     (['x', 'y', 'z'], [2.0, 1.0, 0.0], [1.0, 0.0, 1.0])
+    >>> cats, r, c = aligned_counts(a, b, union=False)
+    >>> cats, r.tolist(), c.tolist()
+    (['x', 'y', '__other__'], [2.0, 1.0, 0.0], [1.0, 0.0, 1.0])
     """
-    cats = sorted(set(reference.frequencies(top)) | set(current.frequencies(top)))
+    named = set(reference.frequencies(top))
+    if union:
+        named |= set(current.frequencies(top))
+    cats = sorted(named)
     ref = np.array([reference.estimate(c) for c in cats], dtype=np.float64)
     cur = np.array([current.estimate(c) for c in cats], dtype=np.float64)
     ref_other = max(reference.count - ref.sum(), 0.0)
@@ -150,7 +167,7 @@ def aligned_masses(
     ([0.5, 0.5], [1.0, 0.0], 0.0)
     """
     if isinstance(reference, CategoricalSketch):
-        _cats, r, c = aligned_counts(reference, current)
+        _cats, r, c = aligned_counts(reference, current, union=False)
         eta = count_error(reference) / reference.count + count_error(current) / current.count
         return r / reference.count, c / current.count, eta
     edges = baseline_edges(reference, bins, grid)

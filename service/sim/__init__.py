@@ -1,0 +1,10 @@
+"""Self-measurement: a simulated fleet with an injected-incident corpus, run through the real
+pipeline and scored (MTTD per incident kind, alert precision and recall, false pages per
+1,000 model-days).
+
+- :mod:`service.sim.fleet` (pure): the fleet's models, features, seasonality, scores and labels;
+- :mod:`service.sim.incidents` (pure): the incident corpus and how each incident corrupts traffic;
+- :mod:`service.sim.score` (pure): the scorecard of fleetwatch's alerts and of a naive policy;
+- :mod:`service.sim.run`: the scenario through SDK -> Kafka -> aggregator -> Redis ->
+  detector / label joiner -> API on an embedded broker and Redis (``fleetwatch simulate``).
+"""

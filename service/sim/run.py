@@ -1,0 +1,665 @@
+"""``fleetwatch simulate``: a simulated fleet with injected incidents through the real pipeline,
+scored.
+
+1. Starts an embedded Kafka-protocol broker and Redis, the aggregator and API roles in this
+   process (as ``fleetwatch demo``) and two detector replicas and the label joiner as child
+   processes (``fleetwatch detect``, ``fleetwatch join``).
+2. Builds the fleet (:mod:`service.sim.fleet`) and the incident corpus
+   (:mod:`service.sim.incidents`), registers every model over ``POST /v1/models`` with its
+   features' lineage, a one-hour window (:data:`WINDOW_SECONDS`; ~90-670 predictions per
+   model and window at the default rate) and, for tier-1 models, a ``performance``
+   configuration (labels joined); sets each model's checks and PSI floor over
+   ``PUT /v1/models/{id}/detector-config``; uploads each model's reference profile
+   (``sdk.upload_reference``) from the incident-free day before the scenario.
+3. Streams the scenario through the SDK (``AsyncClient.log_predictions``, then
+   ``log_label`` when each tier-1 label is due) one simulated hour at a time: event times
+   advance in simulated time, so days pass in minutes of wall clock.
+4. Waits until every window is closed, evaluated and released and every label cohort
+   judged; reads the alerts and incidents back over the REST API; computes the naive
+   policy's pages from the stored per-window test results (and the judged cohorts' results
+   from ``GET /v1/models/{id}/performance``); scores both
+   (:mod:`service.sim.score`), prints the table and the targets, exports the scorecard
+   on ``/metrics`` and writes JSON.
+
+The FDR gate's capacity (``FLEETWATCH_FDR_TESTS_PER_WINDOW``) is set to the fleet's
+eligible tests per window (every model's alerting checks, plus the performance tests of
+tier-1 models), as docs/alerting.md advises.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+from sdk import AsyncClient, upload_reference
+from service import metrics
+from service.runtime import ApiServer, infrastructure, run_roles
+from service.settings import Settings
+from service.sim import fleet as fl
+from service.sim import incidents as inc
+from service.sim import score as sc
+from service.store import Store, index_key, pending_key
+
+WINDOW_SECONDS = fl.HOUR
+#: Checks the simulator runs per feature (the alerting ones and PSI everywhere, which the
+#: naive policy reads): the rest of the catalog is served by the API but costs CPU.
+CHECKS = ["null_rate", "type_mismatch", "nonfinite", "psi", "categorical:js", "volume"]
+NUMERIC_ALERTING = 4  # null_rate, type_mismatch, nonfinite, psi
+CATEGORICAL_ALERTING = 3  # null_rate, type_mismatch, js
+PERFORMANCE_TESTS = 2  # auc_drop, log_loss_increase
+MODEL_VERSION = "1"  # a silent upgrade keeps it
+REFERENCE_STREAM, TRAFFIC_STREAM = 1, 0
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """What to simulate.
+
+    Attributes
+    ----------
+    models, days, seed : int
+        Fleet size, simulated days, seed of everything.
+    rate_per_hour : float
+        Mean predictions per model and hour before seasonality (each model 0.6-1.6 times
+        it, the hour of day 0.6-1.4 times, weekends 0.8 times): ~90-670 per one-hour
+        window at the default.
+    n_sources, features_per_model : int
+    tier1_share : float
+        Share of models registered as tier 1 with label-joined performance checks.
+    reference_rows : int
+        Rows of each model's reference profile (the day before the scenario).
+    psi_floor : float
+        PSI floor of every model (registration ``thresholds``): shifts with a PSI of 0.25
+        must clear it.
+    label_fraction : float
+        Share of tier-1 predictions that get a label.
+    control_share : float
+        Share of models no incident touches.
+    control_days : int
+        Leading days without any incident.
+    counts : dict, optional
+        Incidents per kind (default: scaled with fleet size and days).
+    """
+
+    models: int = 200
+    days: int = 2
+    seed: int = 0
+    rate_per_hour: float = 300.0
+    n_sources: int = 10
+    features_per_model: int = 10
+    tier1_share: float = 0.025
+    reference_rows: int = 2_000
+    psi_floor: float = 0.1
+    label_fraction: float = 0.98
+    control_share: float = 0.25
+    control_days: int = 0
+    counts: dict[str, int] | None = field(default=None)
+
+
+def build_scenario(opts: SimOptions) -> inc.Scenario:
+    """The fleet and its incident corpus (pure)."""
+    fleet = fl.make_fleet(opts.models, opts.n_sources, opts.features_per_model, opts.seed,
+                          opts.tier1_share, opts.rate_per_hour)
+    return inc.make_scenario(fleet, opts.days, opts.seed, WINDOW_SECONDS,
+                             control_days=opts.control_days, control_share=opts.control_share,
+                             counts=opts.counts)
+
+
+def fdr_capacity(scenario: inc.Scenario) -> int:
+    """Eligible tests per window of the fleet: every model's alerting checks per feature,
+    the score's PSI, the volume test once a week of history exists, and the two
+    performance tests of tier-1 models.
+
+    Examples
+    --------
+    >>> s = build_scenario(SimOptions(models=3, days=2, counts={}))
+    >>> fdr_capacity(s) == sum(7 * 4 + 3 * 3 + 1 + 2 * (m.tier == 1) for m in s.fleet.models)
+    True
+    """
+    volume = 1 if scenario.days > 7 else 0
+    total = 0
+    for m in scenario.fleet.models:
+        total += sum(CATEGORICAL_ALERTING if f.categorical else NUMERIC_ALERTING for f in m.features)
+        total += 1 + volume + (PERFORMANCE_TESTS if m.tier == 1 else 0)
+    return total
+
+
+def registration(m: fl.ModelSpec, opts: SimOptions) -> dict[str, Any]:
+    """``POST /v1/models`` body: lineage, window, tier, PSI floor, performance (tier 1)."""
+    body: dict[str, Any] = {
+        "model_id": m.model_id, "window_seconds": WINDOW_SECONDS, "tier": m.tier,
+        "owner": f"team-{m.index % 8}",
+        "features": {f.name: {"type": f.declared_type, "source": f.source} for f in m.features},
+        "thresholds": {"psi": opts.psi_floor},
+    }
+    if m.tier == 1:
+        horizon = max(WINDOW_SECONDS, int(math.ceil(2 * m.label_delay_seconds / 60.0)) * 60)
+        body["performance"] = {"threshold": 0.5, "label_horizon_seconds": horizon,
+                               "expected_label_fraction": 0.9, "sample_rate": 1.0,
+                               "baseline_seconds": fl.DAY, "auc_floor": 0.02, "log_loss_floor": 0.05}
+    return body
+
+
+def wire_column(spec: fl.FeatureSpec, x: np.ndarray) -> list[Any]:
+    """A column as the model server logs it: missing values as None, discrete features as
+    integers.
+
+    Examples
+    --------
+    >>> spec = fl.FeatureSpec("s.discrete", "s", "discrete", a=3.0)
+    >>> wire_column(spec, np.array([2.0, np.nan, 5.0]))
+    [2, None, 5]
+    """
+    if spec.categorical:
+        return x.tolist()
+    missing = np.isnan(x)
+    values = np.where(missing, 0, x).astype(np.int64).tolist() if spec.kind == "discrete" else x.tolist()
+    for i in np.flatnonzero(missing).tolist():
+        values[i] = None
+    return values
+
+
+@dataclass
+class HourTraffic:
+    """One model's traffic in one simulated hour, ready to log."""
+
+    event_times: list[float]
+    features: dict[str, list[Any]]
+    scores: list[float]
+    prediction_ids: list[str]
+    labels: list[tuple[float, str, bool]]  # (time the label is known, prediction id, label)
+
+
+def traffic(scenario: inc.Scenario, model: fl.ModelSpec, hour: int,
+            label_fraction: float = 1.0) -> HourTraffic:
+    """The model's predictions (after the incidents) and its labels (tier 1) in hour
+    ``hour`` of the scenario. Pure and reproducible.
+
+    Examples
+    --------
+    >>> s = build_scenario(SimOptions(models=2, days=2, counts={}))
+    >>> a, b = traffic(s, s.fleet.models[0], 3), traffic(s, s.fleet.models[0], 3)
+    >>> a.prediction_ids == b.prediction_ids and a.scores == b.scores and len(a.scores) > 0
+    True
+    """
+    t0 = scenario.start + hour * fl.HOUR
+    rng = fl.rng_for(scenario.seed, model.index, hour, TRAFFIC_STREAM)
+    clean = inc.thin(scenario.incidents, model, fl.sample(model, t0, t0 + fl.HOUR, rng), rng)
+    world = inc.shift_world(scenario.incidents, model, clean, rng)
+    seen = inc.corrupt(scenario.incidents, model, world, rng)
+    z = inc.shift_logit(scenario.incidents, model, seen.event_times, fl.logit(model, seen.features))
+    scores = 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
+    pids = [f"{model.index}-{hour}-{i}" for i in range(seen.n)]
+    labels: list[tuple[float, str, bool]] = []
+    if model.tier == 1 and seen.n:
+        p = inc.label_probability(scenario.incidents, model, world, fl.score(model, world.features))
+        y = fl.labels(p, rng)
+        due = seen.event_times + fl.label_delays(model, seen.n, rng)
+        keep = rng.random(seen.n) < label_fraction
+        labels = [(float(due[i]), pids[i], bool(y[i])) for i in np.flatnonzero(keep).tolist()]
+    return HourTraffic(seen.event_times.tolist(),
+                       {f.name: wire_column(f, seen.features[f.name]) for f in model.features},
+                       scores.tolist(), pids, labels)
+
+
+def reference_frame(scenario: inc.Scenario, model: fl.ModelSpec, rows: int) -> dict[str, list[Any]]:
+    """The model's reference data: clean traffic of the day before the scenario, with scores."""
+    rng = fl.rng_for(scenario.seed, model.index, 0, REFERENCE_STREAM)
+    batch = fl.reference_batch(model, scenario.reference_start, rng, rows)
+    cols = {f.name: wire_column(f, batch.features[f.name]) for f in model.features}
+    cols["score"] = fl.score(model, batch.features).tolist()
+    return cols
+
+
+# -- the run -------------------------------------------------------------------------------
+#: Roles run as child processes (two ``fleetwatch detect`` replicas of one consumer group,
+#: one ``fleetwatch join``), the way the service scales out; the aggregator, the API and the
+#: simulated model servers run in this one. Every core gets work.
+CHILD_ROLES = ("detect", "detect", "join")
+
+
+def role_environment(settings: Settings) -> dict[str, str]:
+    """``FLEETWATCH_*`` variables that reproduce ``settings`` in a child process.
+
+    Examples
+    --------
+    >>> env = role_environment(Settings(window_seconds=3600, redis_url="redis://x:1/0"))
+    >>> env["FLEETWATCH_WINDOW_SECONDS"], env["FLEETWATCH_REDIS_URL"], env["FLEETWATCH_RECEIVER_ALLOW_NETS"]
+    ('3600', 'redis://x:1/0', '[]')
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_")}
+    for name, value in settings.model_dump(mode="json").items():
+        if value is not None:
+            env[f"FLEETWATCH_{name.upper()}"] = (json.dumps(value) if isinstance(value, list | dict)
+                                                 else str(value))
+    return env
+
+
+class RoleProcesses:
+    """The child processes of :data:`CHILD_ROLES`; stopped with SIGTERM (graceful)."""
+
+    def __init__(self, settings: Settings, log_dir: Path) -> None:
+        self.settings = settings
+        self.log_dir = log_dir
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self) -> None:
+        env = role_environment(self.settings)
+        for i, role in enumerate(CHILD_ROLES):
+            log = open(self.log_dir / f"{role}-{i}.log", "ab")  # noqa: SIM115 (owned by the child)
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-m", "service.cli", role], env=env, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True))
+
+    def check(self) -> None:
+        """Raise if a role process died (its log is in the run's data folder)."""
+        for i, (role, p) in enumerate(zip(CHILD_ROLES, self.procs, strict=True)):
+            if p.poll() is not None:
+                tail = (self.log_dir / f"{role}-{i}.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"`fleetwatch {role}` exited with code {p.returncode}:\n{tail}")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.terminate()  # SIGTERM: the roles drain, flush and commit
+        for p in self.procs:
+            try:
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+
+
+async def _wait(condition: Callable[[], Awaitable[bool]], timeout: float, what: str,
+                children: RoleProcesses | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not await condition():
+        if children is not None:
+            children.check()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the pipeline did not finish in time: {what}")
+        await asyncio.sleep(0.25)
+
+
+async def _pages(http: httpx.AsyncClient, path: str, size: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    while True:
+        resp = await http.get(path, params={"limit": size, "offset": len(out)})
+        resp.raise_for_status()
+        page = resp.json()
+        out += page
+        if len(page) < size:
+            return out
+
+
+async def _register(http: httpx.AsyncClient, api_url: str, scenario: inc.Scenario,
+                    opts: SimOptions) -> None:
+    config = {"checks": CHECKS, "floors": {"psi": opts.psi_floor}}
+    for m in scenario.fleet.models:
+        (await http.post("/v1/models", json=registration(m, opts))).raise_for_status()
+        (await http.put(f"/v1/models/{m.model_id}/detector-config", json=config)).raise_for_status()
+
+    sem = asyncio.Semaphore(4)
+
+    async def upload(m: fl.ModelSpec) -> None:
+        async with sem:
+            frame = reference_frame(scenario, m, opts.reference_rows)
+            await asyncio.to_thread(upload_reference, api_url, m.model_id, frame, score_column="score")
+
+    await asyncio.gather(*(upload(m) for m in scenario.fleet.models))
+
+
+@dataclass
+class Streamed:
+    predictions: dict[str, int]
+    windows: dict[str, set[int]]
+    labels: int
+    dropped: int
+    seconds: float
+
+
+async def _stream(settings: Settings, scenario: inc.Scenario, opts: SimOptions,
+                  store: Store, children: RoleProcesses) -> Streamed:
+    models = scenario.fleet.models
+    produced = {m.model_id: 0 for m in models}
+    windows: dict[str, set[int]] = {m.model_id: set() for m in models}
+    due: dict[str, list[tuple[float, str, bool]]] = {m.model_id: [] for m in models if m.tier == 1}
+    n_labels = 0
+    t_start = time.monotonic()
+    async with AsyncClient(settings.kafka_bootstrap, settings.predictions_topic,
+                           labels_topic=settings.labels_topic, linger_ms=20,
+                           compression_type="gzip", max_buffer=200_000) as client:
+        for hour in range(scenario.days * 24):
+            t1 = scenario.start + (hour + 1) * fl.HOUR
+            for m in models:
+                h = traffic(scenario, m, hour, opts.label_fraction)
+                if h.prediction_ids:
+                    client.log_predictions(m.model_id, h.features, model_version=MODEL_VERSION,
+                                           prediction_ids=h.prediction_ids, event_times=h.event_times,
+                                           scores=h.scores)
+                    produced[m.model_id] += len(h.prediction_ids)
+                    windows[m.model_id].update(int(t // WINDOW_SECONDS) * WINDOW_SECONDS
+                                               for t in (h.event_times[0], h.event_times[-1]))
+                if m.model_id in due:
+                    due[m.model_id] += h.labels
+            for model_id, pending in due.items():
+                ready = [lab for lab in pending if lab[0] < t1]
+                due[model_id] = [lab for lab in pending if lab[0] >= t1]
+                for when, pid, y in ready:
+                    client.log_label(model_id, pid, y, event_time=when)
+                n_labels += len(ready)
+            await client.flush(60.0)
+            # Keep the producer at most a few simulated hours ahead of the detector, so the
+            # roles in this process share the CPU instead of the broker buffering days.
+            await _wait(lambda: _behind(store, len(models)), 600, "detector backlog", children)
+        for model_id, pending in due.items():
+            for when, pid, y in pending:
+                client.log_label(model_id, pid, y, event_time=when)
+            n_labels += len(pending)
+        await client.flush(60.0)
+        dropped = client.stats.dropped
+    return Streamed(produced, windows, n_labels, dropped, time.monotonic() - t_start)
+
+
+async def _behind(store: Store, n_models: int) -> bool:
+    return await store.pending_events() <= 3 * n_models
+
+
+async def _settled(store: Store, streamed: Streamed) -> bool:
+    """Every window closed, evaluated and released to the alert policy."""
+    async with store.r.pipeline(transaction=False) as p:
+        for m in streamed.windows:
+            p.zcard(index_key(m))
+            p.zcard(pending_key(m))
+        counts = await p.execute()
+    closed, pending = counts[0::2], counts[1::2]
+    if any(c < len(streamed.windows[m]) for c, m in zip(closed, streamed.windows, strict=True)):
+        return False
+    return not any(pending) and await store.pending_events() == 0
+
+
+async def _cohorts_judged(http: httpx.AsyncClient, tier1: list[str]) -> bool:
+    for m in tier1:
+        body = (await http.get(f"/v1/models/{m}/performance", params={"limit": 1000})).json()
+        if any(c.get("evaluation") is None for c in body["cohorts"]):
+            return False
+    return True
+
+
+Window = tuple[str, float, float, list[dict[str, Any]]]  # model, start, length, stored results
+
+
+async def _stored_results(store: Store, scenario: inc.Scenario) -> list[Window]:
+    """Every window's stored test results (what the naive policy and the evidence read)."""
+    out: list[Window] = []
+    for m in scenario.fleet.models:
+        members = await store.window_members(m.model_id, 0, math.inf)
+        results = await asyncio.gather(*(store.results(m.model_id, member) for member in members))
+        for member, stored in zip(members, results, strict=True):
+            length, start, _version = member.split(":", 2)
+            out.append((m.model_id, float(start), float(length), stored or []))
+    return out
+
+
+async def _cohort_results(http: httpx.AsyncClient, tier1: list[str]) -> tuple[list[Window], dict[str, Any]]:
+    """The judged label cohorts' performance results, as windows of ``__performance__``
+    results, and the cohorts themselves (for the report)."""
+    windows: list[Window] = []
+    cohorts: dict[str, Any] = {}
+    for m in tier1:
+        body = (await http.get(f"/v1/models/{m}/performance", params={"limit": 1000})).json()
+        cohorts[m] = [{"window_start": c["window_start"], "labeled": c["labeled"],
+                       "roc_auc": c["realized"].get("roc_auc"),
+                       "results": (c.get("evaluation") or {}).get("results", [])} for c in body["cohorts"]]
+        for c in body["cohorts"]:
+            ev = c.get("evaluation") or {}
+            windows.append((m, float(c["window_start"]), float(c["window_end"] - c["window_start"]),
+                            [{**r, "feature": inc.PERFORMANCE} for r in ev.get("results", [])]))
+    return windows, cohorts
+
+
+def alerting_check(kinds: dict[str, str]) -> Callable[[str, str], bool]:
+    """``(feature, check) -> may it alert`` under the simulator's detector configuration."""
+    quality = {"null_rate", "type_mismatch", "nonfinite"}
+
+    def alerting(feature: str, check: str) -> bool:
+        if feature == inc.SCORE:
+            return check == "psi"
+        if feature == inc.VOLUME:
+            return check == "volume"
+        if feature == inc.PERFORMANCE:
+            return check in ("auc_drop", "log_loss_increase")
+        categorical = kinds.get(feature) in fl.CATEGORICAL_KINDS
+        return check in quality or check == ("js" if categorical else "psi")
+
+    return alerting
+
+
+def export(card: sc.Scorecard) -> None:
+    """Put the scorecard on this process's ``/metrics`` (``fleetwatch_scorecard_*``)."""
+    metrics.SCORECARD_ALERT_PRECISION.set(_nan(card.alert_precision))
+    metrics.SCORECARD_RECALL.set(_nan(card.recall))
+    metrics.SCORECARD_FALSE_PAGES.set(_nan(card.false_pages_per_1000_model_days))
+    for group, s in card.groups.items():
+        metrics.SCORECARD_MTTD.labels(kind=group).set(_nan(s.mttd_mean_minutes))
+        metrics.SCORECARD_KIND_RECALL.labels(kind=group).set(_nan(s.recall))
+
+
+def _nan(x: float | None) -> float:
+    return math.nan if x is None else float(x)
+
+
+async def _main(settings: Settings, scenario: inc.Scenario, opts: SimOptions) -> dict[str, Any]:
+    stop = asyncio.Event()
+    store = Store(settings.redis_url)
+    api = ApiServer(settings, store, port=0)
+    children = RoleProcesses(settings, settings.data_dir)
+    children.start()
+    roles = asyncio.create_task(run_roles(settings, ("aggregator", "api"), stop, api))
+    timing: dict[str, float] = {}
+    try:
+        while not api.server.started:
+            if roles.done():
+                roles.result()
+            await asyncio.sleep(0.05)
+        api_url = f"http://127.0.0.1:{api.port}"
+        tier1 = [m.model_id for m in scenario.fleet.models if m.tier == 1]
+        async with httpx.AsyncClient(base_url=api_url, timeout=120) as http:
+            t = time.monotonic()
+            await _register(http, api_url, scenario, opts)
+            timing["register_seconds"] = round(time.monotonic() - t, 1)
+            streamed = await _stream(settings, scenario, opts, store, children)
+            timing["stream_seconds"] = round(streamed.seconds, 1)
+            t = time.monotonic()
+            await _wait(lambda: _settled(store, streamed), 900, "windows evaluated", children)
+            await _wait(lambda: _cohorts_judged(http, tier1), 300, "label cohorts judged", children)
+            timing["drain_seconds"] = round(time.monotonic() - t, 1)
+            alerts = await _pages(http, "/v1/alerts", 1000)
+            incidents = await _pages(http, "/v1/incidents", 500)
+            windows = await _stored_results(store, scenario)
+            perf_windows, cohorts = await _cohort_results(http, tier1)
+            windows += perf_windows
+            naive = [a for m, start, length, results in windows
+                     for a in sc.naive_alerts(m, start, length, results, settings.alpha)]
+            ids = [m.model_id for m in scenario.fleet.models]
+            kinds = {f.name: f.kind for m in scenario.fleet.models for f in m.features}
+            alerting = alerting_check(kinds)
+            evidence = {i.id: sc.strongest_evidence(i, windows, alerting) for i in scenario.incidents}
+            kinds.update({inc.SCORE: "score", inc.PERFORMANCE: "performance", inc.VOLUME: "volume"})
+            fw_card = sc.scorecard("fleetwatch", scenario.incidents, [sc.from_api(a) for a in alerts],
+                                   ids, scenario.start, scenario.end, WINDOW_SECONDS,
+                                   feature_kinds=kinds)
+            naive_card = sc.scorecard("naive", scenario.incidents, naive, ids, scenario.start,
+                                      scenario.end, WINDOW_SECONDS, grouped=False, feature_kinds=kinds)
+            export(fw_card)
+            scraped = (await http.get("/metrics")).text
+        return {
+            "predictions": sum(streamed.predictions.values()),
+            "windows": sum(len(w) for w in streamed.windows.values()),
+            "labels": streamed.labels,
+            "dropped_by_sdk": streamed.dropped,
+            "timing": timing,
+            "fleetwatch": fw_card,
+            "naive": naive_card,
+            "alerts": alerts,
+            "incidents": [{k: v for k, v in i.items() if k != "alerts"} for i in incidents],
+            "evidence": evidence,
+            "cohorts": cohorts,
+            "metrics_exported": "fleetwatch_scorecard_alert_precision" in scraped,
+        }
+    finally:
+        stop.set()
+        await asyncio.to_thread(children.stop)
+        await roles
+        await store.close()
+
+
+def sim_settings(settings: Settings, scenario: inc.Scenario, data_dir: Path) -> Settings:
+    """The simulator's settings: embedded infrastructure, one-hour FDR slots, the gate's
+    capacity at the fleet's eligible tests per window, windows closed promptly."""
+    return settings.model_copy(update={
+        "kafka_bootstrap": None, "redis_url": None, "data_dir": data_dir,
+        "window_seconds": WINDOW_SECONDS, "fdr_epoch_seconds": fl.DAY,
+        "fdr_tests_per_window": fdr_capacity(scenario),
+        "idle_close_seconds": 3.0, "allowed_lateness_seconds": 600,
+        "checkpoint_interval_seconds": 0.5, "performance_eval_interval_seconds": 3.0,
+    })
+
+
+def describe(opts: SimOptions, scenario: inc.Scenario, settings: Settings) -> list[str]:
+    kinds: dict[str, int] = {}
+    for i in scenario.incidents:
+        kinds[i.kind] = kinds.get(i.kind, 0) + 1
+    n_tier1 = sum(m.tier == 1 for m in scenario.fleet.models)
+    fleet = scenario.fleet
+    return [
+        f"fleetwatch simulate: {len(fleet.models)} models x {len(fleet.models[0].features)} features from "
+        f"{len(fleet.sources)} upstream sources, {scenario.days} simulated days from "
+        f"{_iso(scenario.start)}, seed {scenario.seed}",
+        f"  window = {WINDOW_SECONDS // 60} min of simulated time, ~{opts.rate_per_hour:g} predictions per "
+        "model and hour on average (x0.6-1.6 by model, x0.6-1.4 by hour of day, x0.8 on weekends)",
+        f"  FDR capacity FLEETWATCH_FDR_TESTS_PER_WINDOW = {settings.fdr_tests_per_window} "
+        "(models x eligible checks); PSI floor "
+        f"{opts.psi_floor:g}; {n_tier1} tier-1 models with label-joined performance checks",
+        f"  corpus: {len(scenario.incidents)} incidents ("
+        + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+        + f"); {len(scenario.control_models())} models never touched",
+    ]
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC (%a)")
+
+
+def unmapped_summary(card: sc.Scorecard) -> str:
+    """Alerts that map to no incident, by check and kind of feature (one line)."""
+    parts = [f"{key} {n}" for key, n in card.unmapped_by_check.items()]
+    return f"  {card.policy}: " + (", ".join(parts) if parts else "none")
+
+
+def missed_summary(card: sc.Scorecard, evidence: dict[str, Any]) -> list[str]:
+    """One line per missed incident: what it was, and its strongest evidence."""
+    out = []
+    for r in sorted(card.incidents, key=lambda r: (r.group, r.id)):
+        if r.detected:
+            continue
+        what = f"{r.id:<20} {r.models[0] if len(r.models) == 1 else f'{len(r.models)} models':<9}"
+        what += f" {', '.join(r.features)[:30]:<30}" if r.features else f" {'':<30}"
+        what += f" PSI {r.psi:g}" if r.psi is not None else f" magnitude {r.magnitude:.3g}"
+        e = evidence.get(r.id) or {}
+        n_inc = e.get("inconclusive", 0)
+        tail = f"; {n_inc} results inconclusive (sketch error)" if n_inc else ""
+        if "check" not in e:
+            out.append(f"  {what}: no decided test (e.g. no history){tail}")
+        else:
+            out.append(f"  {what}: {e['feature'] or '(window)'}/{e['check']} effect "
+                       f"{e['effect_size']:.3g} (floor {e['floor']:g}), p {e['p_value']:.2g}{tail}")
+    return out or ["  none"]
+
+
+def notes(scenario: inc.Scenario) -> list[str]:
+    """What the scenario cannot measure, said next to the table."""
+    out = []
+    if scenario.days <= 7 and any(i.kind == inc.VOLUME_DROP for i in scenario.incidents):
+        out.append("  note: the volume test compares a window with the same hour of past weeks; a "
+                   f"{scenario.days}-day scenario has no such history, so volume drops count as missed")
+    return out
+
+
+def run_simulation(settings: Settings, opts: SimOptions | None = None,
+                   json_path: Path | None = None, quiet: bool = False,
+                   scenario: inc.Scenario | None = None) -> dict[str, Any]:
+    """Run a scenario through the pipeline on an embedded broker and Redis; print the
+    scorecards side by side and the targets; write JSON; return the report.
+
+    Parameters
+    ----------
+    settings : Settings
+        The base settings (the simulator overrides infrastructure, windows and the FDR
+        capacity: :func:`sim_settings`).
+    opts : SimOptions, optional
+    json_path : Path, optional
+        Where to write the report as JSON.
+    quiet : bool
+        Print nothing.
+    scenario : Scenario, optional
+        A scenario to run instead of the one ``opts`` builds: it supplies the fleet, the
+        days and the incidents; ``opts`` still supplies the PSI floor, the reference rows
+        and the label fraction.
+    """
+    opts = opts or SimOptions()
+    t0 = time.monotonic()
+    scenario = scenario or build_scenario(opts)
+    with tempfile.TemporaryDirectory(prefix="fleetwatch-sim-") as tmp:
+        s = sim_settings(settings, scenario, Path(tmp))
+        header = describe(opts, scenario, s)
+        if not quiet:
+            print("\n".join(header), flush=True)
+        with infrastructure(s) as live:
+            result = asyncio.run(_main(live, scenario, opts))
+    fw_card, naive_card = result.pop("fleetwatch"), result.pop("naive")
+    total = round(time.monotonic() - t0, 1)
+    table = sc.render(fw_card, naive_card)
+    lines = [
+        f"  streamed {result['predictions']} predictions in {result['windows']} model-windows and "
+        f"{result['labels']} labels ({result['dropped_by_sdk']} dropped by the SDK); "
+        f"stream {result['timing']['stream_seconds']} s, drain {result['timing']['drain_seconds']} s",
+        "", table, "", "alerts that map to no injected incident, by check and feature kind:",
+        unmapped_summary(fw_card), unmapped_summary(naive_card), *notes(scenario),
+        "", "incidents fleetwatch missed, with the stored test result closest to alerting:",
+        *missed_summary(fw_card, result["evidence"]),
+        "", f"total {total} s",
+    ]
+    if not quiet:
+        print("\n".join(lines), flush=True)
+    report = {
+        "options": asdict(opts),
+        "settings": {"window_seconds": WINDOW_SECONDS, "fdr_tests_per_window": fdr_capacity(scenario),
+                     "psi_floor": opts.psi_floor, "checks": CHECKS},
+        "header": header,
+        "incidents_injected": [asdict(i) for i in scenario.incidents],
+        "control_models": list(scenario.control_models()),
+        "fleetwatch": fw_card.to_dict(),
+        "naive": naive_card.to_dict(),
+        "targets": [asdict(t) for t in sc.targets(fw_card)],
+        "table": table,
+        "total_seconds": total,
+        **result,
+    }
+    if json_path is not None:
+        json_path.write_text(json.dumps(report, indent=2, default=str))
+    return report
