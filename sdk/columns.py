@@ -150,11 +150,12 @@ def _strings_fit(col: list, limit: int, allow_none: bool) -> bool:
 
 
 def _ids_ok(col: list) -> bool:
-    return _types(col) == {str} and min(map(len, col)) > 0 and max(map(len, col)) <= MAX_ID_LENGTH
+    return not col or (_types(col) == {str} and min(map(len, col)) > 0
+                       and max(map(len, col)) <= MAX_ID_LENGTH)
 
 
 def _times_ok(col: list) -> bool:
-    return _types(col) <= _NUMBER_TYPES and all(map(math.isfinite, col)) and min(col) >= 0
+    return _types(col) <= _NUMBER_TYPES and all(map(math.isfinite, col)) and min(col, default=0) >= 0
 
 
 def _numbers_ok(col: list) -> bool:

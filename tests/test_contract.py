@@ -172,3 +172,9 @@ def test_a_map_keyed_by_an_array_is_undecodable_not_a_crash():
     with pytest.raises(WireError) as exc:
         decode_batch(value)
     assert exc.value.reason == "undecodable"
+
+
+def test_an_empty_columnar_batch_has_no_records_and_no_errors():
+    empty = {"prediction_id": [], "model_version": [], "event_time": [], "features": {"x": []}}
+    batch = decode_batch(msgpack.packb({"v": 2, "m": "m", "c": empty}))
+    assert (len(batch.columns), batch.errors) == (0, [])
