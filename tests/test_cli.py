@@ -75,3 +75,29 @@ def test_reference_build_names_the_bad_field(tmp_path, settings, monkeypatch):
     result = CliRunner().invoke(app, ["reference", "build", "--model", "shop",
                                       "--csv", str(csv), "--score-column", "score"])
     assert result.exit_code != 0 and "rows[0].score" in result.output
+
+
+@pytest.mark.parametrize("command", ["bench", "demo"])
+def test_unknown_scenario_is_refused_before_anything_runs(command, monkeypatch):
+    ran = []
+    monkeypatch.setattr("service.demo.run.run_demo", lambda *a, **k: ran.append("demo"))
+    monkeypatch.setattr("service.sim.run.run_simulation", lambda *a, **k: ran.append("sim"))
+    result = CliRunner().invoke(app, [command, "--scenario", "nope"], env={"COLUMNS": "200"})
+    assert result.exit_code == 2 and ran == []
+    assert "unknown scenario 'nope'; known: short, default, week, fleet" in result.output
+
+
+def test_bench_and_demo_run_the_named_scenario(tmp_path, monkeypatch):
+    from service.sim.scenarios import SCENARIOS
+
+    calls = []
+    monkeypatch.setattr("service.demo.run.run_demo", lambda s, path: calls.append(("demo", path)))
+    monkeypatch.setattr("service.sim.run.run_simulation",
+                        lambda s, opts, path: calls.append(("sim", opts, path)))
+    assert CliRunner().invoke(app, ["bench", "--scenario", "week"]).exit_code == 0
+    out = tmp_path / "demo.json"
+    assert CliRunner().invoke(app, ["demo", "--json", str(out)]).exit_code == 0
+    assert CliRunner().invoke(app, ["demo", "--scenario", "none"]).exit_code == 0
+    assert calls == [("sim", SCENARIOS["week"], None),
+                     ("demo", out), ("sim", SCENARIOS["short"], tmp_path / "demo.scorecard.json"),
+                     ("demo", None)]

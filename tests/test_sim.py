@@ -390,9 +390,10 @@ def test_registration_capacity_and_traffic():
     assert {f["source"] for f in body["features"].values()} == set(m1.sources)
     assert body["performance"]["label_horizon_seconds"] >= 2 * m1.label_delay_seconds
     scenario = inc.Scenario(fleet, fl.SIM_EPOCH, 2, H, (), reference_start=fl.SIM_EPOCH - fl.DAY)
-    # 5 numeric kinds x 4 alerting checks, 2 categorical x 3, score PSI, 2 performance tests
+    # 5 numeric kinds x 6 alerting checks, 2 categorical x 3, score PSI and mean shift,
+    # 2 performance tests
     assert fdr_capacity(scenario) == sum(
-        sum(3 if f.categorical else 4 for f in m.features) + 1 + 2 * (m.tier == 1) for m in fleet.models)
+        sum(3 if f.categorical else 6 for f in m.features) + 2 + 2 * (m.tier == 1) for m in fleet.models)
     h = traffic(scenario, m1, 5, label_fraction=1.0)
     assert len(h.labels) == len(h.prediction_ids) > 0
     assert all(due > t for (due, _pid, _y), t in zip(h.labels, h.event_times, strict=True))

@@ -45,6 +45,7 @@ from typing import Any
 import httpx
 import numpy as np
 
+from detectors.catalog import DEFAULT_ALERTING
 from sdk import AsyncClient, upload_reference
 from service import metrics
 from service.runtime import ApiServer, infrastructure, run_roles
@@ -57,9 +58,16 @@ from service.store import Store, index_key, pending_key
 WINDOW_SECONDS = fl.HOUR
 #: Checks the simulator runs per feature (the alerting ones and PSI everywhere, which the
 #: naive policy reads): the rest of the catalog is served by the API but costs CPU.
-CHECKS = ["null_rate", "type_mismatch", "nonfinite", "psi", "categorical:js", "volume"]
-NUMERIC_ALERTING = 4  # null_rate, type_mismatch, nonfinite, psi
+CHECKS = ["null_rate", "type_mismatch", "nonfinite", "psi", "numeric:mean_shift",
+          "numeric:variance_shift", "score:mean_shift", "categorical:js", "volume"]
+#: Checks that may alert: the defaults plus the moment tests on numeric features and the
+#: score. Windows here hold ~100-600 values, where the t-digests' error bound takes most of
+#: PSI's power; the mean and variance shift tests read exact moments (docs/simulator.md).
+ALERTING = [*DEFAULT_ALERTING, "numeric:mean_shift", "numeric:variance_shift", "score:mean_shift"]
+SIM_FLOORS = {"mean_shift": 0.2, "variance_shift": 0.1, "volume": 0.3}
+NUMERIC_ALERTING = 6  # null_rate, type_mismatch, nonfinite, psi, mean_shift, variance_shift
 CATEGORICAL_ALERTING = 3  # null_rate, type_mismatch, js
+SCORE_ALERTING = 2  # psi, mean_shift
 PERFORMANCE_TESTS = 2  # auc_drop, log_loss_increase
 MODEL_VERSION = "1"  # a silent upgrade keeps it
 REFERENCE_STREAM, TRAFFIC_STREAM = 1, 0
@@ -120,21 +128,21 @@ def build_scenario(opts: SimOptions) -> inc.Scenario:
 
 
 def fdr_capacity(scenario: inc.Scenario) -> int:
-    """Eligible tests per window of the fleet: every model's alerting checks per feature,
-    the score's PSI, the volume test once a week of history exists, and the two
+    """Eligible tests per window of the fleet: every model's alerting checks per feature
+    and on the score, the volume test once a week of history exists, and the two
     performance tests of tier-1 models.
 
     Examples
     --------
     >>> s = build_scenario(SimOptions(models=3, days=2, counts={}))
-    >>> fdr_capacity(s) == sum(7 * 4 + 3 * 3 + 1 + 2 * (m.tier == 1) for m in s.fleet.models)
+    >>> fdr_capacity(s) == sum(7 * 6 + 3 * 3 + 2 + 2 * (m.tier == 1) for m in s.fleet.models)
     True
     """
     volume = 1 if scenario.days > 7 else 0
     total = 0
     for m in scenario.fleet.models:
         total += sum(CATEGORICAL_ALERTING if f.categorical else NUMERIC_ALERTING for f in m.features)
-        total += 1 + volume + (PERFORMANCE_TESTS if m.tier == 1 else 0)
+        total += SCORE_ALERTING + volume + (PERFORMANCE_TESTS if m.tier == 1 else 0)
     return total
 
 
@@ -308,7 +316,8 @@ async def _pages(http: httpx.AsyncClient, path: str, size: int) -> list[dict[str
 
 async def _register(http: httpx.AsyncClient, api_url: str, scenario: inc.Scenario,
                     opts: SimOptions) -> None:
-    config = {"checks": CHECKS, "floors": {"psi": opts.psi_floor}}
+    config = {"checks": CHECKS, "alerting": ALERTING,
+              "floors": {"psi": opts.psi_floor, **SIM_FLOORS}}
     for m in scenario.fleet.models:
         (await http.post("/v1/models", json=registration(m, opts))).raise_for_status()
         (await http.put(f"/v1/models/{m.model_id}/detector-config", json=config)).raise_for_status()
@@ -438,13 +447,14 @@ def alerting_check(kinds: dict[str, str]) -> Callable[[str, str], bool]:
 
     def alerting(feature: str, check: str) -> bool:
         if feature == inc.SCORE:
-            return check == "psi"
+            return check in ("psi", "mean_shift")
         if feature == inc.VOLUME:
             return check == "volume"
         if feature == inc.PERFORMANCE:
             return check in ("auc_drop", "log_loss_increase")
         categorical = kinds.get(feature) in fl.CATEGORICAL_KINDS
-        return check in quality or check == ("js" if categorical else "psi")
+        drift = ("js",) if categorical else ("psi", "mean_shift", "variance_shift")
+        return check in quality or check in drift
 
     return alerting
 
