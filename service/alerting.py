@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from detectors.performance.slices import base_check
 from detectors.policy.floor import clears_floor, eligible
 from detectors.policy.grouping import DATA_QUALITY_CHECKS, group_key, inhibited
 from detectors.policy.persistence import Episode, Outcome, PersistenceConfig, episodes, settled_prefix
@@ -159,7 +160,8 @@ class AlertPolicy:
         if status == 0:
             return None
         if status == 1:
-            metrics.ALERTS_RAISED.labels(check=check, severity=sev).inc()
+            # per-slice checks count under their catalog name: a bounded label set
+            metrics.ALERTS_RAISED.labels(check=base_check(check), severity=sev).inc()
             if not alert["notify"]:
                 metrics.ALERTS_SUPPRESSED.labels(
                     reason="inhibited" if inhibitors else "silenced").inc()

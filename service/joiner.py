@@ -2,29 +2,40 @@
 
 Consumes the predictions and labels topics (its own consumer group; both
 keyed by model id). For tier-1 models with a performance configuration
-(:class:`~service.model_config.PerformanceConfig`):
+(:class:`~service.model_config.PerformanceConfig`; ``task`` binary,
+multiclass or regression):
 
 - predictions kept by the model's join sampling rate (a fixed point of the
   prediction id, ``sdk.sampling.sample_point``, so a label makes the same
-  decision as its prediction) are stored with their score and window, and
-  counted into their window's cohort (``service.cohorts``);
+  decision as its prediction) are stored with their score (binary), predicted
+  class (multiclass) or predicted value (regression), window and slice
+  values, and counted into their window's cohort and into one cohort per
+  configured slice key and value (``service.cohorts``; values beyond the
+  model's ``max_slice_values`` share ``__other__``);
 - labels join their prediction: duplicates (same label again) and relabels
   (last wins) are counted, as are labels of unknown predictions, labels later
-  than the horizon and labels that are not binary; undecodable label
+  than the horizon and labels that do not fit the task; undecodable label
   messages and invalid labels are dead-lettered with their reason. A label
   whose prediction has not been read yet (the labels topic ahead of the
   predictions topic, e.g. while catching up) is parked until the model's
   predictions pass the label's time, then joined or counted unknown;
 - every ``performance_eval_interval_seconds`` each cohort that has *matured*
   (labeled fraction reached, or its age in event time past the horizon) is
-  tested against the matured cohorts of the trailing baseline period (AUC
-  drop, Hanley-McNeil; log-loss increase, CLT) and the results go through the
-  same FDR gate and alert policy as drift (feature ``__performance__``). An
-  immature cohort is never tested, however alarming its partial metrics.
+  tested against the matured cohorts of the trailing baseline period (binary:
+  AUC drop, Hanley-McNeil, and log-loss increase, CLT; multiclass: accuracy
+  drop, two-proportion z; regression: MAE increase, CLT on |e|) and the
+  results go through the same FDR gate and alert policy as drift (feature
+  ``__performance__``). Each slice cohort is judged the same way against the
+  same slice's baseline, once it is mature itself and both it and its
+  baseline pass the minimum sample rule (``slice_min_labeled``,
+  ``slice_min_per_class``); its checks are named ``<check>@<key>:<value>``,
+  so a slice's regression is an alert series of its own in the model's
+  performance incident. An immature cohort is never tested, however alarming
+  its partial metrics.
 
 Every step is idempotent (a prediction is stored once, a label replaces the
-one it read, a cohort's evaluation is keyed by its window), so Kafka's
-at-least-once delivery and concurrent replicas change nothing.
+one it read, a cohort's evaluation is keyed by its window and slice), so
+Kafka's at-least-once delivery and concurrent replicas change nothing.
 """
 
 from __future__ import annotations
@@ -39,10 +50,18 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from detectors.performance.binary import BinaryCohort
-from detectors.performance.compare import auc_drop_test, log_loss_increase_test
-from detectors.performance.estimate import estimate_cohort
-from detectors.performance.maturity import maturity
+from detectors.performance.compare import (
+    accuracy_drop_test,
+    auc_drop_test,
+    log_loss_increase_test,
+    mae_increase_test,
+)
+from detectors.performance.estimate import estimate_cohort, estimate_multiclass_accuracy
+from detectors.performance.maturity import Maturity, maturity
+from detectors.performance.metric import Metric
+from detectors.performance.slices import for_slice, sample_shortfall
 from detectors.result import TestResult
+from sdk.columns import RecordColumns
 from sdk.errors import WireError
 from sdk.labels import decode_labels
 from sdk.sampling import sample_point
@@ -50,7 +69,18 @@ from sdk.wire import decode_batch
 from service import metrics
 from service.alert_store import AlertStore
 from service.alerting import AlertPolicy, WindowRef
-from service.cohorts import CohortStore, Prediction
+from service.cohorts import (
+    Codec,
+    CohortStore,
+    LoadedCohort,
+    Prediction,
+    binary_label,
+    class_name,
+    codec_for,
+    parse_slice_id,
+    slice_label,
+    slice_value,
+)
 from service.fdr import FdrGate, spending
 from service.kafka import dead_letter
 from service.model_config import ModelConfig, PerformanceConfig
@@ -58,40 +88,104 @@ from service.settings import Settings
 from service.silences import SilenceStore
 from service.store import Store, window_member
 
+__all__ = ["PERFORMANCE", "PERFORMANCE_CHECKS", "Joiner", "binary_label", "cohort_metrics",
+           "estimated_metrics", "realized_metrics"]
+
 log = logging.getLogger("fleetwatch.joiner")
 
 PERFORMANCE = "__performance__"
-PERFORMANCE_CHECKS = frozenset({"auc_drop", "log_loss_increase"})
+PERFORMANCE_CHECKS = frozenset({"auc_drop", "log_loss_increase", "accuracy_drop", "mae_increase"})
 CONFIG_TTL_SECONDS = 30.0
+MAX_PER_CLASS_F1 = 50
+"""Multiclass cohorts report per-class F1 up to this many classes."""
 
 
-def binary_label(value: Any) -> int | None:
-    """0/1 from a bool, 0/1 number or "0"/"1"/"true"/"false"; None otherwise.
-
-    Examples
-    --------
-    >>> binary_label(True), binary_label(0.0), binary_label("true"), binary_label(2)
-    (1, 0, 1, None)
-    """
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int | float) and value in (0, 1):
-        return int(value)
-    if isinstance(value, str) and value.lower() in ("0", "1", "true", "false"):
-        return int(value.lower() in ("1", "true"))
-    return None
+def _put(out: dict[str, Any], name: str, m: Metric) -> None:
+    out[name] = m.value
+    if m.value is None:
+        out[f"{name}_reason"] = m.reason
 
 
 def cohort_metrics(c: BinaryCohort) -> dict[str, Any]:
-    """Realized metrics of a cohort (None with a reason when undefined)."""
-    out = {}
+    """Realized metrics of a binary cohort (None with a reason when undefined)."""
+    out: dict[str, Any] = {}
     for name in ("roc_auc", "log_loss", "brier_score", "ece", "precision", "recall", "f1",
                  "accuracy", "average_precision"):
-        m = getattr(c, name)()
-        out[name] = m.value
-        if m.value is None:
-            out[f"{name}_reason"] = m.reason
+        _put(out, name, getattr(c, name)())
     out["positive_rate"] = c.n_pos / c.n if c.n else None
+    return out
+
+
+def realized_metrics(task: str, cohort: LoadedCohort) -> dict[str, Any]:
+    """Realized metrics of a cohort of any task (None with a ``*_reason`` when undefined).
+
+    binary: :func:`cohort_metrics`; multiclass: accuracy, macro-F1 and
+    per-class F1 (up to ``MAX_PER_CLASS_F1`` classes); regression: MAE, RMSE,
+    MAPE, bias and the p50 / p90 / p99 absolute errors (within 1 %).
+    """
+    c = cohort.metrics
+    if task == "binary":
+        return cohort_metrics(c)
+    out: dict[str, Any] = {}
+    if task == "multiclass":
+        _put(out, "accuracy", c.accuracy())
+        _put(out, "macro_f1", c.f1_macro())
+        if len(c.classes) <= MAX_PER_CLASS_F1:
+            out["per_class_f1"] = {str(k): v for k, v in c.per_class_f1().items()}
+        return out
+    for name in ("mae", "rmse", "mape", "bias"):
+        _put(out, name, getattr(c, name)())
+    for q, m in c.error_quantiles().items():
+        _put(out, f"abs_error_p{round(q * 100):d}", m)
+    return out
+
+
+def estimated_metrics(task: str, cohort: LoadedCohort) -> dict[str, Any]:
+    """Label-free estimates: binary CBPE (accuracy, precision, recall, F1, ROC AUC),
+    multiclass expected accuracy (mean top-class probability); none for regression."""
+    if task == "binary":
+        e = estimate_cohort(cohort.metrics)
+        return {k: getattr(e, k).value for k in ("accuracy", "precision", "recall", "f1", "roc_auc")}
+    if task == "multiclass":
+        return {"accuracy": estimate_multiclass_accuracy(cohort.confidence_sum, cohort.confidence_n).value}
+    return {}
+
+
+def _multiclass_prediction(label: Any, probabilities: dict[str, float] | None
+                           ) -> tuple[str | None, float | None]:
+    """(predicted class, its probability) from the predicted label, else the arg-max class."""
+    predicted = class_name(label) if label is not None else None
+    if probabilities:
+        if predicted is None:
+            predicted = max(sorted(probabilities), key=probabilities.__getitem__)
+        return predicted, probabilities.get(predicted)
+    return predicted, None
+
+
+def predictions_of(cols: RecordColumns, cfg: ModelConfig) -> list[Prediction]:
+    """The sampled predictions of one decoded batch, as the model's task reads them."""
+    perf, length = cfg.performance, cfg.window_seconds
+    n = len(cols)
+    score = cols.score or [None] * n
+    labels = cols.predicted_label or [None] * n
+    probs = cols.class_probabilities or [None] * n
+    slice_cols = []
+    for key in cfg.slice_features:
+        if key in cols.slices:
+            slice_cols.append((key, cols.slices[key], True))
+        elif key in cols.features:
+            slice_cols.append((key, cols.features[key], False))
+    out = []
+    for i, (pid, t) in enumerate(zip(cols.prediction_id, cols.event_time, strict=True)):
+        if sample_point(pid) >= perf.sample_rate:
+            continue
+        predicted, confidence = (_multiclass_prediction(labels[i], probs[i]) if perf.task == "multiclass"
+                                 else (None, None))
+        slices = tuple((key, v) for key, col, raw in slice_cols
+                       if (v := (col[i] if raw else slice_value(col[i]))) is not None)
+        s = score[i]
+        out.append(Prediction(pid, None if s is None else float(s), int(t // length) * length, float(t),
+                              predicted, confidence, slices))
     return out
 
 
@@ -159,15 +253,15 @@ class Joiner:
         except WireError:
             return  # the aggregator dead-letters undecodable prediction messages
         cfg = await self.config(decoded.model_id)
-        if cfg is None or decoded.columns.score is None:
+        if cfg is None:
             return
-        perf, cols, length = cfg.performance, decoded.columns, cfg.window_seconds
-        kept = [Prediction(pid, float(s), int(t // length) * length, float(t))
-                for pid, s, t in zip(cols.prediction_id, cols.score, cols.event_time, strict=True)
-                if s is not None and 0.0 <= s <= 1.0 and sample_point(pid) < perf.sample_rate]
+        perf = cfg.performance
+        kept = predictions_of(decoded.columns, cfg)
         horizon = perf.label_horizon_seconds
-        new = await self.cohorts.put_predictions(decoded.model_id, kept, 2 * horizon + length,
-                                                 self.settings.retention_hourly_seconds)
+        new = await self.cohorts.put_predictions(
+            decoded.model_id, kept, 2 * horizon + cfg.window_seconds, self.settings.retention_hourly_seconds,
+            codec_for(perf.task, perf.threshold), max_slice_values=cfg.max_slice_values,
+            slice_stale_seconds=perf.baseline_seconds + horizon + cfg.window_seconds)
         metrics.JOINED_PREDICTIONS.inc(new)
         await self.unpark(decoded.model_id, perf, caught_up=False)
 
@@ -189,15 +283,21 @@ class Joiner:
             metrics.LABELS.labels(outcome="not_monitored").inc(len(cols))
             return
         perf = cfg.performance
+        codec = codec_for(perf.task, perf.threshold)
+        joinable = []
+        invalid = 0
         for pid, label, t in zip(cols.prediction_id, cols.label, cols.event_time, strict=True):
             if sample_point(pid) >= perf.sample_rate:
                 continue  # its prediction was not kept either
-            y = binary_label(label)
-            if y is None:
-                await self.cohorts.count(cols.model_id, "invalid")
-                metrics.LABELS.labels(outcome="invalid").inc()
-                continue
-            await self._join(cols.model_id, perf, pid, y, t, await self.watermark(cols.model_id))
+            y = codec.label(label)
+            if y is None:  # not a label of this task (e.g. "maybe" for a binary model)
+                invalid += 1
+            else:
+                joinable.append((pid, y, float(t)))
+        if invalid:
+            await self.cohorts.count(cols.model_id, "invalid", invalid)
+            metrics.LABELS.labels(outcome="invalid").inc(invalid)
+        await self._join(cols.model_id, perf, joinable, await self.watermark(cols.model_id))
 
     async def watermark(self, model_id: str) -> float:
         """The model's latest prediction event time read (-inf: none yet)."""
@@ -207,21 +307,31 @@ class Joiner:
         """Join the parked labels the predictions have caught up with (all of them once
         every prediction partition is read to its end: what is missing then is unknown)."""
         watermark = await self.watermark(model_id)
-        for pid, y, t in await self.cohorts.unpark(model_id, math.inf if caught_up else watermark):
-            await self._join(model_id, perf, pid, y, t, math.inf if caught_up else watermark)
+        parked = await self.cohorts.unpark(model_id, math.inf if caught_up else watermark)
+        if parked:
+            await self._join(model_id, perf, [(pid, str(y), t) for pid, y, t in parked],
+                             math.inf if caught_up else watermark)
 
-    async def _join(self, model_id: str, perf: PerformanceConfig, pid: str, y: int, t: float,
+    async def _join(self, model_id: str, perf: PerformanceConfig, labels: list[tuple[str, str, float]],
                     watermark: float) -> None:
-        outcome = await self.cohorts.join(model_id, pid, y, t, perf.threshold, perf.label_horizon_seconds)
-        if outcome == "missing":
-            if t > watermark:  # its prediction may not have been read yet
-                await self.cohorts.park(model_id, pid, y, t)
-                return
-            outcome = "unknown"
-            await self.cohorts.count(model_id, outcome)
-        if outcome in ("unknown", "late"):
-            log.debug("label %s model=%s prediction=%s", outcome, model_id, pid)
-        metrics.LABELS.labels(outcome=outcome).inc()
+        """Join normalised labels; park those whose prediction may not have been read yet."""
+        if not labels:
+            return
+        outcomes = await self.cohorts.join_many(model_id, labels, codec_for(perf.task, perf.threshold),
+                                                perf.label_horizon_seconds)
+        unknown = 0
+        for (pid, y, t), outcome in zip(labels, outcomes, strict=True):
+            if outcome == "missing":
+                if t > watermark:  # its prediction may not have been read yet
+                    await self.cohorts.park(model_id, pid, y, t)
+                    continue
+                outcome = "unknown"
+                unknown += 1
+            if outcome in ("unknown", "late", "invalid"):
+                log.debug("label %s model=%s prediction=%s", outcome, model_id, pid)
+            metrics.LABELS.labels(outcome=outcome).inc()
+        if unknown:
+            await self.cohorts.count(model_id, "unknown", unknown)
 
     # -- evaluation -----------------------------------------------------------------
     async def _predictions_read(self, consumer: AIOKafkaConsumer) -> bool:
@@ -241,51 +351,130 @@ class Joiner:
                 await self.unpark(model_id, cfg.performance, predictions_read)
                 await self.evaluate_model(model_id, cfg)
 
+    async def _baseline(self, model_id: str, codec: Codec, starts: list[int], sid: str | None = None
+                        ) -> LoadedCohort:
+        baseline = codec.empty()
+        async for _start, c in self.cohorts.iter_load(model_id, starts, codec, sid):
+            baseline.merge(c)
+        return baseline
+
     async def evaluate_model(self, model_id: str, cfg: ModelConfig) -> list[dict[str, Any]]:
-        """Test every cohort that matured since the last call; the alerts changed."""
-        perf, length = cfg.performance, cfg.window_seconds
-        watermark = (await self.cohorts.stats(model_id)).get("watermark", -math.inf)
+        """Test every cohort (whole model, then slices) that matured since the last
+        call; the alerts changed."""
+        perf = cfg.performance
+        codec = codec_for(perf.task, perf.threshold)
+        watermark = await self.watermark(model_id)
         done = await self.cohorts.evaluations(model_id)
+        starts = await self.cohorts.cohort_starts(model_id, 0, math.inf)
         changed = []
-        for start in await self.cohorts.cohort_starts(model_id, 0, math.inf):
-            if start in done:
-                continue
-            cohort = await self.cohorts.cohort(model_id, start, perf.threshold)
-            m = maturity(cohort.n, cohort.n_predictions, watermark - (start + length),
-                         perf.expected_label_fraction, perf.label_horizon_seconds)
+        todo = [s for s in starts if s not in done]
+        for start, (n_pred, n_labeled) in zip(
+                todo, await self.cohorts.sizes(model_id, [(s, None) for s in todo]), strict=True):
+            if n_pred and not self._maturity(n_labeled, n_pred, start, watermark, cfg).mature:
+                continue  # cheap: the counts only (a cohort without them is read in full)
+            cohort = await self.cohorts.load(model_id, start, codec)
+            m = self._maturity(cohort.labeled, cohort.predictions, start, watermark, cfg)
             if not m.mature:
                 continue
-            baseline = BinaryCohort(perf.threshold)
-            for b in done:
-                if start - perf.baseline_seconds <= b < start:
-                    baseline.merge(await self.cohorts.cohort(model_id, b, perf.threshold))
-            results = self.tests(baseline, cohort, cfg)
-            now = time.time()
-            changed += await self.policy.apply(
-                WindowRef(model_id, window_member(length, start, "labels"), start, length, "labels"),
-                results, {PERFORMANCE: PERFORMANCE_CHECKS}, cfg, await self.silences.active(now), now)
-            estimate = estimate_cohort(cohort)
-            realized = cohort_metrics(cohort)
-            evaluation = {
-                "maturity": {"labeled_fraction": m.labeled_fraction, "reason": m.reason},
-                "labeled": cohort.n, "predictions": cohort.n_predictions,
-                "realized": realized,
-                "estimated": {"accuracy": estimate.accuracy.value, "roc_auc": estimate.roc_auc.value},
-                "estimate_error": {
-                    k: None if realized[k] is None or getattr(estimate, k).value is None
-                    else getattr(estimate, k).value - realized[k] for k in ("accuracy", "roc_auc")},
-                "baseline_labeled": baseline.n,
-                "results": [{"check": r.check, "status": r.status.value, "effect_size": r.effect_size,
-                             "p_value": r.p_value, "floor": r.floor, "reason": r.reason}
-                            for r in results],
-            }
+            baseline = await self._baseline(
+                model_id, codec, [b for b in done if start - perf.baseline_seconds <= b < start])
+            results = self.tests(baseline.metrics, cohort.metrics, cfg)
+            changed += await self._apply(model_id, cfg, start, "labels", results, force=True)
+            evaluation = self._evaluation(perf.task, cohort, baseline, m, results)
             await self.cohorts.put_evaluation(model_id, start, evaluation)
             done[start] = evaluation
             metrics.COHORTS_EVALUATED.inc()
+        return changed + await self.evaluate_slices(model_id, cfg, codec, starts, watermark)
+
+    async def evaluate_slices(self, model_id: str, cfg: ModelConfig, codec: Codec, starts: list[int],
+                              watermark: float) -> list[dict[str, Any]]:
+        """Test every slice cohort that matured since the last call, each against the
+        same slice's judged cohorts of the baseline period; the alerts changed."""
+        perf = cfg.performance
+        pending = await self.cohorts.windows_pending_slices(model_id)
+        if not pending:
+            return []
+        # The pending windows and the baselines they may need.
+        near = [s for s in starts if min(pending) - perf.baseline_seconds <= s <= max(pending)]
+        present = await self.cohorts.window_slices(model_id, pending)
+        judged = await self.cohorts.judged_slices(model_id, near)
+        todo = [(s, sid) for s in pending for sid in sorted(present[s] - judged.get(s, set()))]
+        changed = []
+        for (start, sid), (n_pred, n_labeled) in zip(todo, await self.cohorts.sizes(model_id, todo),
+                                                    strict=True):
+            m = self._maturity(n_labeled, n_pred, start, watermark, cfg)
+            if not m.mature:
+                continue
+            cohort = await self.cohorts.load(model_id, start, codec, sid)
+            baseline = await self._baseline(
+                model_id, codec,
+                [b for b in near if start - perf.baseline_seconds <= b < start and sid in judged[b]], sid)
+            key, value = parse_slice_id(sid)
+            label = slice_label(key, value)
+            shortfall = sample_shortfall(baseline.metrics, cohort.metrics, perf.slice_min_labeled,
+                                         perf.slice_min_per_class if perf.task == "binary" else 0)
+            results = for_slice(self.tests(baseline.metrics, cohort.metrics, cfg), label, shortfall)
+            changed += await self._apply(model_id, cfg, start, f"labels@{label}", results)
+            evaluation = self._evaluation(perf.task, cohort, baseline, m, results)
+            evaluation["slice"] = {"key": key, "value": value}
+            await self.cohorts.put_slice_evaluation(model_id, start, sid, evaluation,
+                                                    self.settings.retention_hourly_seconds)
+            judged.setdefault(start, set()).add(sid)
+            metrics.COHORTS_EVALUATED.inc()
+        for start in pending:
+            await self.cohorts.settle_slices(model_id, start)
         return changed
 
-    @staticmethod
-    def tests(baseline: BinaryCohort, current: BinaryCohort, cfg: ModelConfig) -> list[TestResult]:
+    def _maturity(self, labeled: int, predictions: int, start: int, watermark: float,
+                  cfg: ModelConfig) -> Maturity:
         perf = cfg.performance
+        return maturity(labeled, predictions, watermark - (start + cfg.window_seconds),
+                        perf.expected_label_fraction, perf.label_horizon_seconds)
+
+    async def _apply(self, model_id: str, cfg: ModelConfig, start: int, version: str,
+                     results: list[TestResult], force: bool = False) -> list[dict[str, Any]]:
+        """The window's results through the FDR gate and the alert policy (a slice whose
+        checks could not run is skipped: it has nothing to gate or record)."""
+        if not force and not any(r.p_value is not None for r in results):
+            return []
+        now = time.time()
+        length = cfg.window_seconds
+        alerting = {PERFORMANCE: PERFORMANCE_CHECKS | {r.check for r in results}}
+        return await self.policy.apply(
+            WindowRef(model_id, window_member(length, start, version), start, length, version),
+            results, alerting, cfg, await self.silences.active(now), now)
+
+    @staticmethod
+    def _evaluation(task: str, cohort: LoadedCohort, baseline: LoadedCohort, m: Maturity,
+                    results: list[TestResult]) -> dict[str, Any]:
+        realized = realized_metrics(task, cohort)
+        estimated = estimated_metrics(task, cohort)
+        compared = [k for k in ("accuracy", "roc_auc") if k in estimated]
+        return {
+            "maturity": {"labeled_fraction": m.labeled_fraction, "reason": m.reason},
+            "labeled": cohort.labeled, "predictions": cohort.predictions,
+            "realized": realized,
+            "estimated": {k: estimated[k] for k in compared},
+            "estimate_error": {k: None if realized.get(k) is None or estimated[k] is None
+                               else estimated[k] - realized[k] for k in compared},
+            "baseline_labeled": baseline.labeled,
+            "results": [{"check": r.check, "status": r.status.value, "effect_size": r.effect_size,
+                         "p_value": r.p_value, "floor": r.floor, "reason": r.reason}
+                        for r in results],
+        }
+
+    @staticmethod
+    def tests(baseline: Any, current: Any, cfg: ModelConfig) -> list[TestResult]:
+        """The task's checks of a current cohort against its baseline (metric accumulators:
+        ``BinaryCohort``, ``MulticlassCohort`` or ``RegressionCohort``)."""
+        perf = cfg.performance
+        if perf.task == "multiclass":
+            return [accuracy_drop_test(baseline, current, PERFORMANCE, floor=perf.accuracy_floor)]
+        if perf.task == "regression":
+            floor = perf.mae_floor
+            if floor is None:
+                base_mae = baseline.mae().value
+                floor = perf.mae_relative_floor * base_mae if base_mae is not None else 0.0
+            return [mae_increase_test(baseline, current, PERFORMANCE, floor=floor)]
         return [auc_drop_test(baseline, current, PERFORMANCE, floor=perf.auc_floor),
                 log_loss_increase_test(baseline, current, PERFORMANCE, floor=perf.log_loss_floor)]

@@ -26,8 +26,13 @@ class FeatureDeclaration(BaseModel):
 
 
 class PerformanceConfig(BaseModel):
-    """Label-joined performance monitoring of a binary classifier (tier-1 models only)."""
+    """Label-joined performance monitoring (tier-1 models only) of a binary classifier,
+    a multiclass classifier or a regression model (``task``)."""
 
+    task: Literal["binary", "multiclass", "regression"] = Field(
+        "binary", description="binary: `score` is P(positive), labels 0/1; multiclass: the predicted class "
+                              "is `predicted_label` (else the arg-max of `class_probabilities`), labels are "
+                              "classes; regression: `score` is the prediction, labels are numbers")
     threshold: float = Field(0.5, ge=0, le=1, description="Decision threshold: positive when score >= it")
     label_horizon_seconds: int = Field(
         86_400, ge=60, le=90 * 86_400, description="Labels arrive at most this long after the prediction")
@@ -39,6 +44,20 @@ class PerformanceConfig(BaseModel):
         7 * 86_400, ge=3_600, description="Matured cohorts of this trailing period are the baseline")
     auc_floor: float = Field(0.02, ge=0, le=1, description="AUC drop tolerated under the null")
     log_loss_floor: float = Field(0.05, ge=0, description="Log-loss increase tolerated under the null")
+    accuracy_floor: float = Field(
+        0.02, ge=0, le=1, description="Multiclass: accuracy drop tolerated under the null")
+    mae_floor: float | None = Field(
+        None, ge=0, description="Regression: MAE increase tolerated under the null, in target units "
+                                "(default: mae_relative_floor times the baseline MAE)")
+    mae_relative_floor: float = Field(
+        0.1, ge=0, description="Regression, when mae_floor is unset: tolerated MAE increase as a share "
+                               "of the baseline MAE")
+    slice_min_labeled: int = Field(
+        200, ge=1, description="Slice regressions: labeled predictions a slice's cohort and its baseline "
+                               "each need before the slice is tested")
+    slice_min_per_class: int = Field(
+        30, ge=0, description="Slice regressions of a binary model: labeled positives and negatives a "
+                              "slice's cohort and its baseline each need")
 
     model_config = {"extra": "forbid"}
 

@@ -3,6 +3,8 @@ cohort, counted outcomes, maturity before judgment, and performance alerts."""
 
 from __future__ import annotations
 
+import uuid
+
 import httpx
 import numpy as np
 
@@ -12,12 +14,22 @@ from service.api.app import create_app
 from service.cohorts import CohortStore, Prediction
 from service.joiner import Joiner
 from service.model_config import ModelConfig, PerformanceConfig
+from service.settings import Settings
 from tests.conftest import wait_for
 from tests.roles import running
 
 T0 = 1_700_006_400  # a 300 s window boundary
 W = 300
 MODEL = "fraud"
+
+
+def joiner_settings(settings: Settings) -> Settings:
+    """Labels topic and joiner group of the test's own; frequent evaluation; a consumer
+    group that forms in ~3 s instead of ~7 s."""
+    tag = uuid.uuid4().hex[:8]
+    return settings.model_copy(update={"labels_topic": f"labels-{tag}", "joiner_group": f"join-{tag}",
+                                       "performance_eval_interval_seconds": 0.2,
+                                       "kafka_heartbeat_interval_ms": 200, "kafka_session_timeout_ms": 2_000})
 
 
 def config(**perf) -> ModelConfig:
@@ -32,6 +44,7 @@ def scores_and_labels(rng: np.random.Generator, n: int, informative: bool) -> tu
 
 
 async def test_late_labels_join_their_predictions_and_a_performance_drop_pages(settings, store):
+    settings = joiner_settings(settings)
     await store.put_model_config(MODEL, config())
     rng = np.random.default_rng(3)
     windows = 6  # windows 4 and 5: the model stops separating the classes

@@ -37,10 +37,12 @@ from detectors.performance.compare import (
     rmse_increase_test,
 )
 from detectors.performance.estimate import estimate_cohort, estimate_performance, expected_confusion
+from detectors.performance.loghist import LogHistogram
 from detectors.performance.maturity import maturity
 from detectors.performance.metric import Metric
 from detectors.performance.multiclass import MulticlassCohort
 from detectors.performance.regression import RegressionCohort
+from detectors.performance.slices import for_slice, sample_shortfall
 from detectors.result import Status
 
 
@@ -571,3 +573,99 @@ def test_maturity() -> None:
                 (1, 10, 0.0, 1.5, 60.0), (1, 10, 0.0, 0.5, 0.0)):
         with pytest.raises(ValueError):
             maturity(*bad)
+
+
+# -- the error histogram of the joiner's regression cohorts ----------------------------
+
+
+@pytest.mark.parametrize("kind", ["lognormal", "pareto", "discrete_with_zeros", "tiny_and_huge"])
+def test_log_histogram_quantiles_are_within_their_relative_accuracy(kind: str) -> None:
+    rng = np.random.default_rng(31)
+    x = {"lognormal": rng.lognormal(0, 2, 20_000),
+         "pareto": rng.pareto(1.2, 20_000),
+         "discrete_with_zeros": rng.integers(0, 5, 20_000).astype(float),
+         "tiny_and_huge": np.concatenate([rng.uniform(1e-12, 1e-9, 500), rng.uniform(1e9, 1e12, 500)])}[kind]
+    h = LogHistogram(0.01)
+    h.update(x)
+    assert h.count == x.size
+    for q in (0.0, 0.01, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0):
+        exact = float(np.quantile(x, q, method="inverted_cdf"))
+        got = h.quantile(q)
+        assert abs(got - exact) <= 0.01 * exact * (1 + 1e-12), (q, got, exact)  # the guarantee
+        assert abs(got - exact) <= h.error_bound(got) * (1 + 1e-12)  # the bound reported with it
+
+
+def test_log_histogram_merges_and_subtracts_exactly() -> None:
+    rng = np.random.default_rng(32)
+    x = np.abs(rng.normal(0, 3, 6_000))
+    x[:50] = 0.0
+    whole = LogHistogram()
+    whole.update(x)
+    parts = [LogHistogram() for _ in range(3)]
+    for h, idx in zip(parts, np.array_split(np.arange(x.size), 3), strict=True):
+        h.update(x[idx])
+    merged = LogHistogram()
+    for h in parts[::-1]:
+        merged.merge(h)
+    assert merged.to_dict() == whole.to_dict()
+    for v in x[3_000:]:  # removing what was added leaves the first half
+        whole.subtract_value(float(v))
+    first = LogHistogram()
+    first.update(x[:3_000])
+    assert whole.to_dict() == first.to_dict()
+    assert LogHistogram.from_dict(json.loads(json.dumps(first.to_dict()))).to_dict() == first.to_dict()
+    with pytest.raises(ValueError):
+        LogHistogram().subtract_value(1.0)  # never added
+    with pytest.raises(ValueError):
+        merged.merge(LogHistogram(0.02))  # other buckets
+    for bad in ([-1.0], [math.nan], [math.inf]):
+        with pytest.raises(ValueError):
+            LogHistogram().update(bad)
+    with pytest.raises(ValueError):
+        LogHistogram().quantile(0.5)  # empty
+    with pytest.raises(ValueError):
+        LogHistogram(1.0)
+
+
+def test_regression_cohort_with_a_log_histogram() -> None:
+    rng = np.random.default_rng(33)
+    y = rng.lognormal(size=5_000)
+    pred = y + rng.normal(0, 0.5, y.size)
+    c = RegressionCohort(LogHistogram(0.01))
+    c.add(y[:2_500], pred[:2_500])
+    other = RegressionCohort(LogHistogram(0.01))
+    other.add(y[2_500:], pred[2_500:])
+    c.merge(other)
+    assert c.mae().value == pytest.approx(skm.mean_absolute_error(y, pred), rel=1e-12)
+    for q, m in c.error_quantiles().items():
+        exact = float(np.quantile(np.abs(pred - y), q, method="inverted_cdf"))
+        assert abs(m.value - exact) <= m.error_bound and m.error_bound <= 0.0102 * m.value
+    back = RegressionCohort.from_dict(msgpack.unpackb(msgpack.packb(c.to_dict())))
+    assert isinstance(back.abs_errors, LogHistogram)
+    assert back.error_quantile(0.9).value == c.error_quantile(0.9).value
+    with pytest.raises(ValueError):
+        c.merge(RegressionCohort())  # a t-digest cohort: the sketches do not merge
+
+
+# -- slice regressions: the minimum sample rule -----------------------------------------
+
+
+def test_sample_shortfall() -> None:
+    a, b = BinaryCohort(), BinaryCohort()
+    a.add([0.2] * 150 + [0.8] * 50, [0] * 150 + [1] * 50)
+    b.add([0.2] * 190 + [0.8] * 10, [0] * 190 + [1] * 10)
+    assert sample_shortfall(a, a, 200, 50) is None
+    assert sample_shortfall(a, a, 201, 0).startswith("current cohort has 200 labeled")
+    assert "10 positives" in sample_shortfall(a, b, 200, 20)
+    assert sample_shortfall(b, a, 200, 20).startswith("baseline")
+    m = MulticlassCohort()
+    m.add(["x"] * 10, ["x"] * 10)
+    assert sample_shortfall(m, m, 10, 1_000) is None  # no classes to count: the labeled minimum only
+    with pytest.raises(ValueError):
+        sample_shortfall(a, a, -1, 0)
+    r = accuracy_drop_test(a, b, "__performance__")
+    [s] = for_slice([r], "country:DE", "too small")
+    assert (s.check, s.status) == ("accuracy_drop@country:DE", Status.INSUFFICIENT_DATA)
+    assert (s.feature, s.reason) == ("__performance__", "too small")
+    [t] = for_slice([r], "country:DE")
+    assert (t.check, t.p_value, t.effect_size) == ("accuracy_drop@country:DE", r.p_value, r.effect_size)

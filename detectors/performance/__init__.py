@@ -24,7 +24,14 @@ Modules
     accuracy, macro-F1 (sklearn's ``zero_division=0`` convention).
 :mod:`~detectors.performance.regression`
     ``RegressionCohort``: error sums (MAE, MSE, RMSE, bias, MAPE without
-    y = 0) and a ``NumericSketch`` of |error| for p50 / p90 / p99.
+    y = 0) and a sketch of |error| for p50 / p90 / p99 (a ``NumericSketch``,
+    or a ``LogHistogram`` when contributions must also be subtracted).
+:mod:`~detectors.performance.loghist`
+    ``LogHistogram``: counts in fixed log-spaced buckets (DDSketch's
+    scheme); quantiles within a relative error, exact merge *and* subtract.
+:mod:`~detectors.performance.slices`
+    The minimum sample rule of slice regressions (``sample_shortfall``) and
+    slice check names (``for_slice``: ``<check>@<key>:<value>``).
 :mod:`~detectors.performance.maturity`
     ``maturity``: is a cohort's labeled fraction at its expectation, or its
     age past the label horizon?
@@ -35,7 +42,8 @@ Modules
 :mod:`~detectors.performance.estimate`
     Label-free CBPE estimates (NannyML) of accuracy, precision, recall, F1
     and ROC AUC from the all-predictions score histogram, assuming
-    calibrated scores.
+    calibrated scores; a multiclass model's expected accuracy (mean
+    top-class probability).
 """
 
 from detectors.performance.binary import BinaryCohort, Calibration, CalibrationBin
@@ -46,16 +54,24 @@ from detectors.performance.compare import (
     mae_increase_test,
     rmse_increase_test,
 )
-from detectors.performance.estimate import PerformanceEstimate, estimate_cohort, estimate_performance
+from detectors.performance.estimate import (
+    PerformanceEstimate,
+    estimate_cohort,
+    estimate_multiclass_accuracy,
+    estimate_performance,
+)
+from detectors.performance.loghist import LogHistogram
 from detectors.performance.maturity import Maturity, maturity
 from detectors.performance.metric import Metric
 from detectors.performance.multiclass import MulticlassCohort
 from detectors.performance.regression import RegressionCohort
+from detectors.performance.slices import for_slice, sample_shortfall
 
 __all__ = [
     "BinaryCohort",
     "Calibration",
     "CalibrationBin",
+    "LogHistogram",
     "Maturity",
     "Metric",
     "MulticlassCohort",
@@ -64,9 +80,12 @@ __all__ = [
     "accuracy_drop_test",
     "auc_drop_test",
     "estimate_cohort",
+    "estimate_multiclass_accuracy",
     "estimate_performance",
+    "for_slice",
     "log_loss_increase_test",
     "mae_increase_test",
     "maturity",
     "rmse_increase_test",
+    "sample_shortfall",
 ]

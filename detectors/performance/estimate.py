@@ -281,3 +281,38 @@ def estimate_cohort(cohort: BinaryCohort) -> PerformanceEstimate:
     0.825
     """
     return estimate_performance(cohort.predicted, cohort.threshold)
+
+
+def estimate_multiclass_accuracy(confidence_sum: float, n: int) -> Metric:
+    """Label-free expected accuracy of a multiclass classifier: the mean top-class probability.
+
+    Parameters
+    ----------
+    confidence_sum : float
+        Sum over predictions of the probability the model gave its predicted
+        (top) class.
+    n : int
+        Predictions summed, >= 0.
+
+    Returns
+    -------
+    Metric
+        E[accuracy] = (1/n) sum_i max_c p_i(c); undefined without predictions
+        that carried class probabilities.
+
+    Notes
+    -----
+    Under calibration (P(y = c | p) = p(c)) prediction i is correct with
+    probability max_c p_i(c), the multiclass form of CBPE's expected
+    confusion; the same assumptions apply (no concept drift).
+
+    Examples
+    --------
+    >>> estimate_multiclass_accuracy(2.7, 3).value
+    0.9
+    >>> estimate_multiclass_accuracy(0.0, 0).reason
+    'no predictions with class probabilities'
+    """
+    if n <= 0:
+        return undefined("no predictions with class probabilities")
+    return Metric(min(max(confidence_sum / n, 0.0), 1.0), "", n)

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from detectors.performance.loghist import LogHistogram
 from detectors.performance.metric import Metric, undefined
 from sketches.numeric import NumericSketch
 
@@ -26,15 +27,23 @@ class RegressionCohort:
     Holds, over the labeled examples of one cohort, with e_i = y_pred_i - y_true_i:
     n, sum e, sum |e|, sum e^2, sum e^4 (for the standard error of the MSE),
     sum |e| / |y| and its square over the examples with y != 0, the number
-    with y == 0, and a :class:`~sketches.numeric.NumericSketch` of |e| for
-    quantiles.
+    with y == 0, and a sketch of |e| for quantiles: a
+    :class:`~sketches.numeric.NumericSketch` (default; rank error) or a
+    :class:`~detectors.performance.loghist.LogHistogram` (relative value
+    error; counts that also subtract, as the label joiner's Redis cohorts
+    need).
+
+    Parameters
+    ----------
+    abs_errors : NumericSketch or LogHistogram, optional
+        The (empty) sketch |e| goes into; default a new ``NumericSketch``.
 
     Attributes
     ----------
     n, n_ape, n_zero_target : int
         Labeled examples; those entering MAPE; those excluded from it (y == 0).
     sum_error, sum_abs, sum_sq, sum_fourth, sum_ape, sum_ape_sq : float
-    abs_errors : NumericSketch
+    abs_errors : NumericSketch or LogHistogram
 
     Notes
     -----
@@ -57,7 +66,7 @@ class RegressionCohort:
     __slots__ = ("n", "sum_error", "sum_abs", "sum_sq", "sum_fourth", "n_ape", "sum_ape",
                  "sum_ape_sq", "n_zero_target", "abs_errors")
 
-    def __init__(self) -> None:
+    def __init__(self, abs_errors: NumericSketch | LogHistogram | None = None) -> None:
         self.n = 0
         self.n_ape = 0
         self.n_zero_target = 0
@@ -67,7 +76,7 @@ class RegressionCohort:
         self.sum_fourth = 0.0
         self.sum_ape = 0.0
         self.sum_ape_sq = 0.0
-        self.abs_errors = NumericSketch()
+        self.abs_errors = NumericSketch() if abs_errors is None else abs_errors
 
     def add(self, y_true: Any, y_pred: Any) -> None:
         """Add labeled examples (vectorised).
@@ -108,7 +117,15 @@ class RegressionCohort:
         self.abs_errors.update(a)
 
     def merge(self, other: RegressionCohort) -> None:
-        """Merge ``other`` into this cohort (in place); ``other`` is not modified."""
+        """Merge ``other`` into this cohort (in place); ``other`` is not modified.
+
+        Raises
+        ------
+        ValueError
+            If the two cohorts sketch |e| differently (NumericSketch vs LogHistogram).
+        """
+        if type(self.abs_errors) is not type(other.abs_errors):
+            raise ValueError("cannot merge regression cohorts with different error sketches")
         for name in ("n", "n_ape", "n_zero_target", "sum_error", "sum_abs", "sum_sq",
                      "sum_fourth", "sum_ape", "sum_ape_sq"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
@@ -167,9 +184,11 @@ class RegressionCohort:
         Returns
         -------
         Metric
-            Exact (``error_bound`` 0.0) while the sketch is exact; otherwise
-            ``error_bound`` None and ``reason`` giving the rank error: the
-            value's rank among the |e_i| is within ``rank_error`` of ``q``.
+            With a ``NumericSketch``: exact (``error_bound`` 0.0) while the
+            sketch is exact; otherwise ``error_bound`` None and ``reason``
+            giving the rank error: the value's rank among the |e_i| is within
+            ``rank_error`` of ``q``. With a ``LogHistogram``: ``error_bound``
+            a v / (1 - a) on the value v (relative accuracy a).
 
         Raises
         ------
@@ -181,6 +200,8 @@ class RegressionCohort:
         if not self.n:
             return undefined(NO_LABELS)
         value = self.abs_errors.quantile(q)
+        if isinstance(self.abs_errors, LogHistogram):
+            return Metric(value, "", self.n, self.abs_errors.error_bound(value))
         rank_error = self.abs_errors.rank_error
         if rank_error == 0.0:
             return Metric(value, "", self.n)
@@ -205,6 +226,7 @@ class RegressionCohort:
             "sum_error": self.sum_error, "sum_abs": self.sum_abs, "sum_sq": self.sum_sq,
             "sum_fourth": self.sum_fourth, "sum_ape": self.sum_ape, "sum_ape_sq": self.sum_ape_sq,
             "abs_errors": self.abs_errors.to_dict(),
+            **({"abs_errors_kind": "loghist"} if isinstance(self.abs_errors, LogHistogram) else {}),
         }
 
     @classmethod
@@ -220,7 +242,12 @@ class RegressionCohort:
         c.n, c.n_ape, c.n_zero_target = int(d["n"]), int(d["n_ape"]), int(d["n_zero_target"])
         for name in ("sum_error", "sum_abs", "sum_sq", "sum_fourth", "sum_ape", "sum_ape_sq"):
             setattr(c, name, float(d[name]))
-        c.abs_errors = NumericSketch.from_dict(d["abs_errors"])
-        if c.n != c.n_ape + c.n_zero_target or c.abs_errors.count + c.abs_errors.pos_inf_count != c.n:
+        if d.get("abs_errors_kind") == "loghist":
+            c.abs_errors = LogHistogram.from_dict(d["abs_errors"])
+            sketched = c.abs_errors.count
+        else:
+            c.abs_errors = NumericSketch.from_dict(d["abs_errors"])
+            sketched = c.abs_errors.count + c.abs_errors.pos_inf_count
+        if c.n != c.n_ape + c.n_zero_target or sketched != c.n:
             raise ValueError("inconsistent regression cohort counts")
         return c

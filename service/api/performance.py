@@ -1,4 +1,5 @@
-"""Performance endpoint: label-joined cohorts with realized and estimated metrics and maturity."""
+"""Performance endpoint: label-joined cohorts (whole model or one slice) with realized and
+estimated metrics and maturity."""
 
 from __future__ import annotations
 
@@ -8,19 +9,21 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from detectors.performance.estimate import estimate_cohort
 from detectors.performance.maturity import maturity
 from service.api.errors import ApiError, ErrorBody
 from service.api.models import json_example, require_model, store_of
 from service.api.params import ModelId, Offset, limit_query
-from service.cohorts import CohortStore
-from service.joiner import cohort_metrics
+from service.cohorts import CohortStore, codec_for, parse_slice_label, slice_id
+from service.joiner import estimated_metrics, realized_metrics
+from service.model_config import ModelConfig
 
 router = APIRouter(prefix="/v1/models", tags=["performance"])
 MAX_COHORTS = 1_000
+MAX_SLICE_PARAM = 2_048
 
 PERFORMANCE_EXAMPLE = {
-    "model_id": "fraud-v3", "threshold": 0.5,
+    "model_id": "fraud-v3", "task": "binary", "threshold": 0.5, "slice": None,
+    "slice_values": {"country": ["DE", "FR"]},
     "labels": {"joined": 48_210.0, "duplicate": 3.0, "relabeled": 0.0, "unknown": 0.0, "late": 12.0,
                "invalid": 0.0},
     "cohorts": [{
@@ -32,12 +35,35 @@ PERFORMANCE_EXAMPLE = {
         "estimated": {"accuracy": 0.95, "precision": 0.6, "recall": 0.57, "f1": 0.58, "roc_auc": 0.9},
         "evaluation": None}]}
 
+SLICE_HELP = ("One slice's cohorts instead of the whole model's: `<key>:<value>`, the key one of the "
+              "model's `slice_features` (e.g. `country:DE`; `country:__other__` is the values beyond "
+              "`max_slice_values`). The value may contain `:`.")
+
+
+def parse_slice(text: str | None, cfg: ModelConfig) -> tuple[str, str] | None:
+    """The (key, value) of the ``slice`` query parameter (None: the whole model).
+
+    Raises
+    ------
+    ApiError
+        422 naming ``slice`` when the text is not ``<key>:<value>`` with a configured key.
+    """
+    if text is None:
+        return None
+    parsed = parse_slice_label(text, cfg.slice_features)
+    if parsed is None:
+        keys = ", ".join(repr(k) for k in cfg.slice_features) or "none configured"
+        raise ApiError(422, "invalid_request", f"slice: expected <key>:<value> with a non-empty value and "
+                       f"<key> one of the model's slice_features ({keys}); got {text!r}", "slice")
+    return parsed
+
 
 @router.get(
     "/{model_id}/performance",
-    summary="Label-joined cohorts: realized and estimated (CBPE) performance, maturity",
+    summary="Label-joined cohorts: realized and estimated performance, maturity (whole model or a slice)",
     description="Cohorts oldest first, paged by `limit` and `offset` (or by time: the next page starts at "
-                "`from` = the last `window_start` + 1).",
+                "`from` = the last `window_start` + 1). With `slice=<key>:<value>`, the cohorts of that "
+                "slice (windows where it had predictions) and their slice evaluations.",
     responses={200: json_example(PERFORMANCE_EXAMPLE), 404: {"model": ErrorBody}, 409: {"model": ErrorBody},
                422: {"model": ErrorBody}},
 )
@@ -46,6 +72,8 @@ async def performance(
     request: Request,
     from_: Annotated[datetime | None, Query(alias="from", description="Cohort window start >=")] = None,
     to: Annotated[datetime | None, Query(description="Cohort window start <=")] = None,
+    slice_: Annotated[str | None, Query(alias="slice", max_length=MAX_SLICE_PARAM, description=SLICE_HELP,
+                                        openapi_examples={"slice": {"value": "country:DE"}})] = None,
     limit: Annotated[int, limit_query(MAX_COHORTS)] = 200,
     offset: Offset = 0,
 ) -> dict[str, Any]:
@@ -59,25 +87,36 @@ async def performance(
     hi = to.replace(tzinfo=to.tzinfo or UTC).timestamp() if to else math.inf
     if lo > hi:
         raise ApiError(422, "invalid_request", "from must not be after to", "from")
+    chosen = parse_slice(slice_, cfg)
+    sid = None if chosen is None else slice_id(*chosen)
     cohorts = CohortStore(store.r)
     perf, length = cfg.performance, cfg.window_seconds
+    codec = codec_for(perf.task, perf.threshold)
     stats = await cohorts.stats(model_id)
     watermark = stats.get("watermark", -math.inf)
-    evaluations = await cohorts.evaluations(model_id)
+    starts = await cohorts.cohort_starts(model_id, lo, hi)
+    if sid is not None:
+        present = await cohorts.window_slices(model_id, starts)
+        starts = [s for s in starts if sid in present[s]]
+    page = starts[offset:offset + limit]
+    if sid is None:
+        evaluations = await cohorts.evaluations(model_id)
+    else:
+        evaluations = await cohorts.slice_evaluations(model_id, page, sid)
     out = []
-    for start in (await cohorts.cohort_starts(model_id, lo, hi))[offset:offset + limit]:
-        c = await cohorts.cohort(model_id, start, perf.threshold)
-        m = maturity(c.n, c.n_predictions, watermark - (start + length),
+    async for start, c in cohorts.iter_load(model_id, page, codec, sid):
+        m = maturity(c.labeled, c.predictions, watermark - (start + length),
                      perf.expected_label_fraction, perf.label_horizon_seconds)
-        estimate = estimate_cohort(c)
         out.append({
             "window_start": start, "window_end": start + length,
-            "predictions": c.n_predictions, "labeled": c.n,
+            "predictions": c.predictions, "labeled": c.labeled,
             "maturity": {"mature": m.mature, "labeled_fraction": m.labeled_fraction, "reason": m.reason},
-            "realized": cohort_metrics(c),
-            "estimated": {k: getattr(estimate, k).value
-                          for k in ("accuracy", "precision", "recall", "f1", "roc_auc")},
+            "realized": realized_metrics(perf.task, c),
+            "estimated": estimated_metrics(perf.task, c),
             "evaluation": evaluations.get(start),
         })
-    return {"model_id": model_id, "threshold": perf.threshold,
+    return {"model_id": model_id, "task": perf.task,
+            "threshold": perf.threshold if perf.task == "binary" else None,
+            "slice": None if chosen is None else {"key": chosen[0], "value": chosen[1]},
+            "slice_values": await cohorts.admitted_values(model_id, cfg.slice_features),
             "labels": {k: v for k, v in stats.items() if k != "watermark"}, "cohorts": out}
