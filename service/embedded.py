@@ -4,9 +4,12 @@ child processes on free local ports, for `fleetwatch run`, the demo and tests.""
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import subprocess
+import sys
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,6 +57,7 @@ class ChildProcess:
     argv: list[str]
     port: int
     cwd: Path | None = None
+    env: dict[str, str] | None = None  # added to this process's environment
     proc: subprocess.Popen | None = field(default=None, repr=False)
 
     def start(self, timeout: float = 30.0) -> None:
@@ -64,6 +68,7 @@ class ChildProcess:
         self.proc = subprocess.Popen(
             self.argv, cwd=self.cwd, stdout=log or subprocess.DEVNULL,
             stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, **self.env} if self.env else None,
         )
         wait_for_port(self.port, timeout)
 
@@ -103,6 +108,44 @@ def kafka_broker(data_dir: Path, port: int | None = None) -> ChildProcess:
         "--storage-engine", "memory://tansu/",
     ]
     return ChildProcess("tansu", argv, port, cwd=data_dir)
+
+
+def s3_server(data_dir: Path, port: int | None = None) -> ChildProcess:
+    """An S3-compatible object store (moto's server, from the ``dev`` extra) keeping
+    its objects in memory: durable storage for :func:`kafka_broker_s3` that outlives
+    broker restarts (not the object store's own restart)."""
+    port = port or free_port()
+    argv = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
+    return ChildProcess("s3", argv, port, cwd=data_dir)
+
+
+def create_bucket(endpoint: str, bucket: str, timeout: float = 10.0) -> None:
+    """Create ``bucket`` on the S3-compatible server at ``endpoint`` (``http://host:port``).
+
+    An unsigned ``PUT /bucket``: enough for the test object store of :func:`s3_server`.
+    """
+    req = urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")
+    with urllib.request.urlopen(req, timeout=timeout):
+        pass
+
+
+def kafka_broker_s3(data_dir: Path, s3_endpoint: str, bucket: str = "tansu",
+                    port: int | None = None) -> ChildProcess:
+    """A Tansu broker keeping its log, watermarks and consumer-group offsets in the
+    S3 bucket ``bucket`` at ``s3_endpoint`` (which must exist). Unlike
+    :func:`kafka_broker`, it can be stopped or killed and started again (same
+    port, same bucket) with nothing lost."""
+    port = port or free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    argv = [
+        _broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+        "--storage-engine", f"s3://{bucket}/",
+    ]
+    env = {  # read by Tansu's S3 client (the object_store crate's AmazonS3Builder::from_env)
+        "AWS_ENDPOINT": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "fleetwatch",
+        "AWS_SECRET_ACCESS_KEY": "fleetwatch", "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    return ChildProcess("tansu", argv, port, cwd=data_dir, env=env)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from service.embedded import kafka_broker, redis_server
+from service.embedded import create_bucket, kafka_broker, kafka_broker_s3, redis_server, s3_server
 from service.settings import Settings
 from service.store import Store
 
@@ -38,6 +38,28 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory):
     broker = kafka_broker(Path(tmp_path_factory.mktemp("broker")))
     broker.start()
     yield f"127.0.0.1:{broker.port}"
+    broker.stop()
+
+
+@pytest.fixture
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory):
+    """An S3-compatible object store (moto's server) as a child process: ``http://host:port``."""
+    server = s3_server(Path(tmp_path_factory.mktemp("s3")))
+    server.start(timeout=60)
+    yield f"http://127.0.0.1:{server.port}"
+    server.stop()
+
+
+@pytest.fixture
+def restartable_broker(s3_endpoint: str, tmp_path_factory: pytest.TempPathFactory):
+    """A Tansu broker whose storage is a bucket in ``s3_endpoint``, so it can be stopped or
+    killed and started again (``.start()``: same port, same storage) with its log and
+    consumer-group offsets intact. Yields the ``ChildProcess``."""
+    bucket = f"tansu-{uuid.uuid4().hex[:8]}"
+    create_bucket(s3_endpoint, bucket)
+    broker = kafka_broker_s3(Path(tmp_path_factory.mktemp("broker-s3")), s3_endpoint, bucket)
+    broker.start()
+    yield broker
     broker.stop()
 
 
