@@ -308,6 +308,13 @@ class Store:
         raw = await self.r.get(f"fw:{{{model_id}}}:res:{member}")
         return None if raw is None else json.loads(raw)
 
+    async def results_many(self, model_id: str, members: list[str]) -> list[list[dict[str, Any]] | None]:
+        """:meth:`results` of many windows of one model in one round trip (MGET)."""
+        if not members:
+            return []
+        raws = await self.r.mget([f"fw:{{{model_id}}}:res:{member}" for member in members])
+        return [None if raw is None else json.loads(raw) for raw in raws]
+
     # -- detector config and baselines ------------------------------------------------
     # ``fw:{m}:detcfg``: JSON detector configuration (validated by the caller);
     # ``fw:{m}:base:{key}``: HASH ``profile`` (bytes) + ``counts`` (JSON list), a

@@ -417,7 +417,7 @@ async def _stored_results(store: Store, scenario: inc.Scenario) -> list[Window]:
     out: list[Window] = []
     for m in scenario.fleet.models:
         members = await store.window_members(m.model_id, 0, math.inf)
-        results = await asyncio.gather(*(store.results(m.model_id, member) for member in members))
+        results = await store.results_many(m.model_id, members)
         for member, stored in zip(members, results, strict=True):
             length, start, _version = member.split(":", 2)
             out.append((m.model_id, float(start), float(length), stored or []))
