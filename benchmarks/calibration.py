@@ -9,13 +9,25 @@ all floors 0 and alpha = 0.05. A calibrated test alarms in ~5 % of pairs.
 Power: a small fixed shift (0.05 sd) of the continuous feature, KS and PSI on
 profiles against scipy's KS on the raw values of the same samples.
 
+Small-sample null law of PSI and JS (``--small-sample``): N_eff * PSI and
+8 N_eff * JSD simulated under H0 on 10 equiprobable bins, for two multinomial
+samples (categories, one bin per value) and for baseline-quantile bins (the
+current's counts Dirichlet-multinomial given the baseline's), referred to the
+plain chi2(9) and to :func:`detectors.stats.divergence_null.divergence_null`;
+printed as rejection rate / alpha from 0.05 down to 1e-5. Then the power at
+alpha = 1e-6 (the online FDR gate's scale) of PSI and JS on profiles,
+N(0, 1) x 5,000 against N(0.5, 1) x 250, with both laws on the same pairs.
+
 Usage::
 
     python benchmarks/calibration.py                 # n = 100 ... 1e6
     python benchmarks/calibration.py --quick         # n = 100, 1000 (seconds)
+    python benchmarks/calibration.py --small-sample  # the PSI/JS null law and power (minutes)
 
 The last line printed is JSON: ``fpr`` (per test and n), ``fpr_max`` (per
-test), ``power`` and ``sketch_dominates_n``.
+test), ``power`` and ``sketch_dominates_n``; with ``--small-sample``:
+``small_sample`` (per case and check: simulated and predicted moments, rate /
+alpha per level for each law) and ``power_at_1e-6``.
 """
 
 from __future__ import annotations
@@ -31,9 +43,16 @@ from scipy import stats
 
 from detectors.catalog import DEFAULT_FLOORS
 from detectors.config import DetectorConfig
+from detectors.drift.bins import aligned_masses, pool_sparse
+from detectors.drift.divergence import shrink
+from detectors.drift.grid import joint_cdf
+from detectors.drift.js import js_terms, js_test
+from detectors.drift.psi import psi, psi_terms
 from detectors.result import Status
+from detectors.stats.divergence_null import JS_QUARTIC, PSI_QUARTIC, divergence_null
+from detectors.stats.interval import chi2_interval_p
 from detectors.suite import evaluate_window
-from sketches.numeric import TDIGEST_RANK_ERROR
+from sketches.numeric import TDIGEST_RANK_ERROR, NumericSketch
 from sketches.profile import FeatureProfile, WindowProfile
 
 ALPHA = 0.05
@@ -114,6 +133,91 @@ def power(n: int, reps: int, seed: int) -> dict[str, float]:
     return {k: v / reps for k, v in sorted(hits.items())}
 
 
+LEVELS = (0.05, 0.01, 1e-3, 1e-4, 1e-5)
+#: (baseline-quantile bins?, n_ref, n_cur)
+SMALL_SAMPLE_CASES = ((True, 100, 100), (True, 300, 300), (True, 5000, 250), (True, 5000, 100),
+                      (False, 100, 100), (False, 300, 300), (False, 5000, 250))
+CHECKS = (("psi", PSI_QUARTIC, psi_terms), ("js", JS_QUARTIC, js_terms))
+
+
+def null_statistics(quantile_bins: bool, n_ref: int, n_cur: int, reps: int,
+                    rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """N_eff * PSI and 8 N_eff * JSD of ``reps`` H0 pairs over 10 equiprobable bins."""
+    p = np.full(10, 0.1)
+    if quantile_bins:  # counts between baseline quantiles: every interleaving equally likely
+        alpha = np.full(10, n_ref / 10)
+        alpha[-1] += 1  # n_ref + 1 gaps between (and around) the baseline's order statistics
+        cur = rng.multinomial(n_cur, rng.dirichlet(alpha, size=reps)) / n_cur
+        ref = np.broadcast_to(p, cur.shape)
+    else:
+        cur = rng.multinomial(n_cur, p, size=reps) / n_cur
+        ref = rng.multinomial(n_ref, p, size=reps) / n_ref
+    n_eff = n_ref * n_cur / (n_ref + n_cur)
+    return {name: n_eff * terms(ref, cur, n_ref, n_cur).sum(axis=1) for name, _q, terms in CHECKS}
+
+
+def small_sample_levels(reps: int, seed: int) -> dict[str, dict]:
+    """Per case and check: moments, and rejection rate / alpha under chi2(9) and the small-sample law."""
+    rng = np.random.default_rng(seed)
+    out: dict[str, dict] = {}
+    chunk = 200_000
+    for quantile_bins, n_ref, n_cur in SMALL_SAMPLE_CASES:
+        case = f"{'quantile' if quantile_bins else 'multinomial'} {n_ref}x{n_cur}"
+        laws = {name: divergence_null(np.full(10, 0.1), n_ref, n_cur, q,
+                                      reference_quantiles=quantile_bins, terms=terms)
+                for name, q, terms in CHECKS}
+        hits = {name: {law: np.zeros(len(LEVELS)) for law in ("chi2", "small_sample")} for name in laws}
+        sums = {name: np.zeros(2) for name in laws}
+        done = 0
+        while done < reps:
+            stats_ = null_statistics(quantile_bins, n_ref, n_cur, min(chunk, reps - done), rng)
+            for name, t in stats_.items():
+                law = laws[name]
+                sums[name] += (t.sum(), (t * t).sum())
+                for key, p in (("chi2", stats.chi2.sf(t, 9)),
+                               ("small_sample", stats.chi2.sf(t / law.scale, law.df))):
+                    hits[name][key] += [np.sum(p < a) for a in LEVELS]
+            done += min(chunk, reps - done)
+        out[case] = {}
+        for name, law in laws.items():
+            mean = sums[name][0] / reps
+            ratios = {key: {f"{a:g}": round(float(h / reps / a), 2)
+                            for a, h in zip(LEVELS, hits[name][key], strict=True)}
+                      for key in ("chi2", "small_sample")}
+            out[case][name] = {
+                "simulated_mean": round(float(mean), 3), "law_mean": round(law.mean, 3),
+                "simulated_var": round(float(sums[name][1] / reps - mean**2), 3),
+                "law_var": round(law.variance, 3),
+                **ratios,
+            }
+            row = out[case][name]
+            print(f"{case:>22} {name:>3}: rate/alpha chi2 {row['chi2']} small-sample {row['small_sample']}",
+                  flush=True)
+    return out
+
+
+def power_small_window(reps: int, seed: int, alpha: float = 1e-6, shift: float = 0.5) -> dict[str, float]:
+    """Share of pairs N(0,1) x 5,000 vs N(shift,1) x 250 with p < alpha, floor 0: small-sample law
+    (the detectors) and the plain chi2(B - 1) on the same (sketch-error-shrunk) statistic."""
+    rng = np.random.default_rng(seed)
+    hits: dict[str, int] = defaultdict(int)
+    for _ in range(reps):
+        a, b = NumericSketch(), NumericSketch()
+        a.update(rng.normal(size=5000))
+        b.update(rng.normal(shift, 1.0, 250))
+        g = joint_cdf(a, b)
+        r, c, eta = aligned_masses(a, b, 10, g)
+        keep = (r > 0) | (c > 0)
+        r, c = pool_sparse(r[keep], c[keep], min(a.count, b.count))
+        n_eff = a.count * b.count / (a.count + b.count)
+        c = shrink(r, c, eta)
+        for name, test, terms in (("psi", psi, psi_terms), ("js", js_test, js_terms)):
+            plain = chi2_interval_p(n_eff * float(terms(r, c, a.count, b.count).sum()), r.size - 1)
+            hits[f"{name}_chi2"] += plain < alpha
+            hits[f"{name}_small_sample"] += test(a, b, grid=g).p_value < alpha
+    return {k: v / reps for k, v in sorted(hits.items())}
+
+
 def reps_for(n: int, budget: int) -> int:
     """Replications at window size n: ``budget`` pairs at small n, fewer as n grows."""
     return int(max(40, min(budget, budget * 10_000 // max(n, 1))))
@@ -124,7 +228,21 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="n = 100 and 1000 only")
     ap.add_argument("--reps", type=int, default=1000, help="H0 pairs at small n")
     ap.add_argument("--seed", type=int, default=20240605)
+    ap.add_argument("--small-sample", action="store_true",
+                    help="only the PSI/JS small-sample null law and the power at alpha 1e-6")
+    ap.add_argument("--small-sample-reps", type=int, default=2_000_000,
+                    help="simulated H0 statistics per case (--small-sample)")
+    ap.add_argument("--power-reps", type=int, default=1000, help="pairs for the power at 1e-6")
     args = ap.parse_args()
+    if args.small_sample:
+        t0 = time.perf_counter()
+        out = {"small_sample": small_sample_levels(args.small_sample_reps, args.seed)}
+        out["power_at_1e-6"] = power_small_window(args.power_reps, args.seed)
+        print("power at 1e-6, N(0,1) x 5000 vs N(0.5,1) x 250: "
+              + " ".join(f"{k}={v:.3f}" for k, v in out["power_at_1e-6"].items()), flush=True)
+        out["seconds"] = round(time.perf_counter() - t0, 1)
+        print(json.dumps(out))
+        return
     sizes = [100, 1000] if args.quick else [100, 1000, 10_000, 100_000, 1_000_000]
     t0 = time.perf_counter()
     out: dict[str, dict] = {"fpr": {}, "inconclusive_rate": {}, "reps": {}}

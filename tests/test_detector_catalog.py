@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -18,7 +19,7 @@ from detectors.drift.js import js_test
 from detectors.drift.ks import ks_test
 from detectors.drift.mean_shift import mean_shift_test
 from detectors.drift.psi import psi
-from detectors.drift.unseen import new_category_test, vanished_category_test
+from detectors.drift.unseen import exact_counts, new_category_test, share_interval, vanished_category_test
 from detectors.drift.variance_shift import variance_shift_test
 from detectors.drift.wasserstein import wasserstein_test
 from detectors.quality.out_of_range import out_of_range_test
@@ -217,3 +218,88 @@ def test_mixed_string_and_int_categories_are_a_finding_not_a_crash():
     assert not [r for r in by_check.values() if r.status == Status.ERROR]
     assert by_check["type_mismatch"].status == Status.DRIFT
     assert by_check["type_mismatch"].effect_size == pytest.approx(0.5)
+
+
+# -- new / vanished categories above 256 categories (sketch mode) --------------------------
+
+def counted(values) -> CategoricalSketch:
+    s = CategoricalSketch()
+    s.update_counts(Counter(values))
+    return s
+
+
+def raw_share(side: list[str], other: list[str]) -> float:
+    """Share of ``side``'s values in categories ``other`` never had, on the raw values."""
+    seen = set(other)
+    return sum(v not in seen for v in side) / len(side)
+
+
+def test_new_category_share_of_an_identifier_leak_into_a_sketched_window():
+    # 20 categories in the baseline; the window adds 3,000 one-off identifiers (> 768
+    # categories: its frequent-items counts are no longer exact)
+    rng = np.random.default_rng(31)
+    ref_vals = [f"c{i}" for i in rng.integers(0, 20, 2000)]
+    cur_vals = [f"c{i}" for i in rng.integers(0, 20, 7000)] + [f"id{i}" for i in range(3000)]
+    ref, cur = counted(ref_vals), counted(cur_vals)
+    assert exact_counts(cur) is None and cur.frequency_error > 0
+    r = new_category_test(ref, cur)
+    truth = raw_share(cur_vals, ref_vals)
+    assert r.status == Status.DRIFT and abs(r.effect_size - truth) <= r.error_bound
+    share, lower, upper = share_interval(cur, exact_counts(ref))
+    assert lower <= truth <= upper and upper - lower == pytest.approx(r.error_bound)
+    assert r.error_bound <= 20 * cur.frequency_error / cur.count + 1e-12  # <= len(other) x FI error
+    assert r.error_bound < 0.01
+
+
+def test_unseen_category_shares_equal_the_raw_computation_while_frequent_items_are_exact():
+    # 500 categories: both sides leave exact mode (> 256) but their frequent-items maps
+    # still hold every category, so the shares and Good-Turing inputs are exact
+    rng = np.random.default_rng(32)
+    ref_vals = [f"c{i}" for i in rng.integers(0, 500, 4000)]
+    cur_vals = [f"c{i}" for i in rng.integers(40, 540, 4000)]
+    ref, cur = counted(ref_vals), counted(cur_vals)
+    assert not ref.is_exact and not cur.is_exact
+    n, v = new_category_test(ref, cur), vanished_category_test(ref, cur)
+    assert n.effect_size == pytest.approx(raw_share(cur_vals, ref_vals), abs=1e-12)
+    assert v.effect_size == pytest.approx(raw_share(ref_vals, cur_vals), abs=1e-12)
+    assert n.error_bound == v.error_bound == 0.0
+    assert n.status == v.status == Status.DRIFT  # 40 of 500 categories swapped: 8 % each way
+
+
+def test_sketched_window_never_alarms_under_h0_and_its_interval_holds_the_truth():
+    # 5,000 Zipf-like categories: a 200-value baseline (exact) against 10,000-value windows
+    # (sketched beyond frequent-items exactness). Sketch error is resolved toward "no new
+    # categories": no alarm in 30 H0 pairs; the certain interval always holds the raw share.
+    rng = np.random.default_rng(33)
+    k = 5000
+    w = 1.0 / np.arange(1, k + 1) ** 0.8
+    w /= w.sum()
+    drift = 0
+    for _ in range(30):
+        ref_vals = [f"c{i}" for i in rng.choice(k, 200, p=w)]
+        cur_vals = [f"c{i}" for i in rng.choice(k, 10_000, p=w)]
+        ref, cur = counted(ref_vals), counted(cur_vals)
+        assert exact_counts(cur) is None
+        r = new_category_test(ref, cur)
+        drift += r.status == Status.DRIFT
+        _share, lower, upper = share_interval(cur, exact_counts(ref))
+        assert lower <= raw_share(cur_vals, ref_vals) <= upper
+    assert drift == 0
+
+
+def test_unseen_shares_are_insufficient_data_when_the_other_side_is_beyond_exact_counts():
+    # which categories a side with > 768 categories lacks, and its unseen mass, are not
+    # identifiable from frequent items and count-min: no number rather than a wrong one
+    rng = np.random.default_rng(34)
+    small = counted([f"c{i}" for i in rng.integers(0, 30, 500)])
+    wide = counted([f"c{i}" for i in rng.integers(0, 20_000, 30_000)])
+    assert exact_counts(wide) is None
+    n = new_category_test(wide, small)  # baseline sketched: new categories unknown
+    v = vanished_category_test(small, wide)  # window sketched: vanished categories unknown
+    for r in (n, v):
+        assert r.status == Status.INSUFFICIENT_DATA and r.p_value is None
+        assert "not identifiable" in r.reason
+    assert "baseline" in n.reason and "current window" in v.reason
+    # the other direction of each pair still runs: its other side is exact
+    assert vanished_category_test(wide, small).status != Status.INSUFFICIENT_DATA
+    assert new_category_test(small, wide).status == Status.DRIFT  # ~all the window is new

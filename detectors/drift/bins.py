@@ -18,6 +18,30 @@ TOP_K = 50
 OTHER = "__other__"
 
 
+def quantile_binned(reference: NumericSketch | CategoricalSketch, bins: int = DEFAULT_BINS) -> bool:
+    """Are the pair's bins the baseline's own quantiles (rather than fixed values or categories)?
+
+    True for a numeric baseline with more than ``bins`` distinct values (or a
+    t-digest): :func:`baseline_edges` then cuts at its quantiles, so its bin
+    masses are ~1/bins by construction and only the current's are random.
+
+    Examples
+    --------
+    >>> s = NumericSketch(); s.update(np.array([1.0, 2.0, 2.0, 3.0]))
+    >>> quantile_binned(s), quantile_binned(CategoricalSketch())
+    (False, False)
+    """
+    if not isinstance(reference, NumericSketch):
+        return False
+    return not (reference.is_exact and len(reference.exact) <= bins)
+
+
+def _quantile_edge_index(grid: JointCdf, bins: int) -> np.ndarray:
+    """Sorted distinct indices of the grid points that cut the baseline at i / bins."""
+    idx = np.searchsorted(grid.ref, np.arange(1, bins) / bins, side="left")
+    return np.unique(np.minimum(idx, grid.x.size - 1))
+
+
 def baseline_edges(reference: NumericSketch, bins: int = DEFAULT_BINS,
                    grid: JointCdf | None = None) -> np.ndarray:
     """Inner bin edges from the baseline.
@@ -48,13 +72,12 @@ def baseline_edges(reference: NumericSketch, bins: int = DEFAULT_BINS,
     >>> baseline_edges(s).tolist()[1:]
     [1.0, 2.0, 3.0]
     """
-    if reference.is_exact and len(reference.exact) <= bins:
+    if not quantile_binned(reference, bins):
         support = reference.support()
         return np.concatenate(([np.nextafter(support[0], -np.inf)], support))
     if grid is None:
         grid = joint_cdf(reference, reference)
-    idx = np.searchsorted(grid.ref, np.arange(1, bins) / bins, side="left")
-    return np.unique(grid.x[np.minimum(idx, grid.x.size - 1)])
+    return grid.x[_quantile_edge_index(grid, bins)]
 
 
 def bin_masses(sketch: NumericSketch, edges: np.ndarray) -> np.ndarray:
@@ -66,8 +89,12 @@ def bin_masses(sketch: NumericSketch, edges: np.ndarray) -> np.ndarray:
     >>> bin_masses(s, np.array([1.0, 2.0])).tolist()
     [0.25, 0.5, 0.25]
     """
-    cdf = np.concatenate(([0.0], sketch.cdf_many(edges), [1.0]))
-    return np.clip(np.diff(cdf), 0.0, 1.0)
+    return _masses(sketch.cdf_many(edges))
+
+
+def _masses(cdf_at_edges: np.ndarray) -> np.ndarray:
+    """Bin masses from the CDF at the inner edges (first bin from 0, last to 1)."""
+    return np.clip(np.diff(np.concatenate(([0.0], cdf_at_edges, [1.0]))), 0.0, 1.0)
 
 
 def aligned_counts(
@@ -147,7 +174,8 @@ def aligned_masses(
         Numeric only: number of baseline-quantile bins (categorical sketches
         use each side's ``TOP_K`` categories plus OTHER).
     grid : JointCdf, optional
-        Numeric only: a grid of the pair, reused if given.
+        Numeric only: a grid of the pair, reused if given (quantile bins then
+        read both CDFs from it instead of evaluating the sketches again).
 
     Returns
     -------
@@ -170,8 +198,12 @@ def aligned_masses(
         _cats, r, c = aligned_counts(reference, current, union=False)
         eta = count_error(reference) / reference.count + count_error(current) / current.count
         return r / reference.count, c / current.count, eta
-    edges = baseline_edges(reference, bins, grid)
     eta = 2.0 * (reference.rank_error + current.rank_error)
+    if grid is not None and quantile_binned(reference, bins):
+        # the edges are grid points: both CDFs there are already on the grid
+        idx = _quantile_edge_index(grid, bins)
+        return _masses(grid.ref[idx]), _masses(grid.cur[idx]), eta
+    edges = baseline_edges(reference, bins, grid)
     return bin_masses(reference, edges), bin_masses(current, edges), eta
 
 

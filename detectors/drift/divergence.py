@@ -6,9 +6,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from detectors.drift.bins import DEFAULT_BINS, aligned_masses, pool_sparse
+from detectors.drift.bins import DEFAULT_BINS, aligned_masses, pool_sparse, quantile_binned
 from detectors.drift.grid import JointCdf
 from detectors.result import TestResult, insufficient, judged
+from detectors.stats.divergence_null import BinTerms, divergence_null
 from detectors.stats.interval import chi2_interval_p
 from sketches.categorical import CategoricalSketch
 from sketches.numeric import NumericSketch
@@ -45,6 +46,8 @@ def divergence_test(
     current: NumericSketch | CategoricalSketch,
     feature: str = "",
     *,
+    quartic: float,
+    terms: BinTerms | None = None,
     bins: int = DEFAULT_BINS,
     floor: float = 0.0,
     alpha: float = 0.05,
@@ -63,6 +66,13 @@ def divergence_test(
         Maps a divergence value to Pearson's chi-square distance it
         approximates for small changes (PSI: identity; JS distance d: 8 ln2 d^2).
     reference, current : NumericSketch or CategoricalSketch
+    quartic : float
+        The divergence's fourth-order coefficient in
+        :func:`~detectors.stats.divergence_null.divergence_null` (PSI 1/12, 8 JSD 1/24).
+    terms : callable, optional
+        The divergence's per-bin terms in chi-square-distance units
+        (:func:`~detectors.drift.psi.psi_terms`, :func:`~detectors.drift.js.js_terms`),
+        for the exact per-bin moments of reference-quantile bins.
     bins, floor, alpha, min_count, grid
         See :func:`detectors.drift.bins.aligned_masses`; ``floor`` in the
         divergence's unit; ``min_count`` values needed on each side.
@@ -77,12 +87,20 @@ def divergence_test(
     Notes
     -----
     For small changes PSI and 8 ln2 JS^2 equal Pearson's chi-square distance
-    sum_i (c_i - r_i)^2 / r_i, and N_eff * distance, N_eff = n m / (n + m),
+    sum_i (c_i - r_i)^2 / r_i, and T = N_eff * distance, N_eff = n m / (n + m),
     is asymptotically chi2(B - 1) under H0 (Yurdakul, "Statistical properties
-    of the population stability index", 2018) and noncentral chi-square with
-    noncentrality N_eff * floor at the boundary of "divergence <= floor"
-    (Mitra 1958). B counts the bins with mass on either side, after the bins
-    expected to hold < 5 values are merged (:func:`~detectors.drift.bins.pool_sparse`).
+    of the population stability index", 2018). At a few hundred values per
+    side T is stochastically larger (mean and variance above B - 1 and
+    2 (B - 1) by O(1 / N_eff)), so the p-value refers T to the scaled
+    chi-square g chi2(h) with T's first two moments under H0
+    (:func:`~detectors.stats.divergence_null.divergence_null`): for numeric
+    baseline-quantile bins the current's counts are Dirichlet-multinomial
+    given the baseline's (its masses are fixed by the cut), otherwise both
+    sides are multinomial at the pooled shares; g -> 1 and h -> B - 1 as
+    N_eff grows. Under the interval null the noncentrality is N_eff * floor
+    (Mitra 1958), on the same scale. B counts the bins with mass on either
+    side, after the bins expected to hold < 5 values are merged
+    (:func:`~detectors.drift.bins.pool_sparse`).
     """
     n_ref, n_cur = int(reference.count), int(current.count)
     if n_ref < min_count or n_cur < min_count:
@@ -97,8 +115,11 @@ def divergence_test(
         return judged(check, feature, 0.0, 0.0, 1.0, n_cur, n_ref, floor=floor, alpha=alpha)
     n_eff = n_ref * n_cur / (n_ref + n_cur)
     nc = n_eff * to_chi2(floor)
-    p_exact = chi2_interval_p(n_eff * to_chi2(value), df, nc)
+    quantiles = quantile_binned(reference, bins) and bool(np.all(r > 0))
+    shares = r if quantiles else (n_ref * r + n_cur * c) / (n_ref + n_cur)
+    law = divergence_null(shares, n_ref, n_cur, quartic, reference_quantiles=quantiles, terms=terms)
+    p_exact = chi2_interval_p(n_eff * to_chi2(value), law.df, nc, law.scale)
     p = p_exact if eta == 0 else chi2_interval_p(
-        n_eff * to_chi2(divergence(r, shrink(r, c, eta), n_ref, n_cur)), df, nc)
+        n_eff * to_chi2(divergence(r, shrink(r, c, eta), n_ref, n_cur)), law.df, nc, law.scale)
     return judged(check, feature, value, value, p, n_cur, n_ref, p_exact=p_exact,
                   error_bound=eta, floor=floor, alpha=alpha)

@@ -8,8 +8,34 @@ from detectors.drift.bins import DEFAULT_BINS
 from detectors.drift.divergence import MIN_COUNT, divergence_test
 from detectors.drift.grid import JointCdf
 from detectors.result import TestResult
+from detectors.stats.divergence_null import PSI_QUARTIC
 from sketches.categorical import CategoricalSketch
 from sketches.numeric import NumericSketch
+
+
+def psi_terms(ref: np.ndarray, cur: np.ndarray, n_ref: int, n_cur: int) -> np.ndarray:
+    """Per-bin PSI terms (c_i - r_i) ln(c_i / r_i), each mass floored at half a record.
+
+    Parameters
+    ----------
+    ref, cur : np.ndarray
+        Bin masses (arrays that broadcast together).
+    n_ref, n_cur : int
+        Values on each side, >= 1 (the floors are 0.5 / n of their side).
+
+    Returns
+    -------
+    np.ndarray
+        The terms, each >= 0; their sum is PSI.
+
+    Examples
+    --------
+    >>> psi_terms(np.array([0.5, 0.5]), np.array([0.6, 0.4]), 100, 100).round(4).tolist()
+    [0.0182, 0.0223]
+    """
+    r = np.maximum(ref, 0.5 / n_ref)
+    c = np.maximum(cur, 0.5 / n_cur)
+    return (c - r) * np.log(c / r)
 
 
 def psi_from_masses(ref: np.ndarray, cur: np.ndarray, n_ref: int, n_cur: int) -> float:
@@ -26,9 +52,7 @@ def psi_from_masses(ref: np.ndarray, cur: np.ndarray, n_ref: int, n_cur: int) ->
     >>> psi_from_masses(np.array([1.0, 0.0]), np.array([1.0, 0.0]), 10, 10)
     0.0
     """
-    r = np.maximum(ref, 0.5 / n_ref)
-    c = np.maximum(cur, 0.5 / n_cur)
-    return float(max(np.sum((c - r) * np.log(c / r)), 0.0))
+    return float(max(np.sum(psi_terms(ref, cur, n_ref, n_cur)), 0.0))
 
 
 def _identity(x: float) -> float:
@@ -69,7 +93,9 @@ def psi(
     -------
     TestResult
         ``statistic`` = ``effect_size`` = PSI; ``p_value`` from
-        N_eff * PSI ~ chi2(B - 1) (noncentral at the floor), with the bin
+        N_eff * PSI against its small-sample null law g chi2(h), g -> 1 and
+        h -> B - 1 as N_eff grows (noncentral at the floor;
+        :func:`~detectors.drift.divergence.divergence_test`), with the bin
         masses' sketch error shrunk away first.
 
     Notes
@@ -89,4 +115,5 @@ def psi(
     (1.0, 'drift')
     """
     return divergence_test("psi", psi_from_masses, _identity, reference, current, feature,
-                           bins=bins, floor=floor, alpha=alpha, min_count=min_count, grid=grid)
+                           quartic=PSI_QUARTIC, terms=psi_terms, bins=bins, floor=floor, alpha=alpha,
+                           min_count=min_count, grid=grid)

@@ -57,16 +57,20 @@ def null_moments(grid: JointCdf, n_ref: int, n_cur: int, exact: bool = False) ->
     w = np.diff(grid.x)
     mean = math.sqrt(2 / math.pi) * float(np.sum(w * np.sqrt(np.clip(u * (1 - u), 0.0, None))))
     if u.size > NULL_POINTS:
-        blocks = np.array_split(np.arange(u.size), NULL_POINTS)
-        u = np.array([u[b[len(b) // 2]] for b in blocks])
-        w = np.array([w[b].sum() for b in blocks])
-    sd = np.sqrt(np.clip(u * (1 - u), 0.0, None))
-    keep = sd > 0
-    u, w, sd = u[keep], w[keep], sd[keep]
-    s, t = np.minimum.outer(u, u), np.maximum.outer(u, u)
-    outer = np.outer(sd, sd)
-    rho = np.clip(s * (1 - t) / outer, -1.0, 1.0)
-    cov = (2 / math.pi) * outer * (np.sqrt(1 - rho**2) + rho * np.arcsin(rho) - 1)
+        # the blocks of np.array_split: the first size % NULL_POINTS hold one point more
+        size, extra = divmod(u.size, NULL_POINTS)
+        lengths = np.full(NULL_POINTS, size)
+        lengths[:extra] += 1
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        u, w = u[starts + lengths // 2], np.add.reduceat(w, starts)
+    keep = (u > 0) & (u < 1)
+    u, w = u[keep], w[keep]
+    sd = np.sqrt(u * (1 - u))
+    # with s = min(u_i, u_j), t = max(u_i, u_j): rho = s (1 - t) / (sigma_s sigma_t)
+    # = a(s) / a(t), a(u) = sqrt(u / (1 - u)) increasing, so rho = min(a_i, a_j) / max(a_i, a_j)
+    a = np.sqrt(u / (1 - u))
+    rho = np.minimum.outer(a, a) / np.maximum.outer(a, a)
+    cov = (2 / math.pi) * np.outer(sd, sd) * (np.sqrt(1 - rho * rho) + rho * np.arcsin(rho) - 1)
     return mean, float(max(w @ cov @ w, 0.0))
 
 

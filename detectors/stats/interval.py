@@ -52,7 +52,8 @@ def normal_interval_p(estimate: float, se: float, floor: float = 0.0) -> float:
     return float(min(special.ndtr((floor - a) / se) + special.ndtr((-floor - a) / se), 1.0))
 
 
-def chi2_interval_p(statistic: float, df: int, noncentrality: float = 0.0) -> float:
+def chi2_interval_p(statistic: float, df: float, noncentrality: float = 0.0,
+                    scale: float = 1.0) -> float:
     """Upper-tail p-value of a chi-square-type statistic against "divergence <= floor".
 
     Parameters
@@ -60,24 +61,29 @@ def chi2_interval_p(statistic: float, df: int, noncentrality: float = 0.0) -> fl
     statistic : float
         N_eff times a divergence that is asymptotically Pearson's chi-square
         distance (chi-square, N_eff * PSI, 8 ln2 N_eff * JS divergence).
-    df : int
-        Degrees of freedom (bins - 1), >= 1.
+    df : float
+        Degrees of freedom, > 0: bins - 1, or the matched h of a scaled
+        chi-square (:func:`~detectors.stats.divergence_null.divergence_null`).
     noncentrality : float
-        N_eff times the floor in the same unit (0: point null).
+        N_eff times the floor in the statistic's unit (0: point null).
+    scale : float
+        g of the null law ``g * chi2(df)`` (1: the plain chi-square), > 0.
 
     Returns
     -------
     float
-        P(X >= statistic), X ~ chi2(df, noncentrality). Under a fixed
+        P(g X >= statistic), X ~ chi2(df, noncentrality / g). Under a fixed
         alternative whose divergence equals the floor, the statistic is
         asymptotically noncentral chi-square with that noncentrality
         (Mitra, "On the limiting power function of the frequency chi-square
-        test", 1958).
+        test", 1958); with a scaled null law the noncentral part is carried
+        on the same scale, so the mean at the boundary is g df + noncentrality.
+        1.0 for a statistic <= 0.
 
     Raises
     ------
     ValueError
-        If ``df < 1``.
+        If ``df <= 0`` or ``scale <= 0``.
 
     Examples
     --------
@@ -85,11 +91,16 @@ def chi2_interval_p(statistic: float, df: int, noncentrality: float = 0.0) -> fl
     0.05
     >>> chi2_interval_p(50.0, 9, noncentrality=1e5) > 0.999
     True
+    >>> round(chi2_interval_p(2 * 16.92, 9, scale=2.0), 3)
+    0.05
     """
-    if df < 1:
-        raise ValueError("df must be >= 1")
+    if not df > 0.0:
+        raise ValueError("df must be > 0")
+    if not scale > 0.0:
+        raise ValueError("scale must be > 0")
     if statistic <= 0.0:
         return 1.0
+    x = statistic / scale
     if noncentrality <= 0.0:
-        return float(special.chdtrc(df, statistic))
-    return float(min(max(1.0 - special.chndtr(statistic, df, noncentrality), 0.0), 1.0))
+        return float(special.chdtrc(df, x))
+    return float(min(max(1.0 - special.chndtr(x, df, noncentrality / scale), 0.0), 1.0))
