@@ -58,10 +58,11 @@ def chi2_test(
 
     Notes
     -----
-    Pearson's X^2 on the 2 x k table of both sides' counts over the union of
-    their top categories plus OTHER, so a new and a vanished category count
-    alike; categories expected to hold < 5 values in the smaller window
-    are merged first. p-value: chi2(k - 1) (noncentral with N * floor^2 under the
+    Pearson's X^2 on the 2 x k table of both sides' counts over the top
+    categories of their pooled counts plus OTHER, so a new and a vanished
+    category count alike (:func:`~detectors.drift.bins.aligned_counts`);
+    categories expected to hold < 5 values in the smaller window are merged
+    first. p-value: chi2(k - 1) (noncentral with N * floor^2 under the
     interval null; Cramer, "Mathematical Methods of Statistics", 1946, for V);
     when an expected count is below 5 (Cochran, "Some methods for
     strengthening the common chi-square tests", 1954), N <= 500 and floor = 0,

@@ -106,7 +106,7 @@ def js_test(
     ----------
     reference, current : NumericSketch or CategoricalSketch
         Numeric: on the baseline-quantile bins of :func:`~detectors.drift.psi.psi`.
-        Categorical: top categories of both sides plus OTHER.
+        Categorical: the top 50 categories of the pooled counts plus OTHER.
     feature, bins, alpha, min_count, grid
         As for :func:`~detectors.drift.psi.psi`.
     floor : float

@@ -76,8 +76,8 @@ def psi(
     ----------
     reference, current : NumericSketch or CategoricalSketch
         Numeric: ``bins`` baseline-quantile bins (one bin per value when the
-        baseline has at most ``bins`` values). Categorical: each side's top 50
-        categories plus OTHER.
+        baseline has at most ``bins`` values). Categorical: the top 50
+        categories of the pooled counts plus OTHER.
     feature : str
         Feature name carried into the result.
     floor : float
