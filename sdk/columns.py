@@ -10,7 +10,7 @@ to find the offending records.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
@@ -140,7 +140,7 @@ class RecordColumns:
 
 
 # -- validation -----------------------------------------------------------------------
-def _types(col: list) -> set[type]:
+def _types(col: Iterable) -> set[type]:
     return set(map(type, col))
 
 
@@ -166,20 +166,48 @@ def _numbers_ok(col: list) -> bool:
         map(math.isfinite, col))
 
 
+def _str_lengths_ok(col: Collection, types: set[type]) -> bool:
+    """The strings of ``col`` (whose value types are ``types``) fit MAX_STRING_LENGTH."""
+    if str not in types:
+        return True
+    if len(types) == 1:  # all strings: no filtering pass
+        return max(map(len, col)) <= MAX_STRING_LENGTH
+    return _strings_fit([v for v in col if type(v) is str], MAX_STRING_LENGTH, False)
+
+
+def _distinct(col: list) -> Collection:
+    """The distinct values of a column that starts with a string (categorical columns
+    repeat values), else the column itself.
+
+    Checking types and lengths on the distinct values is sound: values of
+    different types that compare equal (True, 1, 1.0) are all valid or all
+    invalid together, and no invalid hashable value (bytes, extension types)
+    equals a valid one. Hashing also caches each string's hash for the
+    profile's count that follows.
+    """
+    if col and type(col[0]) is str:
+        try:
+            return set(col)
+        except TypeError:  # unhashable values: checked one by one
+            pass
+    return col
+
+
 def _features_ok(col: list) -> bool:
+    col = _distinct(col)
     types = _types(col)
-    return types <= _FEATURE_TYPES and (str not in types or _strings_fit(
-        [v for v in col if type(v) is str], MAX_STRING_LENGTH, False))
+    return types <= _FEATURE_TYPES and _str_lengths_ok(col, types)
 
 
 def _labels_ok(col: list) -> bool:
     types = _types(col)
-    return types <= {str, int, bool, _NONE} and (str not in types or _strings_fit(
-        [v for v in col if type(v) is str], MAX_STRING_LENGTH, False))
+    return types <= {str, int, bool, _NONE} and _str_lengths_ok(col, types)
 
 
 def _slices_ok(col: list) -> bool:
-    return _types(col) <= {str, _NONE} and _strings_fit(col, MAX_STRING_LENGTH, True)
+    col = _distinct(col)
+    types = _types(col)
+    return types <= {str, _NONE} and _str_lengths_ok(col, types)
 
 
 def _scan(col: list, fast: Callable[[list], bool], check: Callable[[Any], Any],

@@ -132,8 +132,8 @@ class PartitionState:
         out: dict[str, bytes | str | int] = {}
         if self.offset is not None:
             out["offset"] = self.offset
-        for key in self.dirty:
-            out[_open_field(key)] = self.open[key].to_bytes()
+        for key in self.dirty:  # rewritten every interval while open: cheap compression
+            out[_open_field(key)] = self.open[key].to_bytes(fast=True)
         for m in self.dirty_clocks:
             c = self.clocks[m]
             out[_MAX_EVENT + m] = repr(c.max_event_time)

@@ -66,16 +66,17 @@ def unpack_floats(data: bytes) -> np.ndarray:
     return np.frombuffer(unshuffle8(data), "<f8").astype(np.float64)
 
 
-def encode(document: dict[str, Any]) -> bytes:
-    """Bytes of ``document`` in the current format.
+def encode(document: dict[str, Any], level: int = ZLIB_LEVEL) -> bytes:
+    """Bytes of ``document`` in the current format, compressed at zlib ``level`` (0-9;
+    any level reads back with :func:`decode`).
 
     Examples
     --------
-    >>> decode(encode({"n": 3}))
-    {'n': 3}
+    >>> decode(encode({"n": 3})), decode(encode({"n": 3}, level=1))
+    ({'n': 3}, {'n': 3})
     """
     body = msgpack.packb(document, use_bin_type=True)
-    return MAGIC + bytes([PROFILE_FORMAT_VERSION]) + zlib.compress(body, ZLIB_LEVEL)
+    return MAGIC + bytes([PROFILE_FORMAT_VERSION]) + zlib.compress(body, level)
 
 
 def decode(data: bytes) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -15,6 +16,8 @@ Column = np.ndarray | Sequence[Any]
 """Raw values of one feature for a batch of records: a numpy array or a sequence."""
 
 _NONE = type(None)
+_NUMBER_TYPES = {float, int}
+_STR_OR_NONE = {str, _NONE}
 
 
 def category_label(v: bool | int | float | str) -> str:
@@ -84,6 +87,14 @@ class FeatureProfile:
         n = len(values)
         if not n:
             return
+        first = type(values[0])
+        if first is str and self._update_strings(values):
+            return
+        if first is float or first is int:
+            kinds = set(map(type, values))
+            if kinds <= _NUMBER_TYPES:  # no None, str or bool: one vectorised update
+                self.numeric.update(np.array(values, dtype=np.float64))
+                return
         types = list(map(type, values))
         nulls = types.count(_NONE)
         if type(values[0]) is str and types.count(str) + nulls == n:
@@ -94,6 +105,25 @@ class FeatureProfile:
             self._update_mixed(values)
             return
         self.missing += nulls
+
+    def _update_strings(self, values: Sequence[Any]) -> bool:
+        """Count a column of strings and None in one pass; False (nothing added) if it
+        holds any other type.
+
+        Counting first and checking the types of the distinct values only is sound:
+        no value of another type compares equal to a string or to None, so every
+        value's type is the type of some counted key.
+        """
+        try:
+            counts = Counter(values)
+        except TypeError:  # an unhashable value: not a string column
+            return False
+        if not set(map(type, counts)) <= _STR_OR_NONE:
+            return False
+        self.missing += counts.pop(None, 0)
+        if counts:
+            self.categorical.update_counts(counts)
+        return True
 
     def _update_mixed(self, values: Sequence[Any]) -> None:
         nums: list[float] = []

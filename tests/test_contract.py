@@ -127,11 +127,22 @@ def test_columnar_batch_round_trip_and_missing_values():
     ({"features": {"s": ["u", "v", "w" * 5000, "x"]}}, 2, "features.s", "too_large"),
     ({"slices": {"k": ["a", 7, None, "b"]}}, 1, "slices.k", "wrong_type"),
     ({"predicted_label": [1, 2.5, None, "x"]}, 1, "predicted_label", "wrong_type"),
+    # string columns are checked on their distinct values: a bad value among repeats
+    ({"features": {"s": ["u", b"u", "u", "u"]}}, 1, "features.s", "wrong_type"),
+    ({"features": {"s": ["u", "u", ["u"], "u"]}}, 2, "features.s", "wrong_type"),
+    ({"features": {"s": ["u", "u", "u", "w" * 5000]}}, 3, "features.s", "too_large"),
+    ({"slices": {"k": ["a", "a", None, b"a"]}}, 3, "slices.k", "wrong_type"),
 ])
 def test_columnar_bad_values_are_reported_by_index_and_the_rest_kept(over, index, field, reason):
     batch = decode_batch(columns_message(**over))
     assert [(i, e.field, e.reason) for i, e in batch.errors] == [(index, field, reason)]
     assert [r.prediction_id for r in batch.records] == [p for i, p in enumerate("abcd") if i != index]
+
+
+def test_string_column_with_values_equal_across_types_is_valid():
+    # True == 1 == 1.0 collapse to one distinct value; all three are valid feature values
+    batch = decode_batch(columns_message(features={"s": ["u", True, 1, 1.0]}))
+    assert batch.errors == [] and batch.columns.features["s"] == ["u", True, 1, 1.0]
 
 
 def test_too_many_feature_columns_rejects_every_record():
