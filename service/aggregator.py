@@ -13,9 +13,10 @@ monitoring; Redis holds the authoritative offset).
 Windows are tumbling in event time, per model (length from the model's
 config). A window closes when the model's watermark (max event time seen minus
 ``allowed_lateness_seconds``) passes its end, or when the model has sent
-nothing for ``idle_close_seconds`` while its partition has no backlog (so a
-stall, e.g. a Redis outage, never closes windows whose records are still
-queued). A record for a window that has closed is late: dead-lettered with
+nothing for ``idle_close_seconds`` while its partition has no backlog and the
+broker answered a fetch for it in the last ``BROKER_SILENCE_SECONDS`` (so a
+stall, e.g. a Redis or broker outage, never closes windows whose records are
+still queued). A record for a window that has closed is late: dead-lettered with
 reason ``late`` and counted.
 """
 
@@ -55,6 +56,10 @@ _MAX_EVENT = "wm:"
 _CLOSED_UNTIL = "cu:"
 LATE = "late:"
 CONFIG_TTL_SECONDS = 30.0
+#: A partition counts as caught up (so idle windows may close) only if the broker answered
+#: a fetch for it this recently: during a broker outage the backlog is unknown, and windows
+#: closed then would turn the records still in the broker into late records.
+BROKER_SILENCE_SECONDS = 5.0
 
 
 def _open_field(key: WindowKey) -> str:
@@ -413,6 +418,13 @@ class Aggregator:
         return max(high - (state.offset or 0), 0)
 
     def _caught_up(self, state: PartitionState) -> bool:
+        """No backlog, as of a fetch response less than :data:`BROKER_SILENCE_SECONDS` old."""
+        tp = TopicPartition(self.topic, state.partition)
+        if tp not in self._consumer.assignment():
+            return False
+        polled_ms = self._consumer.last_poll_timestamp(tp)
+        if polled_ms is None or time.time() - polled_ms / 1000.0 > BROKER_SILENCE_SECONDS:
+            return False
         return self._lag(state) == 0
 
     def _update_lag(self) -> None:
