@@ -14,9 +14,10 @@ Windows are tumbling in event time, per model (length from the model's
 config). A window closes when the model's watermark (max event time seen minus
 ``allowed_lateness_seconds``) passes its end, or when the model has sent
 nothing for ``idle_close_seconds`` while its partition has no backlog and the
-broker answered a fetch for it in the last ``BROKER_SILENCE_SECONDS`` (so a
-stall, e.g. a Redis or broker outage, never closes windows whose records are
-still queued). A record for a window that has closed is late: dead-lettered with
+broker answered a fetch for it in the last ``BROKER_SILENCE_SECONDS``, and not
+within ``idle_close_seconds`` of the broker coming back (so a stall, e.g. a Redis
+or broker outage, never closes windows whose records are still queued in the
+broker or in producers' buffers). A record for a window that has closed is late: dead-lettered with
 reason ``late`` and counted.
 """
 
@@ -57,8 +58,9 @@ _CLOSED_UNTIL = "cu:"
 LATE = "late:"
 CONFIG_TTL_SECONDS = 30.0
 #: A partition counts as caught up (so idle windows may close) only if the broker answered
-#: a fetch for it this recently: during a broker outage the backlog is unknown, and windows
-#: closed then would turn the records still in the broker into late records.
+#: a fetch for it this recently, and not until ``idle_close_seconds`` after it answers
+#: again: during a broker outage the backlog is unknown and producers buffer, and windows
+#: closed then would turn their records into late records.
 BROKER_SILENCE_SECONDS = 5.0
 
 
@@ -184,6 +186,8 @@ class Aggregator:
         self._producer: AIOKafkaProducer | None = None
         self._last_checkpoint = time.monotonic()
         self._interval = settings.checkpoint_interval_seconds
+        self._broker_silent = False
+        self._broker_back_at = -math.inf
 
     # -- lifecycle ------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -418,12 +422,20 @@ class Aggregator:
         return max(high - (state.offset or 0), 0)
 
     def _caught_up(self, state: PartitionState) -> bool:
-        """No backlog, as of a fetch response less than :data:`BROKER_SILENCE_SECONDS` old."""
+        """No backlog, as of a fetch response less than :data:`BROKER_SILENCE_SECONDS` old,
+        and not within ``idle_close_seconds`` of the broker coming back (producers are
+        still re-sending what they buffered during the outage)."""
         tp = TopicPartition(self.topic, state.partition)
         if tp not in self._consumer.assignment():
             return False
+        now = time.time()
         polled_ms = self._consumer.last_poll_timestamp(tp)
-        if polled_ms is None or time.time() - polled_ms / 1000.0 > BROKER_SILENCE_SECONDS:
+        if polled_ms is None or now - polled_ms / 1000.0 > BROKER_SILENCE_SECONDS:
+            self._broker_silent = True
+            return False
+        if self._broker_silent:
+            self._broker_silent, self._broker_back_at = False, now
+        if now - self._broker_back_at < self.settings.idle_close_seconds:
             return False
         return self._lag(state) == 0
 
