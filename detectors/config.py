@@ -1,4 +1,5 @@
-"""Detector configuration: which checks run and may alert, their floors, alpha and baseline.
+"""Detector configuration: which checks run and may alert, their floors, alpha, baseline and
+FDR weights.
 
 A model's :class:`DetectorConfig` overrides the service defaults field by
 field; its ``features`` map overrides the model's checks, alerting checks and
@@ -17,6 +18,7 @@ from pydantic import BaseModel, Field, field_validator
 from detectors.catalog import CHECKS_BY_TARGET, DEFAULT_ALERTING, DEFAULT_FLOORS, matches, valid_entry
 
 BaselineKind = Literal["auto", "reference", "trailing", "seasonal"]
+MAX_FDR_WEIGHT = 100.0
 
 
 def _check_entries(entries: list[str] | None) -> list[str] | None:
@@ -34,6 +36,15 @@ def _check_floors(floors: dict[str, float]) -> dict[str, float]:
     if any(v < 0 for v in floors.values()):
         raise ValueError("floors must be >= 0")
     return floors
+
+
+def _check_weights(weights: dict[str, float]) -> dict[str, float]:
+    bad = [k for k in weights if k not in DEFAULT_FLOORS]
+    if bad:
+        raise ValueError(f"FDR weights for unknown checks {bad}")
+    if any(not 0.0 < v <= MAX_FDR_WEIGHT for v in weights.values()):
+        raise ValueError(f"FDR weights must be in (0, {MAX_FDR_WEIGHT:g}]")
+    return weights
 
 
 class BaselineConfig(BaseModel):
@@ -71,6 +82,13 @@ class DetectorConfig(CheckOverrides):
     baseline: BaselineConfig = Field(default_factory=BaselineConfig)
     features: dict[str, CheckOverrides] = Field(default_factory=dict,
                                                 description="Per-feature overrides")
+    fdr_weights: dict[str, float] = Field(
+        default_factory=dict,
+        description="Prior weight per check in the FDR gate's weighted BH (absent: 1); a "
+                    "window's weights are rescaled to mean 1, so they move its level between "
+                    "checks without raising it")
+
+    _weights = field_validator("fdr_weights")(_check_weights)
 
 
 @dataclass(frozen=True)
@@ -104,6 +122,8 @@ def merge(base: DetectorConfig, override: DetectorConfig | None) -> DetectorConf
     >>> m = merge(service_defaults(), DetectorConfig(floors={"ks": 0.3}, alpha=0.001))
     >>> m.alpha, m.floors["ks"], m.floors["psi"]
     (0.001, 0.3, 0.2)
+    >>> merge(m, DetectorConfig(fdr_weights={"null_rate": 0.2})).fdr_weights
+    {'null_rate': 0.2}
     """
     if override is None:
         return base
@@ -123,6 +143,7 @@ def merge(base: DetectorConfig, override: DetectorConfig | None) -> DetectorConf
         floors={**base.floors, **override.floors},
         baseline=override.baseline if "baseline" in given else base.baseline,
         features=features,
+        fdr_weights={**base.fdr_weights, **override.fdr_weights},
     )
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,9 +83,12 @@ class AlertPolicy:
 
     async def apply(self, window: WindowRef, results: Sequence[TestResult],
                     alerting: dict[str, frozenset[str]], model: ModelConfig,
-                    silences: list[Silence], now: float) -> list[dict[str, Any]]:
+                    silences: list[Silence], now: float,
+                    fdr_weights: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
         """Apply one evaluated window (``results`` empty: the window could not be
         tested, but it is released all the same); the alerts it created or changed.
+        ``fdr_weights`` (check name -> weight, absent: 1) weight the window's tests in
+        the FDR gate.
 
         Windows are folded in order: a window is *released* once every earlier
         window of the model has been applied, and the episodes that the windows
@@ -94,8 +97,9 @@ class AlertPolicy:
         elig = eligible(list(results), alerting)
         outcomes: dict[str, list[Any]] = {}
         if elig:
+            weights = [fdr_weights.get(base_check(r.check), 1.0) for r in elig] if fdr_weights else None
             decision = await self.gate.gate(f"{window.model_id}\0{window.member}", window.start,
-                                            window.length, [r.p_value for r in elig])
+                                            window.length, [r.p_value for r in elig], weights)
             outcomes = outcomes_of(elig, decision, window)
         recorded = await self.alerts.record(window.model_id, window.start, window.member, outcomes)
         lo, hi = window.start, recorded.released_before

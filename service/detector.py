@@ -177,12 +177,14 @@ class Detector:
             outcome = "error"
         results: list[TestResult] = []
         alerting: dict[str, frozenset[str]] = {}
+        weights: dict[str, float] = {}
         if isinstance(outcome, str):
             metrics.DETECTOR_SKIPPED.labels(reason=outcome).inc()
             log.info("window skipped model=%s window=%s reason=%s", model_id, member, outcome)
         else:
             _current, baseline, config, results = outcome
             alerting = alerting_checks(baseline.profile, config)
+            weights = config.fdr_weights
             await self.store.put_results(
                 model_id, member, [{**asdict(r), "baseline": baseline.kind} for r in results],
                 self.settings.retention_window_seconds)
@@ -190,7 +192,8 @@ class Detector:
         model = (await self.store.model_configs([model_id]))[model_id] or ModelConfig()
         now = time.time()
         alerts = await self.policy.apply(WindowRef(model_id, member, start, length, version),
-                                         results, alerting, model, await self.silences.active(now), now)
+                                         results, alerting, model, await self.silences.active(now), now,
+                                         weights)
         await self.rollups.advance(model_id, length)
         if results:
             metrics.DETECTOR_RUNS.inc()

@@ -98,11 +98,13 @@ class FdrGate:
         self._ttl = EPOCHS_KEPT * params.epoch_seconds
 
     async def gate(self, window_id: str, window_start: float, window_seconds: int,
-                   p_values: Sequence[float]) -> GateDecision:
-        """Discoveries among one window's eligible p-values (BH at the batch level).
+                   p_values: Sequence[float],
+                   weights: Sequence[float] | None = None) -> GateDecision:
+        """Discoveries among one window's eligible p-values (BH at the batch level,
+        weighted by ``weights`` when given: one per p-value, > 0).
 
-        Idempotent per ``window_id``: the same p-values give the same answer however
-        often and by whichever replica the window is gated.
+        Idempotent per ``window_id``: the same p-values and weights give the same
+        answer however often and by whichever replica the window is gated.
         """
         epoch, slot = self.params.locate(window_start)
         span = self.params.span(window_seconds, slot)
@@ -112,7 +114,7 @@ class FdrGate:
             args=[window_id, slot, n, self.params.tests_per_slot, self.params.reward_lag_slots,
                   self._ttl, span])
         granted, rewarded = (int(x) for x in raw.decode().split(":"))
-        found = self.params.decide(p_values, granted, rewarded, span)
+        found = self.params.decide(p_values, granted, rewarded, span, weights)
         await self._commit(keys=[_key(epoch, "done"), _key(epoch, "disc")],
                            args=[window_id, slot, int(found.sum()), self._ttl])
         if granted < n:

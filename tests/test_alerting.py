@@ -38,13 +38,14 @@ def policy(store: Store) -> AlertPolicy:
 
 
 async def apply(p: AlertPolicy, model: str, i: int, outcomes: dict[tuple[str, str], tuple[float, float]],
-                config: ModelConfig | None = None, silences=(), now: float = 1e9) -> list[dict[str, Any]]:
+                config: ModelConfig | None = None, silences=(), now: float = 1e9,
+                fdr_weights: dict[str, float] | None = None) -> list[dict[str, Any]]:
     results = [result(f, c, *v) for (f, c), v in outcomes.items()]
     alerting: dict[str, frozenset[str]] = {}
     for f, c in outcomes:
         alerting[f] = alerting.get(f, frozenset()) | {c}
     return await p.apply(window(model, i), results, alerting, config or ModelConfig(),
-                         list(silences), now)
+                         list(silences), now, fdr_weights)
 
 
 def view(alerts: list[dict[str, Any]]) -> set[tuple]:
@@ -213,6 +214,17 @@ async def test_fdr_gate_shares_slot_capacity_and_rewards_old_discoveries(store):
     assert hourly.granted == 3 and hourly.level == params.level(3, 3, 0, span=12)
     used = await store.r.hgetall(f"fw:fdr:{T0 // 86_400 + 1}:used")
     assert {int(k): int(v) for k, v in used.items()} == {2: 1, **{s: 3 for s in range(12, 24)}}
+
+
+async def test_fdr_weights_move_the_window_level_from_quality_to_drift(store):
+    # Two tests per window: BH's first threshold is 0.05 / 288 * (2 / 200) / 2 = 8.7e-7.
+    # p = 1.2e-6 misses it with equal weights and clears it when null_rate lends its share.
+    p, alerts = policy(store), AlertStore(store.r)
+    borderline = {("x", "psi"): (1.0, 1.2e-6), ("x", "null_rate"): HEALTHY}
+    for i in (0, 1):
+        await apply(p, "uniform", i, borderline)
+        await apply(p, "weighted", i, borderline, fdr_weights={"null_rate": 0.1})
+    assert [(a["model_id"], a["check"]) for a in await alerts.alerts(None, 0, 10)] == [("weighted", "psi")]
 
 
 async def test_persistence_config_from_the_model(store):

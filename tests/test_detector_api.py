@@ -72,6 +72,9 @@ async def test_per_model_and_per_feature_configuration_through_the_api(settings,
         assert bad.status_code == 422 and bad.json()["field"] == "alerting"
         bad = await http.put(f"/v1/models/{MODEL}/detector-config", json={"floors": {"ks": -1}})
         assert bad.status_code == 422 and bad.json()["field"] == "floors"
+        for weights in ({"psi": 0}, {"nope": 1.0}, {"psi": 1e9}):
+            bad = await http.put(f"/v1/models/{MODEL}/detector-config", json={"fdr_weights": weights})
+            assert bad.status_code == 422 and bad.json()["field"] == "fdr_weights"
         resp = await http.put(f"/v1/models/{MODEL}/detector-config",
                               json={"alpha": 0.001, "alerting": ["numeric:ks"], "floors": {"ks": 0.05}})
         assert resp.status_code == 200

@@ -33,6 +33,59 @@ def bh_rejections(p_values: Sequence[float], level: float) -> np.ndarray:
     return out
 
 
+def weighted_bh_rejections(p_values: Sequence[float], level: float,
+                           weights: Sequence[float] | None = None) -> np.ndarray:
+    """Weighted Benjamini-Hochberg at ``level``: BH on p_i / w_i, weights rescaled to mean 1.
+
+    Parameters
+    ----------
+    p_values : sequence of float, shape (n,)
+    level : float
+        The batch's FDR level.
+    weights : sequence of float, shape (n,), optional
+        Prior weights, > 0, fixed before the data are seen (None: all 1, plain BH).
+        A test of weight w is tested as if its p-value were p / w, so weights move
+        the batch's level between tests without changing its total.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n,)
+
+    Raises
+    ------
+    ValueError
+        On a weight <= 0 or a length mismatch.
+
+    Notes
+    -----
+    With weights summing to n, weighted BH controls the FDR at
+    ``level * sum(w_i over true nulls) / n <= level`` under independence
+    (Genovese, Roeder & Wasserman, "False discovery control with p-value
+    weighting", Biometrika 2006) and under positive dependence (PRDS; Ramdas,
+    Barber, Wainwright & Jordan, "A unified treatment of multiple testing with
+    prior knowledge using the p-filter", Annals of Statistics 2019), the
+    condition BatchPRDS asks of each batch.
+
+    Examples
+    --------
+    >>> weighted_bh_rejections([1e-3, 0.5], 0.0015).tolist()
+    [False, False]
+    >>> weighted_bh_rejections([1e-3, 0.5], 0.0015, [1.9, 0.1]).tolist()
+    [True, False]
+    """
+    if weights is None:
+        return bh_rejections(p_values, level)
+    p = np.asarray(p_values, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != p.shape:
+        raise ValueError(f"{w.size} weights for {p.size} p-values")
+    if (w <= 0).any() or not np.isfinite(w).all():
+        raise ValueError("weights must be finite and > 0")
+    if p.size == 0:
+        return np.zeros(0, dtype=bool)
+    return bh_rejections(p / (w * p.size / w.sum()), level)
+
+
 @dataclass
 class BatchPrds:
     """BatchPRDS (onlineFDR ``BatchPRDS``): online FDR control over batches with

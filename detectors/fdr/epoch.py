@@ -36,6 +36,10 @@ order in which replicas finish the windows of recent slots. Valid under
 positive dependence (PRDS) inside a batch (a model's features drifting
 together) and independence across batches.
 
+Inside a batch the tests may carry prior weights (weighted BH, same batch
+level): data-quality checks that fire at p ~ 1e-50 when they fire at all can
+lend most of their share to drift tests whose p-values sit near the level.
+
 Pure arithmetic; the counters live in Redis (``service.fdr``).
 """
 
@@ -46,7 +50,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from detectors.fdr.batch import bh_rejections
+from detectors.fdr.batch import weighted_bh_rejections
 
 
 @dataclass(frozen=True)
@@ -138,8 +142,11 @@ class EpochSpending:
         return self.alpha * max(left, 0.0) / self.slots
 
     def decide(self, p_values: Sequence[float], granted: int, rewarded: int,
-               span: int = 1) -> np.ndarray:
-        """BH at the batch level: boolean mask of discoveries.
+               span: int = 1, weights: Sequence[float] | None = None) -> np.ndarray:
+        """(Weighted) BH at the batch level: boolean mask of discoveries.
+
+        ``weights`` (one per p-value, > 0; None: all 1) share the batch's level
+        between its tests (:func:`~detectors.fdr.batch.weighted_bh_rejections`).
 
         Examples
         --------
@@ -147,4 +154,5 @@ class EpochSpending:
         >>> e.decide([1e-4, 0.02, 0.3, 0.9], granted=4, rewarded=0).tolist()
         [True, False, False, False]
         """
-        return bh_rejections(p_values, self.level(len(p_values), granted, rewarded, span))
+        return weighted_bh_rejections(
+            p_values, self.level(len(p_values), granted, rewarded, span), weights)
