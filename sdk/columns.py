@@ -70,6 +70,9 @@ class RecordColumns:
     predicted_label: list[Any] | None = None
     slices: dict[str, list[str | None]] = field(default_factory=dict)
     latency_ms: list[float | None] | None = None
+    feature_types: dict[str, frozenset[type]] = field(default_factory=dict, repr=False, compare=False)
+    """Per feature column, the set of its value types, where validation found it (a hint for
+    the profile, which then skips its own type scan; a column absent here is scanned)."""
 
     def __len__(self) -> int:
         return len(self.prediction_id)
@@ -193,10 +196,11 @@ def _distinct(col: list) -> Collection:
     return col
 
 
-def _features_ok(col: list) -> bool:
-    col = _distinct(col)
-    types = _types(col)
-    return types <= _FEATURE_TYPES and _str_lengths_ok(col, types)
+def _feature_types(col: list) -> frozenset[type] | None:
+    """The value types of a valid feature column (all of them allowed, strings not too long), else None."""
+    distinct = _distinct(col)
+    types = frozenset(map(type, distinct))
+    return types if types <= _FEATURE_TYPES and _str_lengths_ok(distinct, types) else None
 
 
 def _labels_ok(col: list) -> bool:
@@ -289,10 +293,14 @@ def validate_columns(model_id: str, raw: dict) -> tuple[RecordColumns, list[tupl
             check_feature_name(name)
         except RecordError as exc:
             return RecordColumns(model_id, [], [], []), [(i, exc) for i in range(n)]
-        _scan(col, _features_ok, lambda v, name=name: check_feature_value(v, name), bad)
+        types = _feature_types(col)
+        if types is None:
+            _scan(col, lambda _c: False, lambda v, name=name: check_feature_value(v, name), bad)
+        else:
+            cols.feature_types[name] = types
     for key, col in slices.items():
         _scan(col, _slices_ok, lambda v, key=key: v is None or check_slice_value(v, key), bad)
     errors = sorted(bad.items())
-    if errors:
+    if errors:  # (the subset's columns carry no type hints)
         cols = cols.take([i for i in range(n) if i not in bad])
     return cols, errors

@@ -139,7 +139,9 @@ class PartitionState:
         out: dict[str, bytes | str | int] = {}
         if self.offset is not None:
             out["offset"] = self.offset
-        for key in self.dirty:  # rewritten every interval while open: cheap compression
+        # Rewritten every interval while open: zlib level 1, and digests' buffered values are
+        # written as they are rather than compressed at every checkpoint (read back as buffered).
+        for key in self.dirty:
             out[_open_field(key)] = self.open[key].to_bytes(fast=True)
         for m in self.dirty_clocks:
             c = self.clocks[m]

@@ -63,7 +63,7 @@ class FeatureProfile:
         self.numeric = NumericSketch()
         self.categorical = CategoricalSketch()
 
-    def update(self, values: Column) -> None:
+    def update(self, values: Column, types: frozenset[type] | None = None) -> None:
         """Add the values of one column.
 
         Parameters
@@ -73,6 +73,10 @@ class FeatureProfile:
             object array, or a sequence of numbers, strings, bools and None.
             Homogeneous columns take a vectorised path; mixed ones are split
             value by value.
+        types : frozenset of type, optional
+            The types of the values of a sequence, when the caller knows them
+            (:attr:`sdk.columns.RecordColumns.feature_types`): a column of
+            numbers only then skips the type scan.
         """
         if isinstance(values, np.ndarray):
             kind = values.dtype.kind
@@ -91,7 +95,7 @@ class FeatureProfile:
         if first is str and self._update_strings(values):
             return
         if first is float or first is int:
-            kinds = set(map(type, values))
+            kinds = set(map(type, values)) if types is None else types
             if kinds <= _NUMBER_TYPES:  # no None, str or bool: one vectorised update
                 self.numeric.update(np.array(values, dtype=np.float64))
                 return
@@ -183,11 +187,12 @@ class FeatureProfile:
         """All values, missing included."""
         return self.null_count + self.numeric_total + self.categorical.count
 
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-data form (for MessagePack); see :meth:`from_dict`."""
+    def to_dict(self, *, compress: bool = True) -> dict[str, Any]:
+        """Plain-data form (for MessagePack); see :meth:`from_dict` and, for ``compress``,
+        :meth:`NumericSketch.to_dict <sketches.numeric.NumericSketch.to_dict>`."""
         d: dict[str, Any] = {"miss": self.missing}
         if self.numeric.count or self.numeric.null_count or self.inf_count:
-            d["num"] = self.numeric.to_dict()
+            d["num"] = self.numeric.to_dict(compress=compress)
         if self.categorical.count:
             d["cat"] = self.categorical.to_dict()
         return d

@@ -39,7 +39,7 @@ TDIGEST_RANK_ERROR = 0.005
 def _moments(values: np.ndarray) -> tuple[float, float]:
     """Mean and M2 = sum (x - mean)^2 of finite values, without overflow in the mean."""
     with np.errstate(over="ignore", invalid="ignore"):
-        mean = float(values.mean())
+        mean = float(np.add.reduce(values)) / values.size  # what values.mean() computes
         if not math.isfinite(mean):  # sum overflowed: average values scaled to |x| <= 1
             scale = float(np.abs(values).max())
             mean = float((values / scale).mean()) * scale
@@ -108,12 +108,39 @@ class NumericSketch:
         if n == 0:
             return
         mean, m2 = _moments(values)
-        self._combine_moments(n, mean, m2, float(values.min()), float(values.max()))
         if self.exact is None:
+            self._combine_moments(n, mean, m2, float(values.min()), float(values.max()))
             self._td.update(values)
             return
-        uniq, counts = np.unique(values, return_counts=True)
+        # Distinct values and their counts from one sort (what np.unique does, without its overhead).
+        ordered = np.sort(values)
+        lo, hi = float(ordered[0]), float(ordered[-1])
+        if lo == 0.0 or hi == 0.0:  # the sign of a zero extreme as min() / max() report it
+            lo, hi = float(values.min()), float(values.max())
+        self._combine_moments(n, mean, m2, lo, hi)
+        first = np.empty(n, dtype=bool)
+        first[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
+        starts = np.flatnonzero(first)
+        uniq, counts = ordered[starts], np.diff(starts, append=n)
+        if uniq.size > MAX_EXACT_DISTINCT:  # leaves exact mode whatever the table holds
+            self._leave_exact(uniq, counts)
+            return
         self._add_exact(dict(zip(uniq.tolist(), counts.tolist(), strict=True)))
+
+    def _leave_exact(self, uniq: np.ndarray, counts: np.ndarray) -> None:
+        """Switch to sketch mode with a batch of sorted distinct values ``uniq`` seen
+        ``counts`` times: the exact table and the batch enter the digest as point masses,
+        in one vectorised step (what :meth:`_add_exact` does value by value)."""
+        weights = counts.astype(np.float64)
+        if self.exact:
+            old = np.fromiter(self.exact, np.float64, len(self.exact))
+            old_counts = np.fromiter(self.exact.values(), np.float64, len(self.exact))
+            uniq, inverse = np.unique(np.concatenate((uniq, old)), return_inverse=True)
+            weights = np.bincount(inverse, weights=np.concatenate((weights, old_counts)),
+                                  minlength=uniq.size)
+        self.exact = None
+        self._td.update_weighted(uniq, weights, is_sorted=True)  # np.unique sorts
 
     def _add_exact(self, table: dict[float, int]) -> None:
         """Add an exact ``value -> count`` table, leaving exact mode if it grows too large."""
@@ -242,8 +269,12 @@ class NumericSketch:
         return float(vals[min(i, vals.size - 1)])
 
     # -- serialisation ----------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-data form (for MessagePack); see :meth:`from_dict`."""
+    def to_dict(self, *, compress: bool = True) -> dict[str, Any]:
+        """Plain-data form (for MessagePack); see :meth:`from_dict`.
+
+        ``compress=False`` may leave the digest's buffered values uncompressed
+        (:meth:`TDigest.to_dict <sketches.tdigest.TDigest.to_dict>`).
+        """
         if self.exact is None:
             exact = None
         else:
@@ -260,7 +291,7 @@ class NumericSketch:
             "mean": self.mean,
             "m2": self.m2,
             "exact": exact,
-            "td": self._td.to_dict() if self.exact is None else None,
+            "td": self._td.to_dict(compress=compress) if self.exact is None else None,
         }
 
     @classmethod

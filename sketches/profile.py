@@ -150,8 +150,9 @@ class WindowProfile:
         if not n:
             return
         self.versions.update(cols.model_version)
+        hints = cols.feature_types
         for name, column in cols.features.items():
-            self._feature(name).update(column)
+            self._feature(name).update(column, hints.get(name))
         for name, feature in self.features.items():
             if name not in cols.features:
                 feature.missing += n
@@ -184,21 +185,27 @@ class WindowProfile:
         return self
 
     # -- serialisation ----------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        """Plain-data form (for MessagePack); see :meth:`from_dict`."""
+    def to_dict(self, *, compress: bool = True) -> dict[str, Any]:
+        """Plain-data form (for MessagePack); see :meth:`from_dict`.
+
+        ``compress=False`` may leave the t-digests' buffered values uncompressed
+        (:meth:`TDigest.to_dict <sketches.tdigest.TDigest.to_dict>`): cheaper for
+        state written often, and read back into the same buffered state.
+        """
         return {
             "model": self.model_id,
             "start": self.window_start,
             "len": self.window_seconds,
             "n": self.count,
             "versions": dict(self.versions),
-            "features": {k: f.to_dict() for k, f in self.features.items()},
-            "score": self.score.to_dict(),
+            "features": {k: f.to_dict(compress=compress) for k, f in self.features.items()},
+            "score": self.score.to_dict(compress=compress),
             "prediction": self.prediction.to_dict(),
-            "latency": self.latency.to_dict(),
+            "latency": self.latency.to_dict(compress=compress),
             "slice_features": list(self.slice_features),
             "max_slice_values": self.max_slice_values,
-            "slices": {k: s.to_dict(WindowProfile.to_dict) for k, s in self.slices.items()},
+            "slices": {k: s.to_dict(lambda p: p.to_dict(compress=compress))
+                       for k, s in self.slices.items()},
         }
 
     @classmethod
@@ -219,12 +226,16 @@ class WindowProfile:
     def to_bytes(self, *, fast: bool = False) -> bytes:
         """Serialize (format ``PROFILE_FORMAT_VERSION``, see :mod:`sketches.codec`).
 
-        ``fast`` trades ~4 % more bytes for about half the compression time
-        (zlib level 1 instead of :data:`sketches.codec.ZLIB_LEVEL`): for state
-        rewritten often and kept briefly, such as the aggregator's checkpoints of
-        open windows. Both read back with :meth:`from_bytes`.
+        ``fast`` is for state rewritten often and kept briefly, such as the
+        aggregator's checkpoints of open windows: zlib level 1 instead of
+        :data:`sketches.codec.ZLIB_LEVEL` (~4 % more bytes for about half the
+        zlib time), and t-digests' buffered values written uncompressed
+        (``to_dict(compress=False)``) rather than compressed at every write.
+        Both read back with :meth:`from_bytes`.
         """
-        return encode(self.to_dict(), FAST_ZLIB_LEVEL) if fast else encode(self.to_dict())
+        if fast:
+            return encode(self.to_dict(compress=False), FAST_ZLIB_LEVEL)
+        return encode(self.to_dict())
 
     @classmethod
     def from_bytes(cls, data: bytes) -> WindowProfile:

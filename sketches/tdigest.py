@@ -98,6 +98,8 @@ TDIGEST_DELTA = 300
 """Compression delta: at most ``TDIGEST_DELTA / 2`` grid centroids (k_1 scale)."""
 BUFFER_SIZE = 4096
 """Values (or merged centroids) buffered before a compression: 32 KiB of values per open digest."""
+UNCOMPRESSED_MAX = 1024
+"""At most this many buffered values are written uncompressed by ``TDigest.to_dict(compress=False)``."""
 GAP_FRACTION = 0.25
 """A centroid is split where a gap between neighbours exceeds this share of its range."""
 HOLLOW_SHARE = 1 / 16
@@ -311,7 +313,10 @@ def _aggregate(items: _Items, starts: np.ndarray) -> _Items:
         scale[scale == 0.0] = 1.0
         per_item = np.repeat(scale, np.diff(np.append(starts, items.size)))
         mean = np.add.reduceat(items.w * (items.mean / per_item), starts) / w * scale
-    kmean = np.add.reduceat(items.w * items.kmean, starts) / w
+    # clipped to the keys of the group's range: a group of one repeated value keeps that
+    # value's key exactly, so rounding never puts a group's key mean above the next
+    # group's and the key means stay sorted (``_Items.interleave`` relies on it)
+    kmean = np.clip(np.add.reduceat(items.w * items.kmean, starts) / w, float_keys(lo), float_keys(hi))
     return _Items(w, np.clip(mean, lo, hi), kmean, lo, hi)
 
 
@@ -526,11 +531,15 @@ class TDigest:
             self._values.append(np.array(values, dtype=np.float64))
             self._buffer_grew(values.size)
 
-    def update_weighted(self, values: np.ndarray, weights: np.ndarray) -> None:
-        """Add point masses: ``weights[i]`` copies of ``values[i]`` (finite values)."""
+    def update_weighted(self, values: np.ndarray, weights: np.ndarray, *, is_sorted: bool = False) -> None:
+        """Add point masses: ``weights[i]`` copies of ``values[i]`` (finite values);
+        ``is_sorted`` when ``values`` are known to be ascending."""
         if values.size:
-            order = np.argsort(values, kind="stable")
-            self._items_in.append(_Items.points(values[order], np.asarray(weights, np.float64)[order]))
+            weights = np.asarray(weights, np.float64)
+            if not is_sorted:
+                order = np.argsort(values, kind="stable")
+                values, weights = values[order], weights[order]
+            self._items_in.append(_Items.points(values, weights))
             self._buffer_grew(values.size)
 
     def merge(self, other: TDigest) -> None:
@@ -624,7 +633,7 @@ class TDigest:
         return self._cdf_model().invert(np.asarray(p, dtype=np.float64))
 
     # -- serialisation ----------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, compress: bool = True) -> dict[str, Any]:
         """Plain-data form: weights and extents exactly, means as 16-bit positions.
 
         ``w``, ``lo`` and ``hi`` are float64 (byte-shuffled, see
@@ -632,16 +641,34 @@ class TDigest:
         position in ``[lo, hi]`` (the key mean in ``[key(lo), key(hi)]``)
         rounded to 1/65535, which moves a centroid's location by at most
         1/131070 of its own range.
+
+        With ``compress=False`` and at most :data:`UNCOMPRESSED_MAX` buffered
+        values, the buffer is not compressed: the centroids and the buffered
+        values (as point masses) are written as they are, in the same fields,
+        marked ``"raw"``, and :meth:`from_dict` buffers them again, so the
+        digest read back compresses them with its next values. For state
+        written often, such as the aggregator's checkpoints of open windows:
+        each write would otherwise compress the digest (the costliest step
+        of a checkpoint), and write-back adds no compression the digest would
+        not have done anyway. A reader that ignores ``"raw"`` reads a valid,
+        uncompressed digest.
         """
-        self._flush()
-        c = self._centroids
-        return {
-            "w": pack_floats(c.w),
-            "lo": pack_floats(c.lo),
-            "hi": pack_floats(c.hi),
-            "mean": _position(c.mean, c.lo, c.hi),
-            "kmean": _position(c.kmean, float_keys(c.lo), float_keys(c.hi)),
-        }
+        raw = not compress and 0 < self._buffered <= UNCOMPRESSED_MAX
+        if raw:
+            c = self._items()
+        else:
+            self._flush()
+            c = self._centroids
+        if np.array_equal(c.lo, c.hi):  # point masses only (a lossless digest): every position is 0
+            mean = kmean = bytes(2 * c.size)
+        else:
+            mean = _position(c.mean, c.lo, c.hi)
+            kmean = _position(c.kmean, float_keys(c.lo), float_keys(c.hi))
+        d = {"w": pack_floats(c.w), "lo": pack_floats(c.lo), "hi": pack_floats(c.hi),
+             "mean": mean, "kmean": kmean}
+        if raw:
+            d["raw"] = True
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TDigest:
@@ -650,7 +677,11 @@ class TDigest:
         mean = _at_position(d["mean"], lo, hi)
         kmean = _at_position(d["kmean"], float_keys(lo), float_keys(hi))
         t = cls()
-        t._centroids = _Items(w, mean, kmean, lo, hi)
+        items = _Items(w, mean, kmean, lo, hi)
+        if d.get("raw") and items.size:  # not compressed yet: buffered, as when written
+            t._items_in, t._buffered = [items], items.size
+        else:
+            t._centroids = items
         return t
 
 

@@ -132,3 +132,23 @@ def test_fast_bytes_read_back_as_the_same_profile():
     p.add_records(records(np.random.default_rng(1), 500))
     fast, default = p.to_bytes(fast=True), p.to_bytes()
     assert WindowProfile.from_bytes(fast).to_dict() == WindowProfile.from_bytes(default).to_dict()
+
+
+def test_type_hints_from_validation_give_the_same_profile():
+    """Decoded columns carry their value types (RecordColumns.feature_types); a profile built
+    with them equals one built by scanning the values."""
+    from sdk.wire import decode_batch, encode_batch
+
+    rng = np.random.default_rng(7)
+    recs = records(rng, 400)
+    for i, r in enumerate(recs):
+        r.features["n"] = i if i % 3 else float(i)  # ints and floats
+        r.features["mixed"] = True if i % 5 == 0 else 1.5  # bools stay categorical
+    cols = decode_batch(encode_batch(recs)).columns
+    assert cols.feature_types["n"] == {int, float} and bool in cols.feature_types["mixed"]
+    hinted, scanned = WindowProfile("m", 0, 300), WindowProfile("m", 0, 300)
+    hinted.add_columns(cols)
+    cols.feature_types.clear()
+    scanned.add_columns(cols)
+    assert hinted.to_dict() == scanned.to_dict()
+    assert hinted.features["mixed"].categorical.exact == {"true": 80}

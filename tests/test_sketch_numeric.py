@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sketches.numeric import MAX_EXACT_DISTINCT, TDIGEST_RANK_ERROR, NumericSketch
-from sketches.tdigest import TDIGEST_DELTA, TDigest
+from sketches.numeric import MAX_EXACT_DISTINCT, TDIGEST_RANK_ERROR, NumericSketch, _moments
+from sketches.tdigest import TDIGEST_DELTA, UNCOMPRESSED_MAX, TDigest
 
 N = 100_000
 P = np.arange(1, 100) / 100
@@ -135,6 +135,18 @@ def test_switch_from_exact_to_sketch_is_transparent():
         assert s.quantile(p) == np.quantile(allx, p, method="inverted_cdf")
 
 
+def test_repeated_batches_of_tied_values_keep_centroids_sorted():
+    # Batches repeating the same values make compressions cut through runs of one value;
+    # rounding once put such a run's key mean above the next centroid's, and the next
+    # compression's merge of buffer and centroids raised ValueError.
+    x = np.linspace(0.0, 1.0, 700)
+    t = TDigest()
+    for _ in range(12):
+        t.update(x)
+    assert t.total_weight == 12 * 700
+    assert abs(float(t.cdf(np.array([0.5]))[0]) - 0.5) <= TDIGEST_RANK_ERROR + 1 / 700
+
+
 def test_small_sketches_are_lossless():
     rng = np.random.default_rng(3)
     x = rng.normal(size=TDIGEST_DELTA)
@@ -173,3 +185,43 @@ def test_serialized_sketch_reads_back_within_quantisation():
     grid = np.quantile(x, P)
     assert np.max(np.abs(r.cdf_many(grid) - s.cdf_many(grid))) < 1e-4
     assert (r.count, r.min, r.max, r.mean, r.m2) == (s.count, s.min, s.max, s.mean, s.m2)
+
+
+def test_batch_that_overflows_the_exact_table_enters_the_digest_as_the_table_would():
+    """A batch with more than MAX_EXACT_DISTINCT distinct values goes to the digest in one
+    vectorised step: the same point masses as adding the values to the table one by one."""
+    rng = np.random.default_rng(6)
+    old = rng.integers(0, 20, 300).astype(float)
+    batch = np.concatenate([rng.integers(0, 200, 500).astype(float), [np.nan, np.inf]])
+    s = NumericSketch()
+    s.update(old)
+    s.update(batch)
+    ref = NumericSketch()
+    ref.update(old)
+    finite = batch[np.isfinite(batch)]
+    uniq, counts = np.unique(finite, return_counts=True)
+    ref._combine_moments(finite.size, *_moments(finite), float(finite.min()), float(finite.max()))
+    ref.null_count, ref.pos_inf_count = 1, 1
+    ref._add_exact(dict(zip(uniq.tolist(), counts.tolist(), strict=True)))  # value by value
+    assert not s.is_exact and s.to_dict() == ref.to_dict()
+
+
+@pytest.mark.parametrize("buffered", [1, 700, 5_000])
+def test_checkpoint_form_keeps_the_buffer_and_reads_back_the_same(buffered):
+    """to_dict(compress=False) leaves up to UNCOMPRESSED_MAX buffered values uncompressed;
+    read back, the digest holds the same values and continues as the original."""
+    rng = np.random.default_rng(buffered)
+    s = NumericSketch()
+    s.update(rng.normal(size=10_000))
+    s.to_dict()  # compressed: the buffer is empty
+    s.update(rng.normal(size=buffered))
+    d = s.to_dict(compress=False)
+    assert d["td"].get("raw", False) == (buffered <= UNCOMPRESSED_MAX)
+    r = NumericSketch.from_dict(d)
+    assert (r.count, r.min, r.max, r.mean, r.m2) == (s.count, s.min, s.max, s.mean, s.m2)
+    assert r._td.total_weight == s._td.total_weight == s.count
+    more = rng.normal(size=3_000)
+    s.update(more)
+    r.update(more)
+    grid = np.linspace(-3.0, 3.0, 61)
+    assert np.max(np.abs(r.cdf_many(grid) - s.cdf_many(grid))) < 1e-4
