@@ -16,8 +16,8 @@ Keys (model keys hash-tagged ``{m}``):
 ``fw:alerts`` / ``fw:{m}:alerts``  ZSET alert ids by creation time
 ``fw:incident:{id}``             JSON incident (key, source, created_at)
 ``fw:incident:{id}:alerts``      SET every alert of the incident
-``fw:incident:{id}:firing``      SET its alerts still firing
-``fw:incident:open:{key}``       the open incident of a group key
+``fw:incident:spans:{key}``      HASH incident id -> ``lo:hi``: the event-time span
+                                 (seconds) of each recent incident of a group key
 ``fw:incidents``                 ZSET incident ids by creation time
 ``fw:alert-events``              STREAM alert lifecycle events for notifiers
 ``fw:open``                      SET alerts not resolved
@@ -48,6 +48,8 @@ OPEN = "fw:open"  # SET of alert ids firing or acknowledged (for /metrics)
 #: ``alert_id``, ``incident_id``. Capped: a notifier down for long loses the oldest.
 EVENTS = "fw:alert-events"
 EVENTS_MAXLEN = 100_000
+#: Incident spans ending this long (event time) before a new alert's are forgotten.
+INCIDENT_SPAN_MEMORY_SECONDS = 8 * 86_400
 USER_FIELDS = ("acked_by", "acked_at", "ack_comment", "resolved_by", "resolved_at", "resolve_comment")
 
 # Record one window's outcomes (ARGV: window start, member, then field/outcome-JSON
@@ -114,30 +116,39 @@ redis.call('ZADD', KEYS[3], ARGV[2], ARGV[5])
 return 1
 """
 
-# Join the open incident of a group key, or open one (ARGV: alert id, new incident
-# id, incident JSON, created_at). Returns the incident id.
-_ATTACH = """
-local id = redis.call('GET', KEYS[1])
-if not id then
-  id = ARGV[2]
-  redis.call('SET', KEYS[1], id)
-  redis.call('SET', 'fw:incident:' .. id, ARGV[3])
-  redis.call('ZADD', KEYS[2], ARGV[4], id)
+# Join the incident of a group key whose event-time span meets the alert's, or open one;
+# an alert already in an incident (ARGV[9]) only widens that incident's span. KEYS: the
+# group's spans HASH (incident id -> "lo:hi", event-time seconds), the incidents ZSET.
+# ARGV: alert id, new incident id, incident JSON, created_at, alert span lo and hi, gap
+# (spans closer than it meet), forget-before (spans ending earlier are dropped), the
+# alert's incident id or "", TTL of the spans HASH. Returns the incident id.
+_JOIN = """
+local lo, hi, gap = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local best, blo, bhi = nil, lo, hi
+local spans = redis.call('HGETALL', KEYS[1])
+for i = 1, #spans, 2 do
+  local a, b = string.match(spans[i + 1], '^(-?[%d.]+):(-?[%d.]+)$')
+  a, b = tonumber(a), tonumber(b)
+  if ARGV[9] ~= '' then
+    if spans[i] == ARGV[9] then best, blo, bhi = spans[i], a, b end
+  elseif b < tonumber(ARGV[8]) then
+    redis.call('HDEL', KEYS[1], spans[i])
+  elseif lo < b + gap and hi > a - gap
+         and (best == nil or a < blo or (a == blo and spans[i] < best)) then
+    best, blo, bhi = spans[i], a, b
+  end
 end
-redis.call('SADD', 'fw:incident:' .. id .. ':alerts', ARGV[1])
-redis.call('SADD', 'fw:incident:' .. id .. ':firing', ARGV[1])
-return id
-"""
-
-# An alert stopped firing: leave the incident's firing set; close the incident's
-# group key when nothing of it fires any more.
-_DETACH = """
-redis.call('SREM', 'fw:incident:' .. ARGV[1] .. ':firing', ARGV[2])
-if redis.call('SCARD', 'fw:incident:' .. ARGV[1] .. ':firing') == 0
-   and redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
+if best == nil then
+  best = ARGV[9] ~= '' and ARGV[9] or ARGV[2]
+  if ARGV[9] == '' then
+    redis.call('SET', 'fw:incident:' .. best, ARGV[3], 'NX')
+    redis.call('ZADD', KEYS[2], 'NX', ARGV[4], best)
+  end
 end
-return 1
+redis.call('HSET', KEYS[1], best, string.format('%d:%d', math.min(blo, lo), math.max(bhi, hi)))
+redis.call('EXPIRE', KEYS[1], ARGV[10])
+redis.call('SADD', 'fw:incident:' .. best .. ':alerts', ARGV[1])
+return best
 """
 
 
@@ -166,8 +177,8 @@ def incident_key(incident_id: str) -> str:
     return f"fw:incident:{incident_id}"
 
 
-def open_incident_key(group: str) -> str:
-    return f"fw:incident:open:{group}"
+def incident_spans_key(group: str) -> str:
+    return f"fw:incident:spans:{group}"
 
 
 def series_field(feature: str, check: str) -> str:
@@ -189,8 +200,7 @@ class AlertStore:
         self._record = r.register_script(_RECORD.replace("PENDING_HORIZON", str(PENDING_HORIZON_SECONDS)))
         self._settle = r.register_script(_SETTLE)
         self._upsert = r.register_script(_UPSERT)
-        self._attach = r.register_script(_ATTACH)
-        self._detach = r.register_script(_DETACH)
+        self._join = r.register_script(_JOIN)
 
     # -- series --------------------------------------------------------------------
     async def record(self, model_id: str, window_start: int, member: str,
@@ -290,14 +300,25 @@ class AlertStore:
             await self.r.hdel(key, alert_id)
 
     # -- incidents ---------------------------------------------------------------------
-    async def attach(self, group: str, alert_id: str, new_id: str, incident: dict[str, Any]) -> str:
-        """The open incident of ``group`` with the alert added (opened if none is)."""
-        raw = await self._attach(keys=[open_incident_key(group), INCIDENTS],
-                                 args=[alert_id, new_id, json.dumps(incident), incident["created_at"]])
-        return raw.decode()
+    async def join(self, group: str, alert_id: str, span: tuple[int, int], gap: int,
+                   incident: dict[str, Any], joined: str | None = None) -> str:
+        """The incident of ``group`` that ``alert_id`` belongs to, by event time.
 
-    async def detach(self, group: str, incident_id: str, alert_id: str) -> None:
-        await self._detach(keys=[open_incident_key(group)], args=[incident_id, alert_id])
+        An alert not yet in an incident (``joined`` None) joins the incident of its
+        group whose span (event-time seconds, first breach to the end of the last breach
+        of its alerts) comes closer than ``gap`` to the alert's ``span``, the earliest such, or
+        opens ``incident`` (whose ``id`` is new; created once whichever replica gets
+        there first). An alert already in incident ``joined`` widens its span. So the
+        alerts of one root cause share an incident however far apart in wall time
+        their models are evaluated. Spans ending more than
+        :data:`INCIDENT_SPAN_MEMORY_SECONDS` before the alert's are forgotten.
+        """
+        raw = await self._join(
+            keys=[incident_spans_key(group), INCIDENTS],
+            args=[alert_id, incident["id"], json.dumps(incident), incident["created_at"],
+                  int(span[0]), int(span[1]), int(gap), int(span[0]) - INCIDENT_SPAN_MEMORY_SECONDS,
+                  joined or "", INCIDENT_SPAN_MEMORY_SECONDS])
+        return raw.decode()
 
     async def incident(self, incident_id: str) -> dict[str, Any] | None:
         raw = await self.r.get(incident_key(incident_id))

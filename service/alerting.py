@@ -173,20 +173,21 @@ class AlertPolicy:
                      m, feature, check, sev, window.member, last.effect_size, last.p_value)
         stored = await self.alerts.alert(aid)
         assert stored is not None
-        incident = stored.get("incident_id")
-        if incident is None:  # also an episode that fired and resolved in one release
-            # Named by its key and the first breach, whichever replica opens it.
-            new_id = digest(group, str(ep.first.window_start))
-            incident = await self.alerts.attach(group, aid, new_id, {
-                "id": new_id, "group_key": group, "source": source,
-                "title": _title(group), "created_at": now})
+        joined = stored.get("incident_id")
+        # The episode's event-time span: first breach to the end of its last breach.
+        end = last.window_start + window.length
+        # Named by its key and the first breach, whichever replica opens it.
+        new_id = digest(group, str(ep.first.window_start))
+        incident = await self.alerts.join(
+            group, aid, (ep.first.window_start, end), model.persistence.m * window.length,
+            {"id": new_id, "group_key": group, "source": source, "title": _title(group),
+             "created_at": now}, joined)
+        if joined is None:  # also an episode that fired and resolved in one release
             await self.alerts.set_incident(aid, incident)
             stored["incident_id"] = incident
         await self.alerts.set_open(aid, firing)
         if quality:
             await self.alerts.set_quality_firing(m, aid, feature, firing)
-        if not firing:
-            await self.alerts.detach(group, incident, aid)
         if status == 1:
             await self.alerts.emit("fired", aid, incident)
         if status == 3 or (status == 1 and not firing):
@@ -198,14 +199,12 @@ class AlertPolicy:
 async def resolve_by_user(alerts: AlertStore, alert: dict[str, Any], by: str, comment: str | None,
                           now: float) -> None:
     """A user resolved ``alert``: record it and end its episode, so that a later breach
-    of the series is a new alert; leave the incident and stop inhibiting."""
+    of the series is a new alert, and stop inhibiting (the alert stays in its incident)."""
     aid, m, feature, check = alert["id"], alert["model_id"], alert["feature"], alert["check"]
     await alerts.act(aid, {"resolved_by": by, "resolved_at": repr(now), "resolve_comment": comment or ""})
     await alerts.emit("resolved", aid, alert.get("incident_id"))
     await alerts.settle(m, series_field(feature, check), None)
     await alerts.set_open(aid, False)
-    if alert.get("incident_id"):
-        await alerts.detach(alert["group_key"], alert["incident_id"], aid)
     if check in DATA_QUALITY_CHECKS:
         await alerts.set_quality_firing(m, aid, feature, False)
 

@@ -168,6 +168,39 @@ async def test_features_sharing_a_source_fail_as_one_incident_across_models(stor
     assert sorted(x["model_id"] for x in incidents["feature:dist"]["alerts"]) == ["c", "d"]
 
 
+async def test_incidents_group_by_event_time_whatever_the_evaluation_order(store):
+    # Model "a" runs ahead: it fires and resolves for a break of source "feed" at windows
+    # 0-1, then fires again for another break at windows 20-21. Model "b" is evaluated
+    # later in wall time: its alerts for the first break must join the first incident
+    # (it was already resolved) and its alert for the second break the second one.
+    p, alerts = policy(store), AlertStore(store.r)
+    cfg = ModelConfig(features={"x": FeatureDeclaration(type="numeric", source="feed")})
+    plan = {i: BREACH if i in (0, 1, 20, 21) else HEALTHY for i in range(25)}
+    for i in range(25):
+        await apply(p, "a", i, {("x", "psi"): plan[i]}, cfg)
+    first_break = {a["incident_id"] for a in await alerts.alerts(None, 0, 10)}
+    assert len(first_break) == 2  # a's two episodes, two breaks apart in event time
+    for i in range(25):  # b's breaches start a window later than a's
+        await apply(p, "b", i, {("x", "psi"): plan[i - 1] if i else HEALTHY}, cfg)
+    incident_of = {(a["model_id"], a["window_start"]): a["incident_id"]
+                   for a in await alerts.alerts(None, 0, 10)}
+    assert sorted(incident_of) == [("a", T0), ("a", T0 + 20 * W), ("b", T0 + W), ("b", T0 + 21 * W)]
+    assert incident_of["b", T0 + W] == incident_of["a", T0]
+    assert incident_of["b", T0 + 21 * W] == incident_of["a", T0 + 20 * W]
+    assert len(await alerts.incidents(0, 10)) == 2
+
+
+async def test_an_alert_far_apart_in_event_time_does_not_join_a_firing_incident(store):
+    p, alerts = policy(store), AlertStore(store.r)
+    cfg = ModelConfig(features={"x": FeatureDeclaration(type="numeric", source="feed")})
+    for i in (0, 1):  # a fires and is still firing
+        await apply(p, "a", i, {("x", "psi"): BREACH}, cfg)
+    for i in (10, 11):  # c, evaluated meanwhile, breaches 10 windows later in event time
+        await apply(p, "c", i, {("x", "psi"): BREACH}, cfg)
+    ids = {a["model_id"]: a["incident_id"] for a in await alerts.alerts(None, 0, 10)}
+    assert ids["a"] != ids["c"] and len(await alerts.incidents(0, 10)) == 2
+
+
 async def test_data_quality_alert_inhibits_drift_on_its_feature_only(store):
     p = policy(store)
     for i in (0, 1):
