@@ -31,6 +31,30 @@ def metric(port: int, name: str) -> float:
     return 0.0
 
 
+def counter(port: int, name: str) -> float | None:
+    """A counter's value (``name`` without ``_total``) on a process's /metrics, None if
+    unreachable. Asks only for that counter (``?name[]=``), so the process renders one
+    sample instead of its whole registry: ~0.35 ms of its CPU per call instead of ~1.8 ms."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics?name[]={name}_total",
+                                    timeout=2) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    for family in text_string_to_metric_families(text):
+        if family.name == name:
+            return sum(s.value for s in family.samples if s.name == name + "_total")
+    return 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process, its exited threads included
+    (/proc/<pid>/stat; clock-tick resolution, usually 10 ms)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def peak_rss_bytes(pid: int) -> int:
     """Peak resident set size of a live process (VmHWM)."""
     with open(f"/proc/{pid}/status") as f:

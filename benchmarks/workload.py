@@ -34,20 +34,23 @@ def records(n_models: int, per_model: int, t0: float = 1_700_000_100.0, seed: in
     return out
 
 
-async def produce(bootstrap: str, topic: str, recs: list[PredictionRecord], batch: int = 500) -> int:
-    """Produce records in per-model batches (acks=all); returns the number of messages."""
+async def produce(bootstrap: str, topic: str, recs: list[PredictionRecord], batch: int = 500,
+                  repeat: int = 1) -> int:
+    """Produce records in per-model batches (acks=all), the whole set ``repeat`` times (each
+    batch encoded once); returns the number of messages."""
     by_model: dict[str, list[PredictionRecord]] = {}
     for r in recs:
         by_model.setdefault(r.model_id, []).append(r)
+    messages = [(model.encode(), encode_batch(rs[i:i + batch]))
+                for model, rs in by_model.items() for i in range(0, len(rs), batch)]
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20,
                                 max_batch_size=1_048_576)
     await producer.start()
     try:
         futures = []
-        for model, rs in by_model.items():
-            for i in range(0, len(rs), batch):
-                futures.append(await producer.send(topic, encode_batch(rs[i:i + batch]),
-                                                   key=model.encode()))
+        for _ in range(repeat):
+            for key, value in messages:
+                futures.append(await producer.send(topic, value, key=key))
         await asyncio.gather(*futures)
         return len(futures)
     finally:

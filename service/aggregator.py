@@ -17,8 +17,10 @@ nothing for ``idle_close_seconds`` while its partition has no backlog and the
 broker answered a fetch for it in the last ``BROKER_SILENCE_SECONDS``, and not
 within ``idle_close_seconds`` of the broker coming back (so a stall, e.g. a Redis
 or broker outage, never closes windows whose records are still queued in the
-broker or in producers' buffers). A record for a window that has closed is late: dead-lettered with
-reason ``late`` and counted.
+broker or in producers' buffers). Whether the broker answers is sampled per
+partition after every poll, not only at checkpoints, so an outage that starts
+and ends between two checkpoints still counts. A record for a window that has
+closed is late: dead-lettered with reason ``late`` and counted.
 """
 
 from __future__ import annotations
@@ -64,6 +66,35 @@ CONFIG_TTL_SECONDS = 30.0
 BROKER_SILENCE_SECONDS = 5.0
 
 
+@dataclass
+class BrokerFreshness:
+    """Whether the broker answers fetches for one partition, as sampled after each poll.
+
+    ``polled_at``: wall-clock time (s) of the last fetch response seen (None: none yet);
+    ``silent``: the last sample found none within :data:`BROKER_SILENCE_SECONDS`;
+    ``back_at``: when a sample last found the broker answering again after silence.
+    """
+
+    polled_at: float | None = None
+    silent: bool = False
+    back_at: float = -math.inf
+
+    def sample(self, polled_ms: int | None, now: float) -> None:
+        """Record the partition's last fetch-response time (ms, None: none) as seen at ``now``."""
+        self.polled_at = None if polled_ms is None else polled_ms / 1000.0
+        if self.polled_at is None or now - self.polled_at > BROKER_SILENCE_SECONDS:
+            self.silent = True
+        elif self.silent:
+            self.silent, self.back_at = False, now
+
+    def settled(self, now: float, settle_seconds: float) -> bool:
+        """The broker answered within :data:`BROKER_SILENCE_SECONDS` of ``now`` (as last
+        sampled) and has not come back within ``settle_seconds``."""
+        return (not self.silent and self.polled_at is not None
+                and now - self.polled_at <= BROKER_SILENCE_SECONDS
+                and now - self.back_at >= settle_seconds)
+
+
 def _open_field(key: WindowKey) -> str:
     return _OPEN + json.dumps(list(key))
 
@@ -92,6 +123,7 @@ class PartitionState:
         self.closed: list[ClosedWindow] = []
         self.deleted: list[str] = []
         self.features: dict[str, set[str]] = defaultdict(set)  # feature names seen per model
+        self.broker = BrokerFreshness()
         for name, value in cp.fields.items():
             if name.startswith(_OPEN):
                 m, v, length, start = json.loads(name[len(_OPEN):])
@@ -188,8 +220,6 @@ class Aggregator:
         self._producer: AIOKafkaProducer | None = None
         self._last_checkpoint = time.monotonic()
         self._interval = settings.checkpoint_interval_seconds
-        self._broker_silent = False
-        self._broker_back_at = -math.inf
 
     # -- lifecycle ------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -212,6 +242,7 @@ class Aggregator:
         try:
             while not stop.is_set():
                 batch = await self._consumer.getmany(timeout_ms=200)
+                self._sample_broker()
                 await self.process(batch)
                 self._update_lag()
                 if time.monotonic() - self._last_checkpoint >= self._interval:
@@ -423,21 +454,23 @@ class Aggregator:
             return None
         return max(high - (state.offset or 0), 0)
 
-    def _caught_up(self, state: PartitionState) -> bool:
+    def _sample_broker(self, now: float | None = None) -> None:
+        """After each poll: note, per owned partition, when the broker last answered a
+        fetch for it and whether it has just come back after a silence (read at
+        checkpoints by :meth:`_caught_up`)."""
+        now = time.time() if now is None else now
+        assigned = self._consumer.assignment()
+        for p, state in self.partitions.items():
+            tp = TopicPartition(self.topic, p)
+            state.broker.sample(self._consumer.last_poll_timestamp(tp) if tp in assigned else None, now)
+
+    def _caught_up(self, state: PartitionState, now: float | None = None) -> bool:
         """No backlog, as of a fetch response less than :data:`BROKER_SILENCE_SECONDS` old,
         and not within ``idle_close_seconds`` of the broker coming back (producers are
-        still re-sending what they buffered during the outage)."""
-        tp = TopicPartition(self.topic, state.partition)
-        if tp not in self._consumer.assignment():
-            return False
-        now = time.time()
-        polled_ms = self._consumer.last_poll_timestamp(tp)
-        if polled_ms is None or now - polled_ms / 1000.0 > BROKER_SILENCE_SECONDS:
-            self._broker_silent = True
-            return False
-        if self._broker_silent:
-            self._broker_silent, self._broker_back_at = False, now
-        if now - self._broker_back_at < self.settings.idle_close_seconds:
+        still re-sending what they buffered during the outage), as sampled after each
+        poll by :meth:`_sample_broker`."""
+        now = time.time() if now is None else now
+        if not state.broker.settled(now, self.settings.idle_close_seconds):
             return False
         return self._lag(state) == 0
 

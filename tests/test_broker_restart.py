@@ -110,8 +110,9 @@ async def test_broker_restart_consumers_reconnect_and_resume(settings, store, re
         "kafka_bootstrap": f"127.0.0.1:{broker.port}", "allowed_lateness_seconds": 3_600,
         # Longer than an outage plus the producer's re-send: windows must not
         # idle-close before the records buffered during the outage arrive (the
-        # aggregator's own guard, BROKER_SILENCE_SECONDS, only sees the outage at
-        # its checkpoints); the last windows close this long after the last record.
+        # aggregator's own guard, BROKER_SILENCE_SECONDS, also holds them back for
+        # idle_close_seconds after the broker answers again); the last windows
+        # close this long after the last record.
         "idle_close_seconds": 25.0, "checkpoint_interval_seconds": 0.3,
         "kafka_session_timeout_ms": 6000, "kafka_heartbeat_interval_ms": 1000,
     })
