@@ -7,7 +7,9 @@ Keys (model keys hash-tagged ``{m}``):
                                  (window start up to which outcomes are folded and
                                  forgotten) and ``o`` (recent outcomes)
 ``fw:{m}:alerting``              HASH ``seq``: windows recorded (orders the views)
-``fw:{m}:dq``                    HASH alert id -> feature: firing data-quality alerts
+``fw:{m}:dq``                    HASH alert id -> JSON [feature, lo, hi]: the event-time
+                                 span of each recent data-quality alert (hi null
+                                 while it fires), for inhibition
 ``fw:alert:{id}``                HASH ``body`` (JSON alert written by the policy,
                                  compare-and-set on the model's ``seq`` so a stale
                                  view never overwrites), ``created_at``,
@@ -48,8 +50,8 @@ OPEN = "fw:open"  # SET of alert ids firing or acknowledged (for /metrics)
 #: ``alert_id``, ``incident_id``. Capped: a notifier down for long loses the oldest.
 EVENTS = "fw:alert-events"
 EVENTS_MAXLEN = 100_000
-#: Incident spans ending this long (event time) before a new alert's are forgotten.
-INCIDENT_SPAN_MEMORY_SECONDS = 8 * 86_400
+#: Incident and data-quality spans ending this long (event time) before a new alert's are forgotten.
+SPAN_MEMORY_SECONDS = 8 * 86_400
 USER_FIELDS = ("acked_by", "acked_at", "ack_comment", "resolved_by", "resolved_at", "resolve_comment")
 
 # Record one window's outcomes (ARGV: window start, member, then field/outcome-JSON
@@ -278,11 +280,16 @@ class AlertStore:
                                    "incident_id": incident_id or ""},
                           maxlen=EVENTS_MAXLEN, approximate=True)
 
-    # -- data-quality alerts firing (inhibition) -------------------------------------
-    async def quality_firing_ids(self, model_id: str) -> dict[str, str]:
-        """The model's firing data-quality alerts: alert id -> feature."""
+    # -- data-quality alert spans (inhibition) ----------------------------------------
+    async def quality_spans(self, model_id: str) -> dict[str, tuple[str, float, float]]:
+        """The model's recent data-quality alerts: alert id -> (feature, first breach
+        start, end of the last breach; ``inf`` while the alert fires), event-time seconds."""
         raw = await self.r.hgetall(f"fw:{{{model_id}}}:dq")
-        return {k.decode(): v.decode() for k, v in raw.items()}
+        out = {}
+        for k, v in raw.items():
+            feature, lo, hi = json.loads(v)
+            out[k.decode()] = (feature, float(lo), math.inf if hi is None else float(hi))
+        return out
 
     async def set_open(self, alert_id: str, is_open: bool) -> None:
         await (self.r.sadd(OPEN, alert_id) if is_open else self.r.srem(OPEN, alert_id))
@@ -292,12 +299,16 @@ class AlertStore:
         ids = sorted(m.decode() for m in await self.r.smembers(OPEN))
         return [a for a in await self.alerts_by_id(ids) if a["state"] != "resolved"]
 
-    async def set_quality_firing(self, model_id: str, alert_id: str, feature: str, firing: bool) -> None:
+    async def set_quality_span(self, model_id: str, alert_id: str, feature: str, lo: float,
+                               hi: float | None) -> None:
+        """Record a data-quality alert's event-time span (``hi`` None: still firing) and
+        forget spans that ended :data:`SPAN_MEMORY_SECONDS` before this one began."""
         key = f"fw:{{{model_id}}}:dq"
-        if firing:
-            await self.r.hset(key, alert_id, feature)
-        else:
-            await self.r.hdel(key, alert_id)
+        await self.r.hset(key, alert_id, json.dumps([feature, lo, hi]))
+        stale = [a for a, (_f, _lo, end) in (await self.quality_spans(model_id)).items()
+                 if end < lo - SPAN_MEMORY_SECONDS]
+        if stale:
+            await self.r.hdel(key, *stale)
 
     # -- incidents ---------------------------------------------------------------------
     async def join(self, group: str, alert_id: str, span: tuple[int, int], gap: int,
@@ -311,13 +322,13 @@ class AlertStore:
         there first). An alert already in incident ``joined`` widens its span. So the
         alerts of one root cause share an incident however far apart in wall time
         their models are evaluated. Spans ending more than
-        :data:`INCIDENT_SPAN_MEMORY_SECONDS` before the alert's are forgotten.
+        :data:`SPAN_MEMORY_SECONDS` before the alert's are forgotten.
         """
         raw = await self._join(
             keys=[incident_spans_key(group), INCIDENTS],
             args=[alert_id, incident["id"], json.dumps(incident), incident["created_at"],
-                  int(span[0]), int(span[1]), int(gap), int(span[0]) - INCIDENT_SPAN_MEMORY_SECONDS,
-                  joined or "", INCIDENT_SPAN_MEMORY_SECONDS])
+                  int(span[0]), int(span[1]), int(gap), int(span[0]) - SPAN_MEMORY_SECONDS,
+                  joined or "", SPAN_MEMORY_SECONDS])
         return raw.decode()
 
     async def incident(self, incident_id: str) -> dict[str, Any] | None:

@@ -137,11 +137,16 @@ class AlertPolicy:
         source = model.source_of(feature)
         group = group_key(m, feature, check, source)
         quality = check in DATA_QUALITY_CHECKS
+        last = ep.evidence[-1]
+        # The episode's event-time span: first breach to the end of its last breach.
+        end = last.window_start + window.length
+        # Inhibited by a data-quality alert on the feature whose breaches overlap in event
+        # time (not by what happens to fire when this model's windows are released).
         inhibitors = [] if quality else [
-            a for a, f in (await self.alerts.quality_firing_ids(m)).items() if inhibited(check, feature, {f})]
+            a for a, (f, lo, hi) in (await self.alerts.quality_spans(m)).items()
+            if inhibited(check, feature, {f}) and lo < end and ep.first.window_start < hi]
         labels = {"model": m, "feature": feature, "check": check, "severity": sev, "owner": model.owner}
         silenced = silencing(silences, labels, now)
-        last = ep.evidence[-1]
         alert = {
             "id": aid, "model_id": m, "model_version": ep.first.member.split(":", 2)[2],
             "feature": feature, "check": check,
@@ -174,8 +179,6 @@ class AlertPolicy:
         stored = await self.alerts.alert(aid)
         assert stored is not None
         joined = stored.get("incident_id")
-        # The episode's event-time span: first breach to the end of its last breach.
-        end = last.window_start + window.length
         # Named by its key and the first breach, whichever replica opens it.
         new_id = digest(group, str(ep.first.window_start))
         incident = await self.alerts.join(
@@ -187,7 +190,8 @@ class AlertPolicy:
             stored["incident_id"] = incident
         await self.alerts.set_open(aid, firing)
         if quality:
-            await self.alerts.set_quality_firing(m, aid, feature, firing)
+            await self.alerts.set_quality_span(m, aid, feature, ep.first.window_start,
+                                               None if firing else end)
         if status == 1:
             await self.alerts.emit("fired", aid, incident)
         if status == 3 or (status == 1 and not firing):
@@ -205,8 +209,10 @@ async def resolve_by_user(alerts: AlertStore, alert: dict[str, Any], by: str, co
     await alerts.emit("resolved", aid, alert.get("incident_id"))
     await alerts.settle(m, series_field(feature, check), None)
     await alerts.set_open(aid, False)
-    if check in DATA_QUALITY_CHECKS:
-        await alerts.set_quality_firing(m, aid, feature, False)
+    if check in DATA_QUALITY_CHECKS:  # inhibits no later breach
+        length = alert["window_end"] - alert["window_start"]
+        await alerts.set_quality_span(m, aid, feature, alert["window_start"],
+                                      alert["last_window_start"] + length)
 
 
 def _touches(ep: Episode, lo: float, hi: float) -> bool:

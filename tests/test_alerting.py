@@ -212,6 +212,26 @@ async def test_data_quality_alert_inhibits_drift_on_its_feature_only(store):
     assert by[("x", "psi")]["inhibited_by"] == [by[("x", "null_rate")]["id"]]
 
 
+async def test_inhibition_follows_event_time_when_windows_are_released_together(store):
+    # Window 0 is pending while windows 1-7 are evaluated, so all eight are released at
+    # once: the null-rate alert on x fires (windows 1-2) and resolves (5) inside that
+    # release, and psi on x, breaching in the same windows, is still its symptom; psi on
+    # x breaching again at windows 20-21, long after, is not.
+    p = policy(store)
+    for i in range(8):
+        await p.alerts.mark_pending("m", window("m", i).member, window("m", i).start)
+    dq = {("x", "null_rate"): BREACH, ("x", "psi"): BREACH}
+    for i in range(1, 8):
+        await apply(p, "m", i, dq if i in (1, 2) else {("x", "null_rate"): HEALTHY, ("x", "psi"): HEALTHY})
+    await apply(p, "m", 0, {("x", "null_rate"): HEALTHY, ("x", "psi"): HEALTHY})
+    for i in (20, 21):
+        await apply(p, "m", i, {("x", "null_rate"): HEALTHY, ("x", "psi"): BREACH})
+    by = {(a["check"], a["window_start"]): a for a in await AlertStore(store.r).alerts(None, 0, 10)}
+    assert sorted(by) == [("null_rate", T0 + W), ("psi", T0 + W), ("psi", T0 + 20 * W)]
+    assert by["psi", T0 + W]["inhibited_by"] == [by["null_rate", T0 + W]["id"]]
+    assert by["psi", T0 + 20 * W]["inhibited_by"] == [] and by["psi", T0 + 20 * W]["notify"]
+
+
 async def test_silenced_alert_is_recorded_but_not_notified(store):
     p = policy(store)
     silences = SilenceStore(store.r)
