@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
 from itertools import count
 from typing import Any, Protocol
 
@@ -23,6 +24,7 @@ from sdk.record import (
     RecordError,
     check_feature_name,
     check_identifier,
+    validate_record,
 )
 from sdk.sampling import Sampler, sample_point
 from sdk.stats import StreamStats
@@ -47,6 +49,21 @@ class _Batch(Protocol):
 
 def _optional(values: list) -> list | None:
     return values if any(v is not None for v in values) else None
+
+
+def _prediction_error(one: RecordColumns) -> RecordError | None:
+    """The contract error of a one-record batch, checked value by value (the field it names)."""
+    try:
+        validate_record(asdict(one.records()[0]))
+    except RecordError as exc:
+        return exc
+    return None
+
+
+def _label_error(one: LabelColumns) -> RecordError | None:
+    """The contract error of a one-label batch, checked value by value."""
+    errors = validate_labels(one.model_id, one.prediction_id, one.label, one.event_time)[1]
+    return errors[0][1] if errors else None
 
 
 class Batcher:
@@ -172,7 +189,7 @@ class Batcher:
             self._invalid(stats, exc)
         if self.pii is not None:
             valid.features = self.pii.apply_columns(valid.features)
-        return self._messages(valid.model_id.encode(), valid, encode_columns, stats)
+        return self._messages(valid.model_id.encode(), valid, encode_columns, stats, _prediction_error)
 
     # -- labels ------------------------------------------------------------------------
     def labels(self, rows: list[LabelRow], stats: StreamStats) -> list[Message]:
@@ -195,7 +212,7 @@ class Batcher:
             valid, errors = validate_labels(model_id, cols.prediction_id, cols.label, cols.event_time)
             for _i, exc in errors:
                 self._invalid(stats, exc)
-            out += self._messages(model_id.encode(), valid, encode_labels, stats)
+            out += self._messages(model_id.encode(), valid, encode_labels, stats, _label_error)
         return out
 
     # -- shared ------------------------------------------------------------------------
@@ -209,13 +226,19 @@ class Batcher:
         return batch.take(keep)
 
     def _messages(
-        self, key: bytes, batch: _Batch, encode: Callable[[Any], bytes], stats: StreamStats
+        self, key: bytes, batch: _Batch, encode: Callable[[Any], bytes], stats: StreamStats,
+        explain: Callable[[Any], RecordError | None],
     ) -> list[Message]:
-        messages, oversized = split_messages(key, batch, encode, self.batch_size, self.max_message_bytes)
-        if oversized:
+        """Messages of ``batch``; records left out are counted as invalid, each with the
+        contract error ``explain`` finds in it (one record) where there is one."""
+        split = split_messages(key, batch, encode, self.batch_size, self.max_message_bytes)
+        if split.oversized:
             self._invalid(stats, RecordError(
-                "record", f"encodes to more than {self.max_message_bytes} bytes", TOO_LARGE), oversized)
-        return messages
+                "record", f"encodes to more than {self.max_message_bytes} bytes", TOO_LARGE), split.oversized)
+        for i, error in split.unencodable:
+            exc = explain(batch.take([i])) or RecordError("record", f"cannot be encoded ({error})")
+            self._invalid(stats, exc)
+        return split.messages
 
     def _invalid(self, stats: StreamStats, exc: RecordError, n: int = 1) -> None:
         stats.dropped_invalid += n
@@ -224,12 +247,49 @@ class Batcher:
             log.warning("dropping invalid record(s): %s (logged once per field)", exc)
 
 
+@dataclass(frozen=True, slots=True)
+class Split:
+    """A batch cut into messages, and the records left out.
+
+    Attributes
+    ----------
+    messages : list of (key, value, records)
+    oversized : int
+        Records left out because one alone encodes to more than the byte limit.
+    unencodable : list of (int, str)
+        ``(index in the batch, error)`` of each record the encoder refuses: a
+        value MessagePack cannot carry (an integer beyond 64 bits, a string
+        holding a lone surrogate).
+    """
+
+    messages: list[Message]
+    oversized: int
+    unencodable: list[tuple[int, str]]
+
+
+def _refused(batch: _Batch, encode: Callable[[Any], bytes], offset: int = 0) -> list[tuple[int, str]]:
+    """``(index, error)`` of the records of ``batch`` that ``encode`` refuses, by bisection:
+    about 2 log2(n) encodes of shrinking parts per refused record."""
+    try:
+        encode(batch)
+    except Exception as exc:  # any refusal of the encoder is about one of the records
+        n = len(batch)
+        if n == 1:
+            return [(offset, f"{type(exc).__name__}: {exc}")]
+        half = n // 2
+        return (_refused(batch.take(range(half)), encode, offset)
+                + _refused(batch.take(range(half, n)), encode, offset + half))
+    return []
+
+
 def split_messages(
     key: bytes, batch: _Batch, encode: Callable[[Any], bytes], max_records: int, max_bytes: int
-) -> tuple[list[Message], int]:
+) -> Split:
     """Encode a batch as messages of at most ``max_records`` records and ``max_bytes`` bytes.
 
-    A part that encodes too large is split in halves until it fits.
+    A part that encodes too large is split in halves until it fits. A part the
+    encoder refuses loses only the records it refuses (found by bisection); the
+    rest is cut as usual.
 
     Parameters
     ----------
@@ -242,16 +302,23 @@ def split_messages(
 
     Returns
     -------
-    messages : list of (key, value, records)
-    oversized : int
-        Records left out because one alone encodes to more than ``max_bytes``.
+    Split
+
+    Examples
+    --------
+    >>> from sdk.labels import LabelColumns, encode_labels
+    >>> split = split_messages(b"m", LabelColumns("m", ["a", "b", "c"], [1, 2**64, 3], [0.0] * 3),
+    ...                        encode_labels, 1_000, 1_000_000)
+    >>> [n for _k, _v, n in split.messages], split.unencodable
+    ([2], [(1, 'OverflowError: Integer value out of range')])
     """
     messages: list[Message] = []
     oversized = 0
+    unencodable: list[tuple[int, str]] = []
 
-    def fit(part: _Batch) -> None:
+    def fit(part: _Batch, value: bytes | None = None) -> None:
         nonlocal oversized
-        value = encode(part)
+        value = encode(part) if value is None else value
         n = len(part)
         if len(value) <= max_bytes:
             messages.append((key, value, n))
@@ -263,5 +330,17 @@ def split_messages(
 
     n = len(batch)
     for start in range(0, n, max_records):
-        fit(batch if n <= max_records else batch.take(range(start, min(start + max_records, n))))
-    return messages, oversized
+        part = batch if n <= max_records else batch.take(range(start, min(start + max_records, n)))
+        try:
+            value = encode(part)
+        except Exception as exc:  # leave out the records the encoder refuses, then cut the rest
+            # (none alone: it refuses their combination, so the part goes whole)
+            refused = _refused(part, encode, start) or [
+                (start + i, f"{type(exc).__name__}: {exc}") for i in range(len(part))]
+            unencodable += refused
+            skip = {i - start for i, _e in refused}
+            part = part.take([i for i in range(len(part)) if i not in skip])
+            value = None
+        if len(part):
+            fit(part, value)
+    return Split(messages, oversized, unencodable)

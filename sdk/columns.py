@@ -217,8 +217,11 @@ def _slices_ok(col: list) -> bool:
 def _scan(col: list, fast: Callable[[list], bool], check: Callable[[Any], Any],
           bad: dict[int, RecordError]) -> None:
     """Record the first error of each bad value in ``bad`` (index -> error)."""
-    if fast(col):
-        return
+    try:
+        if fast(col):
+            return
+    except OverflowError:  # math.isfinite of an integer beyond float range: judged value by value
+        pass
     for i, v in enumerate(col):
         if i not in bad:
             try:
@@ -249,6 +252,13 @@ def _named_columns(raw: dict, name: str, n: int, limit: int) -> dict[str, list]:
 
 def validate_columns(model_id: str, raw: dict) -> tuple[RecordColumns, list[tuple[int, RecordError]]]:
     """Validate a schema-version-2 column map.
+
+    The per-column fast paths do not bound integers (a pass over every integer
+    column would cost about as much as the type check): the wire bounds them.
+    MessagePack cannot carry an integer beyond 64 bits, so a decoded column
+    never holds one, and the SDK's encoder refuses it (:func:`sdk.batching.split_messages`
+    leaves out its record alone). A column judged value by value refuses it
+    (:func:`sdk.record.check_integer`).
 
     Returns
     -------

@@ -8,7 +8,8 @@ MessagePack-encoded (label schema version 1)::
      "c": {"prediction_id": [...], "label": [...], "event_time": [...]}}
 
 ``event_time`` is when the label became known (Unix seconds). A label is a
-boolean, an integer, a finite float (regression targets) or a short string.
+boolean, an integer of at most 64 bits (-2**63 to 2**64 - 1), a finite float
+(regression targets) or a short string.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from sdk.record import (
     RecordError,
     check_event_time,
     check_identifier,
+    check_integer,
 )
 
 LABELS_VERSION = 1
@@ -36,7 +38,8 @@ LabelValue = bool | int | float | str
 
 
 def check_label(value: Any) -> LabelValue:
-    """A label: bool, int, finite float or a string of at most MAX_STRING_LENGTH characters.
+    """A label: bool, integer of at most 64 bits, finite float or a string of at most
+    MAX_STRING_LENGTH characters.
 
     Raises
     ------
@@ -52,8 +55,10 @@ def check_label(value: Any) -> LabelValue:
     ...
     sdk.record.RecordError: label: must be a bool, number or short string, got NoneType
     """
-    if isinstance(value, bool | int):
+    if isinstance(value, bool):
         return value
+    if isinstance(value, int):
+        return check_integer(value, "label")
     if isinstance(value, float):
         if not math.isfinite(value):
             raise RecordError("label", "must be finite", NOT_FINITE)

@@ -19,6 +19,12 @@ MAX_FEATURES = 1_000
 MAX_SLICES = 16
 MAX_CLASSES = 1_000
 MAX_STRING_LENGTH = 1_024
+INT_MIN = -(2**63)
+"""Smallest integer a record may hold (anywhere: features, score, labels, times)."""
+INT_MAX = 2**64 - 1
+"""Largest integer a record may hold. Integers must fit 64 bits, signed or unsigned: the
+values of every numpy integer dtype, and exactly the integers MessagePack (the wire) carries.
+Send a larger magnitude as a float."""
 
 FeatureValue = None | bool | int | float | str
 
@@ -109,8 +115,31 @@ def check_identifier(value: Any, name: str) -> str:
     return value
 
 
+def check_integer(value: int, name: str) -> int:
+    """An integer that fits 64 bits, signed or unsigned: INT_MIN <= value <= INT_MAX.
+
+    Raises
+    ------
+    RecordError
+        ``out_of_range`` for an integer beyond 64 bits.
+
+    Examples
+    --------
+    >>> check_integer(2**64 - 1, "score"), check_integer(-2**63, "score")
+    (18446744073709551615, -9223372036854775808)
+    >>> check_integer(2**64, "features.amount")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    sdk.record.RecordError: features.amount: integer beyond 64 bits (allowed: -2**63 to 2**64 - 1; ...
+    """
+    if INT_MIN <= value <= INT_MAX:
+        return value
+    raise RecordError(name, "integer beyond 64 bits (allowed: -2**63 to 2**64 - 1; "
+                            "send a larger magnitude as a float)", OUT_OF_RANGE)
+
+
 def check_number(value: Any, name: str) -> float | None:
-    """A finite number (as float) or None; NaN and +/-inf are rejected.
+    """A finite number (as float) or None; NaN, +/-inf and integers beyond 64 bits are rejected.
 
     Raises
     ------
@@ -120,6 +149,8 @@ def check_number(value: Any, name: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise RecordError(name, f"must be a number or null, got {type(value).__name__}")
+    if isinstance(value, int):
+        check_integer(value, name)
     value = float(value)
     if not math.isfinite(value):
         raise RecordError(name, "must be finite (NaN and inf are not allowed)", NOT_FINITE)
@@ -150,14 +181,16 @@ def check_feature_name(name: Any) -> str:
 
 
 def check_feature_value(v: Any, name: str) -> FeatureValue:
-    """None, a bool, a number (NaN and inf allowed) or a short string.
+    """None, a bool, a number (NaN and inf allowed; an integer within 64 bits) or a short string.
 
     Raises
     ------
     RecordError
     """
-    if v is None or isinstance(v, bool | int | float):
+    if v is None or isinstance(v, bool | float):
         return v
+    if isinstance(v, int):
+        return check_integer(v, f"features.{name}")
     if isinstance(v, str):
         if len(v) > MAX_STRING_LENGTH:
             raise RecordError(f"features.{name}", f"string longer than {MAX_STRING_LENGTH}", TOO_LARGE)
@@ -225,8 +258,16 @@ def check_event_time(value: Any) -> float:
 
 
 def check_predicted_label(value: Any) -> str | int | bool | None:
-    if value is None or isinstance(value, bool | int):
+    """None, a bool, an integer within 64 bits or a short string.
+
+    Raises
+    ------
+    RecordError
+    """
+    if value is None or isinstance(value, bool):
         return value
+    if isinstance(value, int):
+        return check_integer(value, "predicted_label")
     if isinstance(value, str) and len(value) <= MAX_STRING_LENGTH:
         return value
     raise RecordError("predicted_label", "must be a short string, integer, bool or null")

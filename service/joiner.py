@@ -276,7 +276,7 @@ class Joiner:
         cols = decoded.columns
         for _i, err in decoded.errors:
             dead_letter(self._producer, self.settings.dead_letter_topic, key, None, err.reason,
-                        err.message, 1)
+                        str(err), 1)
         metrics.LABELS.labels(outcome="invalid").inc(len(decoded.errors))
         cfg = await self.config(cols.model_id)
         if cfg is None:

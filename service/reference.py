@@ -39,7 +39,7 @@ def reference_records(
         try:
             out.append(validate_record(data))
         except RecordError as exc:
-            raise RecordError(f"rows[{i}].{exc.field}", exc.message) from None
+            raise RecordError(f"rows[{i}].{exc.field}", exc.message, exc.reason) from None
     return out
 
 

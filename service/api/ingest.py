@@ -48,22 +48,22 @@ class IngestBatch(BaseModel):
     ]}]}}
 
 
-def _validated(records: list[dict[str, Any]]) -> dict[str, list[PredictionRecord]]:
-    """Valid records grouped by model.
+def _validated(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, PredictionRecord]]]:
+    """Valid records grouped by model, with their index in the request.
 
     Raises
     ------
     ApiError
         422 naming ``records[i].<field>`` of the first invalid record.
     """
-    by_model: dict[str, list[PredictionRecord]] = {}
+    by_model: dict[str, list[tuple[int, PredictionRecord]]] = {}
     for i, data in enumerate(records):
         try:
             record = validate_record(data)
         except RecordError as exc:
             raise ApiError(422, "invalid_record", f"records[{i}].{exc.field}: {exc.message}",
                            f"records[{i}].{exc.field}") from None
-        by_model.setdefault(record.model_id, []).append(record)
+        by_model.setdefault(record.model_id, []).append((i, record))
     return by_model
 
 
@@ -121,14 +121,18 @@ async def close(app: FastAPI) -> None:
 async def ingest(body: IngestBatch, request: Request) -> dict[str, Any]:
     by_model = _validated(body.records)
     messages = []
-    for model_id, records in by_model.items():
-        encoded, oversized = split_messages(
-            model_id.encode(), RecordColumns.from_records(model_id, records), encode_columns,
-            INGEST_BATCH_RECORDS, MAX_MESSAGE_BYTES)
-        if oversized:
+    for model_id, indexed in by_model.items():
+        split = split_messages(
+            model_id.encode(), RecordColumns.from_records(model_id, [r for _i, r in indexed]),
+            encode_columns, INGEST_BATCH_RECORDS, MAX_MESSAGE_BYTES)
+        if split.unencodable:  # a value the wire cannot carry (e.g. a lone surrogate in a string)
+            at, error = split.unencodable[0]
+            where = f"records[{indexed[at][0]}]"
+            raise ApiError(422, "invalid_record", f"{where}: cannot be encoded ({error})", where)
+        if split.oversized:
             raise ApiError(413, "record_too_large",
                            f"a record of model {model_id!r} encodes to more than {MAX_MESSAGE_BYTES} bytes")
-        messages += encoded
+        messages += split.messages
     producer = await _producer(request.app)
     topic = request.app.state.settings.predictions_topic
     try:
