@@ -23,6 +23,7 @@ from sdk.record import (
     WRONG_TYPE,
     RecordError,
     check_feature_name,
+    check_feature_value,
     check_identifier,
     validate_record,
 )
@@ -188,8 +189,26 @@ class Batcher:
         for _i, exc in errors:
             self._invalid(stats, exc)
         if self.pii is not None:
+            valid = self._hashable(valid, stats)
             valid.features = self.pii.apply_columns(valid.features)
         return self._messages(valid.model_id.encode(), valid, encode_columns, stats, _prediction_error)
+
+    def _hashable(self, cols: RecordColumns, stats: StreamStats) -> RecordColumns:
+        """The records whose hashed features hold no integer beyond 64 bits: the hash would
+        hide a value the contract refuses (the fast column checks do not bound integers)."""
+        bad: dict[int, RecordError] = {}
+        for name in self.pii.hash & cols.features.keys():
+            for i, v in enumerate(cols.features[name]):
+                if type(v) is int and i not in bad:
+                    try:
+                        check_feature_value(v, name)
+                    except RecordError as exc:
+                        bad[i] = exc
+        if not bad:
+            return cols
+        for exc in bad.values():
+            self._invalid(stats, exc)
+        return cols.take([i for i in range(len(cols)) if i not in bad])
 
     # -- labels ------------------------------------------------------------------------
     def labels(self, rows: list[LabelRow], stats: StreamStats) -> list[Message]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from sdk.http import model_url, send_json
 from sdk.pii import PiiPolicy
+from sdk.record import RecordError, check_feature_value
 from sdk.tabular import rows
 
 UPLOAD_CHUNK_ROWS = 20_000
@@ -24,6 +25,24 @@ def _clean(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return None
     return value
+
+
+def _hashed(pii: PiiPolicy, row: dict[str, Any], i: int) -> dict[str, Any]:
+    """``row`` with the policy applied; its hashed values checked first, since the API
+    sees only their hashes.
+
+    Raises
+    ------
+    RecordError
+        Naming ``rows[i].features.<name>`` for an integer beyond 64 bits.
+    """
+    for name in pii.hash & row.keys():
+        if type(row[name]) is int:
+            try:
+                check_feature_value(row[name], name)
+            except RecordError as exc:
+                raise RecordError(f"rows[{i}].{exc.field}", exc.message, exc.reason) from None
+    return pii.apply_row(row)
 
 
 def upload_reference(
@@ -70,6 +89,9 @@ def upload_reference(
     ------
     urllib.error.HTTPError
         If the API refuses the data (the body names the row and field).
+    sdk.record.RecordError
+        If a column the policy hashes holds an integer beyond 64 bits (the API
+        would see only its hash), naming the row and field.
     """
     url = model_url(api_url, model_id, "/reference")
     answer: dict[str, Any] = {}
@@ -81,9 +103,9 @@ def upload_reference(
                 "replace": replace}
         return send_json("POST", url, body, api_key=api_key, timeout=timeout)
 
-    for row in rows(data, feature_names):
+    for i, row in enumerate(rows(data, feature_names)):
         cleaned = {k: _clean(v) for k, v in row.items()}
-        chunk.append(pii.apply_row(cleaned) if pii is not None else cleaned)
+        chunk.append(_hashed(pii, cleaned, i) if pii is not None else cleaned)
         if len(chunk) >= UPLOAD_CHUNK_ROWS:
             answer, chunk, first = send(chunk, first), [], False
     if chunk or first:

@@ -25,7 +25,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from sdk import Client, upload_reference
+from sdk import Client, PiiPolicy, upload_reference
 from sdk.batching import Batcher, split_messages
 from sdk.columns import RecordColumns, validate_columns
 from sdk.labels import LabelColumns, check_label, decode_labels, encode_labels
@@ -209,6 +209,22 @@ def test_a_drain_with_out_of_range_integers_loses_only_those_records():
     label_out = batcher().labels(label_rows, stats.labels)
     got_labels = [p for _k, v, _n in label_out for p in decode_labels(v).columns.prediction_id]
     assert sorted(got_labels) == sorted(labels) and stats.labels.dropped_invalid == bad_labels
+
+
+def test_hashed_features_with_an_integer_beyond_64_bits_lose_only_their_record():
+    """The PII hash would hide the value the contract refuses (and the text of an
+    integer of more than 4,300 digits cannot even be made): checked before hashing."""
+    pii = PiiPolicy(hash=["user"], secret="s")
+    rows = [as_row(record(prediction_id=f"p{i}", features={"user": v, "amount": 1.0}))
+            for i, v in enumerate([42, 2**64, 10**5000, INT_MAX, "u7", -(2**63) - 1])]
+    stats = StreamStats()
+    out = Batcher(1_000, 1_000_000, Sampler(), pii).predictions(rows, [], stats)
+    kept = [r for _k, v, _n in out for r in decode_batch(v).records]
+    assert [r.prediction_id for r in kept] == ["p0", "p3", "p4"] and stats.dropped_invalid == 3
+    assert kept[0].features["user"] == pii.hash_value(42)
+    with pytest.raises(RecordError) as exc:
+        upload_reference("http://127.0.0.1:1", "m", [{"user": 1}, {"user": 2**64}], pii=pii)
+    assert (exc.value.field, exc.value.reason) == ("rows[1].features.user", OUT_OF_RANGE)
 
 
 @hsettings(max_examples=150, deadline=None)
