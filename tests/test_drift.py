@@ -234,3 +234,15 @@ def test_high_cardinality_no_change_pairs_are_calibrated(n_ref, n_cur):
             r = check(ref, cur, "c")
             alarms[r.check] += r.p_value < 0.05
     assert all(a / reps <= 0.09 for a in alarms.values()), alarms
+
+
+def test_js_distance_of_float32_input_is_computed_in_float64():
+    # In float32, the KL terms of masses this close round to a negative sum, clamped to 0.0.
+    # Tolerance 1e-9: float64 rounding only.
+    from scipy.spatial.distance import jensenshannon
+
+    p = np.array([50859.0, 61056.0], dtype=np.float32)
+    q = np.array([50877.94140625, 61041.92578125], dtype=np.float32)
+    expected = jensenshannon(p.astype(np.float64), q.astype(np.float64), base=2)
+    assert expected > 1e-4
+    assert js_distance(p, q) == pytest.approx(expected, rel=1e-9)

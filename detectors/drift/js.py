@@ -23,7 +23,8 @@ def js_distance(p: np.ndarray, q: np.ndarray, _n_p: int = 0, _n_q: int = 0) -> f
     Parameters
     ----------
     p, q : np.ndarray, shape (k,)
-        Non-negative, each with a positive sum (normalised here).
+        Non-negative, each with a positive sum (normalised here); any real
+        dtype, converted to float64 first.
     _n_p, _n_q : int
         Unused (the divergence signature of :func:`divergence_test`).
 
@@ -47,6 +48,8 @@ def js_distance(p: np.ndarray, q: np.ndarray, _n_p: int = 0, _n_q: int = 0) -> f
     >>> js_distance(np.array([3.0, 1.0]), np.array([3.0, 1.0]))
     0.0
     """
+    p = np.asarray(p, dtype=np.float64)  # float32 input loses JS below ~3e-4 to rounding
+    q = np.asarray(q, dtype=np.float64)
     p = p / p.sum()
     q = q / q.sum()
     m = 0.5 * (p + q)
