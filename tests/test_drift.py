@@ -246,3 +246,40 @@ def test_js_distance_of_float32_input_is_computed_in_float64():
     expected = jensenshannon(p.astype(np.float64), q.astype(np.float64), base=2)
     assert expected > 1e-4
     assert js_distance(p, q) == pytest.approx(expected, rel=1e-9)
+
+
+def test_ks_p_value_is_exact_at_small_n():
+    # scipy's exact two-sample law: [1, 2] vs [3, 4, 5, 6] has p = 2 / 15 (the asymptotic
+    # law gave 0.0469); tolerance 1e-12, the exact lattice count in floating point.
+    r = ks_test(sketch(np.array([1.0, 2.0])), sketch(np.array([3.0, 4.0, 5.0, 6.0])), min_count=1)
+    assert r.statistic == 1.0 and r.p_value == pytest.approx(2 / 15, rel=1e-12)
+    rng = np.random.default_rng(11)
+    for m, n in [(30, 30), (25, 40), (60, 90)]:
+        ref, cur = rng.normal(size=m), rng.normal(0.6, 1, n)
+        expected = stats.ks_2samp(ref, cur, method="exact")
+        got = ks_test(sketch(ref), sketch(cur), min_count=1)
+        assert got.statistic == pytest.approx(expected.statistic)
+        assert got.p_value == pytest.approx(expected.pvalue, rel=1e-9)
+
+
+def test_ks_exact_p_value_with_ties_is_the_permutation_p_value():
+    # Discrete values: all C(12, 5) = 792 splits of the pooled sample enumerated (exact to
+    # rounding, 1e-12); the continuous law (what scipy's exact method assumes) is twice as large.
+    from itertools import combinations
+
+    pooled = np.array([0, 0, 1, 1, 1, 2, 3, 3, 3, 3, 4, 5], dtype=float)
+    support = np.unique(pooled)
+
+    def d(a: np.ndarray, b: np.ndarray) -> float:
+        fa = np.searchsorted(np.sort(a), support, "right") / a.size
+        fb = np.searchsorted(np.sort(b), support, "right") / b.size
+        return float(np.max(np.abs(fa - fb)))
+
+    ref, cur = pooled[:5], pooled[5:]
+    observed = d(ref, cur)
+    splits = [np.isin(np.arange(12), idx) for idx in combinations(range(12), 5)]
+    expected = np.mean([d(pooled[s], pooled[~s]) >= observed - 1e-12 for s in splits])
+    r = ks_test(sketch(ref), sketch(cur), min_count=1)
+    assert r.statistic == pytest.approx(observed)
+    assert r.p_value == pytest.approx(expected, rel=1e-12)
+    assert stats.ks_2samp(ref, cur, method="exact").pvalue > 1.5 * expected

@@ -9,6 +9,7 @@ from scipy import special
 
 from detectors.drift.grid import JointCdf, joint_cdf
 from detectors.result import TestResult, insufficient, judged
+from detectors.stats.ks_exact import MAX_TOTAL, ks_exact_p
 from sketches.numeric import NumericSketch
 
 MIN_COUNT = 30
@@ -80,7 +81,10 @@ def ks_test(
         ``statistic`` = ``effect_size`` = D; ``p_value`` at
         ``max(D - eps_ref - eps_cur - floor, 0)``; ``error_bound`` =
         eps_ref + eps_cur. Status ``inconclusive`` when D alone would be
-        significant but D minus the sketch error is not.
+        significant but D minus the sketch error is not. With no sketch
+        error and at most ``MAX_TOTAL`` (200) values in all, the exact
+        permutation p-value of :func:`~detectors.stats.ks_exact.ks_exact_p`
+        (conditional on the ties when both sketches hold exact counts).
 
     Notes
     -----
@@ -91,7 +95,9 @@ def ks_test(
     bound never exceeds the sample test's false-alarm rate. With ties
     (discrete data) the test is conservative. The interval null shifts D by
     the floor (the relevance-test construction of Wellek, "Testing Statistical
-    Hypotheses of Equivalence and Noninferiority", 2010, ch. 11).
+    Hypotheses of Equivalence and Noninferiority", 2010, ch. 11). Small
+    samples: the asymptotic law is liberal for balanced samples (exact 0.071
+    where it gives 0.055 at 30 + 30 values), hence the exact law there.
 
     Examples
     --------
@@ -100,15 +106,32 @@ def ks_test(
     >>> a.update(rng.normal(size=2000)); b.update(rng.normal(size=2000))
     >>> ks_test(a, b).p_value > 0.05
     True
+    >>> a, b = NumericSketch(), NumericSketch()
+    >>> a.update(np.array([1.0, 2.0])); b.update(np.array([3.0, 4.0, 5.0, 6.0]))
+    >>> round(ks_test(a, b, min_count=1).p_value, 4)  # scipy.stats.ks_2samp(method="exact")
+    0.1333
     """
     n_ref, n_cur = reference.count, current.count
     if n_ref < min_count or n_cur < min_count:
         return insufficient("ks", feature, n_cur, n_ref,
                             f"needs >= {min_count} finite values on each side")
+    grid = grid if grid is not None else joint_cdf(reference, current)
     d = ks_statistic(reference, current, grid)
     eps = reference.rank_error + current.rank_error
     n_eff = n_ref * n_cur / (n_ref + n_cur)
+    if eps == 0 and n_ref + n_cur <= MAX_TOTAL:
+        # D is the samples' own: exact permutation p-value (conditional on ties when known)
+        p = ks_exact_p(d - floor, n_ref, n_cur, _block_ends(reference, current, grid))
+        return judged("ks", feature, d, d, p, n_cur, n_ref, p_exact=p, floor=floor, alpha=alpha)
     return judged(
         "ks", feature, d, d, kolmogorov_p(d - eps - floor, n_eff), n_cur, n_ref,
         p_exact=kolmogorov_p(d - floor, n_eff), error_bound=eps, floor=floor, alpha=alpha,
     )
+
+
+def _block_ends(reference: NumericSketch, current: NumericSketch,
+                grid: JointCdf) -> np.ndarray | None:
+    """Pooled cumulative counts at the distinct values (both sketches exact), else None."""
+    if not (reference.is_exact and current.is_exact):
+        return None  # ties unknown: the continuous law, conservative with ties
+    return np.rint(reference.count * grid.ref + current.count * grid.cur).astype(np.int64)
