@@ -283,3 +283,51 @@ def test_ks_exact_p_value_with_ties_is_the_permutation_p_value():
     assert r.statistic == pytest.approx(observed)
     assert r.p_value == pytest.approx(expected, rel=1e-12)
     assert stats.ks_2samp(ref, cur, method="exact").pvalue > 1.5 * expected
+
+
+def batched(value: float, batches: int, size: int) -> NumericSketch:
+    """A constant feature as the aggregator builds it: moments merged batch by batch."""
+    s = NumericSketch()
+    for _ in range(batches):
+        s.update(np.full(size, value))
+    return s
+
+
+@pytest.mark.parametrize("value", [0.1, 1e6 + 0.1, -7.3e-5])
+def test_same_constant_on_both_sides_is_no_drift(value):
+    # Merged moments of a constant carry rounding residue (variance ~1e-34, mean off by an
+    # ulp): it reported mean_shift and variance_shift drift with effects +-1 and p ~ 0.
+    from detectors.drift.mean_shift import mean_shift_test
+    from detectors.drift.variance_shift import variance_shift_test
+    from detectors.drift.wasserstein import wasserstein_test
+
+    ref, cur = batched(value, 100, 137), batched(value, 10, 91)
+    for test in (mean_shift_test, variance_shift_test, wasserstein_test, ks_test, psi):
+        r = test(ref, cur, floor=0.0)
+        assert r.status == Status.OK and r.p_value == 1.0 and r.effect_size == 0.0, r
+    # a constant up to rounding: 0.1 + 0.2 and 0.3 are one ulp apart
+    near = sketch(np.array([0.3, 0.1 + 0.2] * 500))
+    for test in (mean_shift_test, variance_shift_test):
+        r = test(near, sketch(np.full(700, 0.3)), floor=0.0)
+        assert r.p_value == 1.0 and r.effect_size == 0.0, r
+
+
+def test_a_moving_constant_has_bounded_effects_in_pooled_sd_units():
+    # The documented fallback: a constant baseline is standardised by the pooled sd (numpy
+    # on the raw values; tolerance 1e-9, rounding only). It divided by the residue's sd
+    # (effects ~7e13).
+    from detectors.drift.mean_shift import mean_shift_test
+    from detectors.drift.variance_shift import variance_shift_test
+    from detectors.drift.wasserstein import wasserstein_test
+
+    ref, cur = batched(0.1, 100, 137), batched(0.101, 10, 100)
+    raw_ref, raw_cur = np.full(13_700, 0.1), np.full(1_000, 0.101)
+    pooled_sd = np.std(np.concatenate((raw_ref, raw_cur)))
+    ms = mean_shift_test(ref, cur)
+    assert ms.status == Status.DRIFT
+    assert ms.effect_size == pytest.approx((0.101 - 0.1) / pooled_sd, rel=1e-9)
+    w = wasserstein_test(ref, cur)
+    assert w.effect_size == pytest.approx(stats.wasserstein_distance(raw_ref, raw_cur) / pooled_sd,
+                                          rel=1e-9)
+    vs = variance_shift_test(ref, cur)
+    assert vs.effect_size == 0.0 and vs.p_value == 1.0  # both sides have no spread

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from detectors.drift.spread import baseline_spread, pooled_moments
+from detectors.drift.spread import baseline_spread, mean_difference, pooled_moments
 from detectors.result import TestResult, insufficient, judged
 from detectors.stats.interval import normal_interval_p
 from sketches.numeric import NumericSketch
@@ -46,7 +46,11 @@ def mean_shift_test(
     only when every value is the same, and then p = 1). Large-sample z-test
     (Welch, "The generalization of Student's problem...", 1947, for the
     unequal-variance form; pooled here because H0 is "same distribution").
-    The interval null tests |shift| <= floor * s.
+    The interval null tests |shift| <= floor * s. Means, variances and
+    differences within rounding of the values' magnitude count as exact
+    (:mod:`detectors.drift.spread`): the same constant on both sides is no
+    change (z = 0, p = 1), a constant that moves is a certain change (p = 0)
+    of 1 / sqrt(w (1 - w)) pooled standard deviations, w = n_cur / (n_cur + n_ref).
 
     Examples
     --------
@@ -61,7 +65,7 @@ def mean_shift_test(
     if n_ref < min_count or n_cur < min_count:
         return insufficient("mean_shift", feature, n_cur, n_ref,
                             f"needs >= {min_count} finite values on each side")
-    diff = current.mean - reference.mean
+    diff = mean_difference(reference, current)
     _mean, var = pooled_moments(reference, current)
     se = math.sqrt(max(var, 0.0) * (1 / n_cur + 1 / n_ref))
     spread = baseline_spread(reference, current)

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from detectors.drift.grid import JointCdf, joint_cdf
-from detectors.drift.spread import baseline_spread, pooled_moments
+from detectors.drift.spread import baseline_spread, pooled_moments, rounding_scale, sd
 from detectors.result import TestResult, insufficient, judged
 from detectors.stats.interval import normal_interval_p
 from sketches.numeric import NumericSketch
@@ -77,7 +77,9 @@ def variance_shift_test(
     with Var ~ (kappa - 1) / 4 (1/n_cur + 1/n_ref) (Bartlett & Kendall, "The
     statistical analysis of variance-heterogeneity and the logarithmic
     transformation", 1946), the floor converted at s_ref. Standard deviations
-    are exact; kappa comes from the sketches' CDFs.
+    are exact; kappa comes from the sketches' CDFs. A standard deviation
+    within rounding of the values' magnitude is 0 (:mod:`detectors.drift.spread`):
+    two constants have no variance shift, whatever their values.
 
     Examples
     --------
@@ -95,7 +97,8 @@ def variance_shift_test(
     mean, var = pooled_moments(reference, current)
     g = grid if grid is not None else joint_cdf(reference, current)
     kappa = pooled_kurtosis(g, n_ref, n_cur, mean, var, reference.is_exact and current.is_exact)
-    s_ref, s_cur = math.sqrt(reference.variance), math.sqrt(current.variance)
+    noise = rounding_scale(reference, current)
+    s_ref, s_cur = sd(reference, noise), sd(current, noise)
     spread = baseline_spread(reference, current)
     if s_ref > 0 and s_cur > 0:
         # log scale: ln s is closer to normal than s (Bartlett & Kendall 1946)
