@@ -331,3 +331,35 @@ def test_a_moving_constant_has_bounded_effects_in_pooled_sd_units():
                                           rel=1e-9)
     vs = variance_shift_test(ref, cur)
     assert vs.effect_size == 0.0 and vs.p_value == 1.0  # both sides have no spread
+
+
+def test_a_swap_of_rare_categories_is_not_pooled_away():
+    # {a: 94, b: 6} vs {a: 94, c: 6}: b and c are each expected < 5 times; merging them before
+    # testing gave statistic 0 and p = 1 for chi2, JS and PSI. The statistics come from every
+    # category (scipy / numpy on the raw table, tolerance 1e-9) and the p-value from the exact
+    # permutation law (its X^2 ordering checked by enumeration in test_detector_catalog.py).
+    from scipy.spatial.distance import jensenshannon
+
+    from detectors.catalog import DEFAULT_FLOORS
+    from detectors.stats.exact import exact_homogeneity_p
+
+    ref, cur = CategoricalSketch(), CategoricalSketch()
+    ref.update_counts({"a": 94, "b": 6})
+    cur.update_counts({"a": 94, "c": 6})
+    r_raw, c_raw = np.array([94.0, 6.0, 0.0]), np.array([94.0, 0.0, 6.0])
+    exact = exact_homogeneity_p(r_raw.astype(int), c_raw.astype(int))
+    assert exact == pytest.approx(0.00085, abs=1e-5)
+    x2 = stats.chi2_contingency(np.vstack([r_raw, c_raw]), correction=False)[0]
+    r, c = np.maximum(r_raw / 100, 0.5 / 100), np.maximum(c_raw / 100, 0.5 / 100)
+    expected = {"chi2": x2, "js": jensenshannon(r_raw, c_raw, base=2),
+                "psi": float(np.sum((c - r) * np.log(c / r)))}
+    for test in (chi2_test, js_test, psi):
+        got = test(ref, cur, floor=0.0)
+        assert got.statistic == pytest.approx(expected[got.check], rel=1e-9)
+        assert got.p_value == pytest.approx(exact, rel=1e-9) and got.status == Status.DRIFT
+    # under the default floors the p-value is no longer 1: JS (0.245, floor 0.1) at 0.015
+    js = js_test(ref, cur, floor=DEFAULT_FLOORS["js"])
+    assert js.effect_size > DEFAULT_FLOORS["js"] and js.p_value < 0.05
+    same = CategoricalSketch()
+    same.update_counts({"a": 94, "b": 6})
+    assert all(t(ref, same).p_value == 1.0 for t in (chi2_test, js_test, psi))

@@ -10,11 +10,15 @@ from detectors.drift.bins import DEFAULT_BINS, aligned_masses, pool_sparse, quan
 from detectors.drift.grid import JointCdf
 from detectors.result import TestResult, insufficient, judged
 from detectors.stats.divergence_null import BinTerms, divergence_null
+from detectors.stats.exact import exact_conditional_p
 from detectors.stats.interval import chi2_interval_p
 from sketches.categorical import CategoricalSketch
 from sketches.numeric import NumericSketch
 
 MIN_COUNT = 30
+EXACT_MAX_TOTAL = 500
+UNPOOLED_MAX_STATES = 2_000
+"""Largest n_ref + n_cur tested bin by bin with the exact permutation law when bins are sparse."""
 
 #: divergence(ref_mass, cur_mass, n_ref, n_cur) -> value
 Divergence = Callable[[np.ndarray, np.ndarray, int, int], float]
@@ -100,7 +104,11 @@ def divergence_test(
     N_eff grows. Under the interval null the noncentrality is N_eff * floor
     (Mitra 1958), on the same scale. B counts the bins with mass on either
     side, after the bins expected to hold < 5 values are merged
-    (:func:`~detectors.drift.bins.pool_sparse`).
+    (:func:`~detectors.drift.bins.pool_sparse`). The statistic is always
+    computed on every bin, and when merging would change the bins of a pair
+    without sketch error and at most ``EXACT_MAX_TOTAL`` values, the p-value
+    is :func:`exact_unpooled_p` instead: merging first hid swaps of rare
+    categories.
     """
     n_ref, n_cur = int(reference.count), int(current.count)
     if n_ref < min_count or n_cur < min_count:
@@ -108,18 +116,82 @@ def divergence_test(
                             f"needs >= {min_count} non-missing values on each side")
     r, c, eta = aligned_masses(reference, current, bins, grid)
     keep = (r > 0) | (c > 0)
-    r, c = pool_sparse(r[keep], c[keep], min(n_ref, n_cur))
-    value = divergence(r, c, n_ref, n_cur)
-    df = r.size - 1
-    if df < 1:
+    r_all, c_all = r[keep], c[keep]
+    if r_all.size < 2:
         return judged(check, feature, 0.0, 0.0, 1.0, n_cur, n_ref, floor=floor, alpha=alpha)
+    value = divergence(r_all, c_all, n_ref, n_cur)  # on every bin: pooling hides swaps
+    r, c = pool_sparse(r_all, c_all, min(n_ref, n_cur))
     n_eff = n_ref * n_cur / (n_ref + n_cur)
     nc = n_eff * to_chi2(floor)
-    quantiles = quantile_binned(reference, bins) and bool(np.all(r > 0))
-    shares = r if quantiles else (n_ref * r + n_cur * c) / (n_ref + n_cur)
-    law = divergence_null(shares, n_ref, n_cur, quartic, reference_quantiles=quantiles, terms=terms)
-    p_exact = chi2_interval_p(n_eff * to_chi2(value), law.df, nc, law.scale)
-    p = p_exact if eta == 0 else chi2_interval_p(
-        n_eff * to_chi2(divergence(r, shrink(r, c, eta), n_ref, n_cur)), law.df, nc, law.scale)
+
+    def asymptotic_p(r: np.ndarray, c: np.ndarray, value: float) -> float:
+        quantiles = quantile_binned(reference, bins) and bool(np.all(r > 0))
+        shares = r if quantiles else (n_ref * r + n_cur * c) / (n_ref + n_cur)
+        law = divergence_null(shares, n_ref, n_cur, quartic, reference_quantiles=quantiles,
+                              terms=terms)
+        return chi2_interval_p(n_eff * to_chi2(value), law.df, nc, law.scale)
+
+    small = None
+    if eta == 0 and terms is not None and r.size < r_all.size and n_ref + n_cur <= EXACT_MAX_TOTAL:
+        small = exact_unpooled_p(r_all, c_all, n_ref, n_cur, terms, floor,
+                                 lambda: asymptotic_p(r_all, c_all, value))
+    if small is not None:
+        return judged(check, feature, value, value, small, n_cur, n_ref, p_exact=small,
+                      floor=floor, alpha=alpha)
+    if r.size < 2:
+        return judged(check, feature, value, value, 1.0, n_cur, n_ref, floor=floor, alpha=alpha)
+    p_exact = asymptotic_p(r, c, divergence(r, c, n_ref, n_cur))
+    p = p_exact if eta == 0 else asymptotic_p(r, c, divergence(r, shrink(r, c, eta), n_ref, n_cur))
     return judged(check, feature, value, value, p, n_cur, n_ref, p_exact=p_exact,
                   error_bound=eta, floor=floor, alpha=alpha)
+
+
+def exact_unpooled_p(ref: np.ndarray, cur: np.ndarray, n_ref: int, n_cur: int, terms: BinTerms,
+                     floor: float, interval_p: Callable[[], float]) -> float | None:
+    """p-value of a binned divergence on small exact counts, every bin kept (no pooling).
+
+    Parameters
+    ----------
+    ref, cur : np.ndarray
+        Masses of the bins (exact counts / n), every bin non-empty on some side.
+    n_ref, n_cur : int
+    terms : callable
+        Per-bin terms of the divergence (:func:`~detectors.drift.psi.psi_terms`, ...).
+    floor : float
+        The interval null's floor; > 0 adds ``interval_p``.
+    interval_p : callable
+        The asymptotic interval-null p-value on the same bins (called only when floor > 0).
+
+    Returns
+    -------
+    float or None
+        floor = 0: the exact permutation p-value of the divergence given the
+        table's margins (:func:`~detectors.stats.exact.exact_conditional_p`).
+        floor > 0: the larger of it and ``interval_p()`` (an intersection-union
+        test: "no change" and "change within the floor" both rejected). None
+        when the enumeration is too large (the caller pools and goes asymptotic).
+
+    Notes
+    -----
+    Merging the sparse bins before testing (Cochran's rule of 5) can cancel
+    the evidence it merges: {a: 94, b: 6} against {a: 94, c: 6} pools b and c
+    into one bin with the same mass on both sides (divergence 0, p = 1) while
+    the exact p is 0.00085. The permutation law needs no pooling at any
+    sparsity, so small tables are tested bin by bin.
+
+    Examples
+    --------
+    >>> from detectors.drift.js import js_terms
+    >>> r, c = np.array([0.94, 0.06, 0.0]), np.array([0.94, 0.0, 0.06])
+    >>> round(exact_unpooled_p(r, c, 100, 100, js_terms, 0.0, lambda: 1.0), 5)
+    0.00085
+    """
+    rc, cc = np.rint(ref * n_ref).astype(np.int64), np.rint(cur * n_cur).astype(np.int64)
+
+    def column_terms(total: int, x: np.ndarray) -> np.ndarray:
+        return terms((total - x) / n_ref, x / n_cur, n_ref, n_cur)
+
+    p = exact_conditional_p(rc, cc, column_terms, UNPOOLED_MAX_STATES)
+    if p is None or floor <= 0:
+        return p
+    return max(p, interval_p())
