@@ -25,9 +25,10 @@ carrying the exact counts over) to three Apache DataSketches sketches:
   a thousand categories (HLL at lg k = 14: 4 KB). About 10 KB at high
   cardinality.
 
-A category is reported present (in :meth:`CategoricalSketch.frequencies`, or
-with :meth:`CategoricalSketch.estimate` > 0) only if it is exact-counted or
-tracked as a heavy hitter, so a category never seen is never reported present.
+A category is reported present (in :meth:`CategoricalSketch.frequencies`) only
+if it is exact-counted or tracked as a heavy hitter, so a category never seen is
+never reported present. Its count there is :meth:`CategoricalSketch.estimate`,
+which does not depend on the order in which values arrive.
 
 Counts arriving in sketch mode are pre-aggregated in a pending table of at most
 ``PENDING_CATEGORIES`` categories and fed to the sketches in bulk: the three
@@ -43,6 +44,7 @@ from collections.abc import Iterable, Mapping, Sized
 from typing import Any
 
 import datasketches
+import numpy as np
 
 from sketches.codec import shuffle8, unshuffle8
 
@@ -56,24 +58,78 @@ PENDING_CATEGORIES = 1024
 _ALL_TRACKED = datasketches.frequent_items_error_type.NO_FALSE_NEGATIVES
 
 
+def collision_mass(counters: np.ndarray) -> float:
+    """Expected count-min overestimate of a category: E[min_r X_r], X_r a random counter of row r.
+
+    Parameters
+    ----------
+    counters : np.ndarray, shape (d, w)
+        The count-min counters, one row per hash function.
+
+    Returns
+    -------
+    float
+        E[min_r X_r] for independent X_r drawn from each row's counters,
+        = v_0 + sum_k (v_(k+1) - v_k) prod_r P(X_r > v_k) over the sorted
+        distinct counter values v_k. At most the smallest row mean N / w.
+
+    Notes
+    -----
+    A category's count-min estimate is its count plus, in the row giving the
+    minimum, the counts of the other categories hashed to its bucket; a
+    bucket's content is distributed like a random counter of its row
+    (Cormode & Muthukrishnan 2005), so subtracting the expectation of that
+    minimum leaves a nearly unbiased estimate. It depends on the counters
+    only, which are a linear function of the multiset of values, hence not
+    on the order in which values or partial sketches arrive (the bias
+    correction of Deng & Rafiei, "New estimation algorithms for streaming
+    data: Count-min can do more", 2007, with the minimum's expectation in
+    place of the row mean).
+
+    Examples
+    --------
+    >>> collision_mass(np.array([[0.0, 2.0], [1.0, 1.0]]))  # min(X_1, 1): 0 or 1, even odds
+    0.5
+    """
+    vals = np.unique(counters)
+    above = (counters[:, :, None] > vals[None, None, :-1]).mean(axis=1)  # P(X_r > v_k)
+    return float(vals[0] + np.sum(np.diff(vals) * np.prod(above, axis=0)))
+
+
 class _Sketches:
     """The approximate state used once a feature has many categories."""
 
-    __slots__ = ("fi", "cms", "cpc")
+    __slots__ = ("fi", "cms", "cpc", "_collisions")
 
     def __init__(self) -> None:
         self.fi = datasketches.frequent_strings_sketch(FI_LG_MAX_MAP_SIZE)
         self.cms = datasketches.count_min_sketch(CMS_HASHES, CMS_BUCKETS)
         self.cpc = datasketches.cpc_sketch(DISTINCT_LG_K)
+        self._collisions: float | None = None
 
     def update(self, counts: Mapping[str, int]) -> None:
+        self._collisions = None
         fi, cms, cpc = self.fi.update, self.cms.update, self.cpc.update
         for v, c in counts.items():
             fi(v, c)
             cms(v, float(c))  # an int weight takes a slow overload path (8x slower)
             cpc(v)
 
+    @property
+    def collisions(self) -> float:
+        """:func:`collision_mass` of the count-min counters (cached until the next change)."""
+        if self._collisions is None:
+            blob = self.cms.serialize()  # 16 bytes of preamble, the total weight, then the counters
+            n = CMS_HASHES * CMS_BUCKETS
+            if len(blob) < 8 * n:  # empty: the preamble only
+                self._collisions = 0.0
+            else:
+                counters = np.frombuffer(blob[len(blob) - 8 * n:], "<f8")
+                self._collisions = collision_mass(counters.reshape(CMS_HASHES, CMS_BUCKETS))
+        return self._collisions
+
     def merge(self, other: _Sketches) -> None:
+        self._collisions = None
         self.fi.merge(other.fi)
         self.cms.merge(other.cms)
         union = datasketches.cpc_union(DISTINCT_LG_K)
@@ -89,6 +145,7 @@ class _Sketches:
     @classmethod
     def from_dict(cls, d: dict[str, bytes]) -> _Sketches:
         s = cls.__new__(cls)
+        s._collisions = None
         s.fi = datasketches.frequent_strings_sketch.deserialize(d["fi"])
         s.cms = datasketches.count_min_sketch.deserialize(unshuffle8(d["cms"]))
         s.cpc = datasketches.cpc_sketch.deserialize(d["cpc"])
@@ -105,7 +162,8 @@ class CategoricalSketch:
     ``upper - lower <= frequency_error <= 3.5 / 2**FI_LG_MAX_MAP_SIZE * N``;
     the count-min estimate lies in ``[c, c + e / CMS_BUCKETS * N]`` with
     probability >= 1 - exp(-CMS_HASHES) (Cormode & Muthukrishnan, "An improved
-    data stream summary: the count-min sketch and its applications", 2005).
+    data stream summary: the count-min sketch and its applications", 2005);
+    :meth:`estimate` subtracts the expected collision mass from it.
 
     Examples
     --------
@@ -219,21 +277,42 @@ class CategoricalSketch:
         if self.exact is not None:
             counts = self.exact
         else:
-            counts = {row[0]: self.estimate(row[0])
-                      for row in self._sketches().fi.get_frequent_items(_ALL_TRACKED)}
+            sk, exact_fi = self._sketches(), self.frequency_error == 0
+            rows = sk.fi.get_frequent_items(_ALL_TRACKED)
+            counts = {row[0]: self._estimate(sk, row[0], exact_fi) for row in rows}
+            counts = {v: c for v, c in counts.items() if c > 0}
         rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         return dict(rows if top is None else rows[:top])
 
     def estimate(self, value: str) -> int:
-        """Point estimate of one category's count; 0 for a category never seen.
+        """Point estimate of one category's count, independent of the order of arrival.
 
-        Exact in exact mode. In sketch mode the upper end of
-        :meth:`count_interval` for a tracked heavy hitter, else 0: an untracked
-        category cannot be told apart from one never seen, and its true count
-        is at most :attr:`frequency_error`.
+        Exact in exact mode, and in sketch mode while the frequent-items map
+        has never been full (:attr:`frequency_error` 0: its counters are the
+        counts; a category not in it was never seen, estimate 0). Beyond,
+        the count-min estimate less the expected mass of the categories
+        colliding with it (:func:`collision_mass`), floored at 0: for true
+        count c among N values it lies in [c - N / w, c + e N / w], the lower
+        side always, the upper with probability >= 1 - exp(-d) (w =
+        ``CMS_BUCKETS``, d = ``CMS_HASHES``), and is nearly unbiased.
+
+        Notes
+        -----
+        The frequent-items counters depend on the order of arrival: a
+        category of true count 10 among 200,000 distinct values read 270
+        (the upper end of :meth:`count_interval`) when it came last and 0
+        (untracked) when shuffled. The count-min counters do not. The
+        certain bounds stay in :meth:`count_interval`.
         """
-        lower, upper = self.count_interval(value)
-        return upper if lower > 0 else 0
+        if self.exact is not None:
+            return self.exact.get(value, 0)
+        return self._estimate(self._sketches(), value, self.frequency_error == 0)
+
+    @staticmethod
+    def _estimate(sk: _Sketches, value: str, exact_fi: bool) -> int:
+        if exact_fi:
+            return int(sk.fi.get_lower_bound(value))
+        return max(round(sk.cms.get_estimate(value) - sk.collisions), 0)
 
     @property
     def cms_error(self) -> float:
