@@ -92,7 +92,9 @@ def collision_mass(counters: np.ndarray) -> float:
     0.5
     """
     vals = np.unique(counters)
-    above = (counters[:, :, None] > vals[None, None, :-1]).mean(axis=1)  # P(X_r > v_k)
+    rows = np.sort(counters, axis=1)
+    w = rows.shape[1]
+    above = [1.0 - np.searchsorted(r, vals[:-1], side="right") / w for r in rows]  # P(X_r > v_k)
     return float(vals[0] + np.sum(np.diff(vals) * np.prod(above, axis=0)))
 
 
