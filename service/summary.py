@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from sketches.categorical import CategoricalSketch, category_display
 from sketches.numeric import NumericSketch
 from sketches.profile import FeatureProfile, WindowProfile
 
@@ -14,6 +15,12 @@ TOP_CATEGORIES = 10
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
+
+
+def top_categories(s: CategoricalSketch) -> dict[str, int]:
+    """The most frequent categories as users read them: ``True`` is ``"true (bool)"``,
+    ``123`` is ``"123 (int)"``, a string is itself."""
+    return {category_display(k): c for k, c in s.frequencies(TOP_CATEGORIES).items()}
 
 
 def numeric_summary(s: NumericSketch) -> dict[str, Any]:
@@ -44,7 +51,7 @@ def feature_summary(f: FeatureProfile) -> dict[str, Any]:
     elif f.kind == "categorical":
         out["count"] = f.categorical.count
         out["distinct"] = f.categorical.distinct
-        out["top"] = f.categorical.frequencies(TOP_CATEGORIES)
+        out["top"] = top_categories(f.categorical)
     return out
 
 
@@ -58,5 +65,5 @@ def window_summary(p: WindowProfile) -> dict[str, Any]:
         "versions": dict(p.versions),
         "features": {k: feature_summary(f) for k, f in sorted(p.features.items())},
         "score": numeric_summary(p.score),
-        "predictions": p.prediction.frequencies(TOP_CATEGORIES),
+        "predictions": top_categories(p.prediction),
     }

@@ -57,6 +57,86 @@ PENDING_CATEGORIES = 1024
 
 _ALL_TRACKED = datasketches.frequent_items_error_type.NO_FALSE_NEGATIVES
 
+TYPE_TAG = "\x1f"
+"""First character of the key of a value that is not a plain string (ASCII unit separator)."""
+
+
+def category_key(value: str | bool | int) -> str:
+    r"""The key a non-missing categorical value is counted under; it keeps the value's type.
+
+    Strings are their own key (one starting with ``TYPE_TAG`` is escaped);
+    booleans and integers get a tagged key, so ``True`` and ``"true"``, or
+    ``123`` and ``"123"``, are different categories.
+
+    Raises
+    ------
+    TypeError
+        For a type other than str, bool and int (floats are numeric values).
+
+    Examples
+    --------
+    >>> category_key("true"), category_key(True), category_key(123)
+    ('true', '\x1fbool:true', '\x1fint:123')
+    """
+    if isinstance(value, str):
+        return TYPE_TAG + "str:" + value if value.startswith(TYPE_TAG) else value
+    if isinstance(value, bool):
+        return TYPE_TAG + ("bool:true" if value else "bool:false")
+    if isinstance(value, int):
+        return TYPE_TAG + "int:" + str(int(value))
+    raise TypeError(f"not a categorical value: {type(value).__name__}")
+
+
+BOOL_KEYS = {True: category_key(True), False: category_key(False)}
+
+
+def legacy_label(key: str) -> str:
+    """The label profiles written before typed keys used for the value of ``key``.
+
+    They counted ``str(value)`` (booleans ``"true"`` / ``"false"``), so values
+    of different types could share a label.
+
+    Examples
+    --------
+    >>> legacy_label(category_key(True)), legacy_label(category_key(123)), legacy_label("x")
+    ('true', '123', 'x')
+    """
+    return key.partition(":")[2] if key.startswith(TYPE_TAG) else key
+
+
+def category_display(key: str) -> str:
+    """How a key reads to a user: strings as they are, other types with their type.
+
+    Examples
+    --------
+    >>> category_display("true"), category_display(category_key(True)), category_display("7")
+    ('true', 'true (bool)', '7')
+    """
+    if not key.startswith(TYPE_TAG):
+        return key
+    kind, _, text = key[1:].partition(":")
+    return text if kind == "str" else f"{text} ({kind})"
+
+
+def _typed_forms(label: str) -> list[str]:
+    """Every key whose :func:`legacy_label` is ``label``."""
+    forms = [label]
+    if label in ("true", "false"):
+        forms.append(category_key(label == "true"))
+    if label.lstrip("-").isdigit() and str(int(label)) == label:
+        forms.append(category_key(int(label)))
+    if label.startswith(TYPE_TAG):
+        forms.append(category_key(label))
+    return forms
+
+
+def legacy_counts(counts: Mapping[str, int]) -> Counter[str]:
+    """Counts re-keyed by :func:`legacy_label` (keys sharing a label add up)."""
+    out: Counter[str] = Counter()
+    for k, c in counts.items():
+        out[legacy_label(k)] += c
+    return out
+
 
 def collision_mass(counters: np.ndarray) -> float:
     """Expected count-min overestimate of a category: E[min_r X_r], X_r a random counter of row r.
@@ -178,9 +258,12 @@ class CategoricalSketch:
     (False, 2, (2, 2), 0)
     """
 
-    __slots__ = ("count", "null_count", "exact", "_pending", "_sk")
+    __slots__ = ("count", "null_count", "exact", "typed", "_pending", "_sk")
 
     def __init__(self) -> None:
+        # keys are category_key()s; False: a profile written before typed keys, whose keys are
+        # legacy_label()s, read, merged and compared in those labels
+        self.typed = True
         self.count = 0
         self.null_count = 0
         self.exact: Counter[str] | None = Counter()
@@ -189,7 +272,7 @@ class CategoricalSketch:
 
     # -- building -------------------------------------------------------------
     def update(self, values: Iterable[str]) -> None:
-        """Add string values (callers map bool to ``"true"``/``"false"``)."""
+        """Add keys: strings, or the :func:`category_key` of any other value."""
         if not isinstance(values, Sized):
             values = list(values)
         self.count += len(values)
@@ -197,7 +280,7 @@ class CategoricalSketch:
         self._check_size()
 
     def update_counts(self, counts: Mapping[str, int]) -> None:
-        """Add pre-aggregated ``category -> count``."""
+        """Add pre-aggregated ``key -> count`` (keys as for :meth:`update`)."""
         self.count += sum(counts.values())
         self._table().update(counts)
         self._check_size()
@@ -229,11 +312,17 @@ class CategoricalSketch:
         """Merge ``other`` into this sketch (in place); ``other`` is not modified."""
         self.null_count += other.null_count
         self.count += other.count
+        if self.typed and not other.typed:  # the result reads in the older labels
+            self.typed = False
+            if self.exact is not None:
+                self.exact = legacy_counts(self.exact)
+            self._pending = legacy_counts(self._pending)
         if other.exact is None:
             if self.exact is not None:
                 self._leave_exact()
-            self._sk.merge(other._sk)
-        self._table().update(other._table())
+            self._sk.merge(other._sk)  # keys of both styles: read through their labels
+        table = other._table()
+        self._table().update(table if self.typed or not other.typed else legacy_counts(table))
         self._check_size()
 
     # -- reading --------------------------------------------------------------
@@ -246,13 +335,26 @@ class CategoricalSketch:
         self._flush()
         return self._sk
 
-    def count_interval(self, value: str) -> tuple[int, int]:
+    def _forms(self, value: str, legacy: bool) -> list[str]:
+        """The keys counted as ``value``: itself, or every key with that legacy label."""
+        return _typed_forms(value) if legacy or not self.typed else [value]
+
+    def count_interval(self, value: str, legacy: bool = False) -> tuple[int, int]:
         """Interval ``(lower, upper)`` that contains the true count of ``value``.
 
         Exact mode: ``(c, c)``. Sketch mode: lower = the frequent-items
         counter (0 when untracked), upper = min(lower + offset, count-min
-        estimate). Both bounds hold with certainty.
+        estimate). Both bounds hold with certainty. ``legacy`` (always, for
+        a sketch that is not :attr:`typed`): ``value`` is a
+        :func:`legacy_label` and the interval covers every key with it.
         """
+        forms = self._forms(value, legacy)
+        if len(forms) > 1:
+            bounds = [self._count_interval(v) for v in forms]
+            return sum(b[0] for b in bounds), sum(b[1] for b in bounds)
+        return self._count_interval(value)
+
+    def _count_interval(self, value: str) -> tuple[int, int]:
         if self.exact is not None:
             c = self.exact.get(value, 0)
             return c, c
@@ -270,11 +372,14 @@ class CategoricalSketch:
         rows = fi.get_frequent_items(_ALL_TRACKED)
         return int(rows[0][3] - rows[0][2]) if rows else 0
 
-    def frequencies(self, top: int | None = None) -> dict[str, int]:
+    def frequencies(self, top: int | None = None, legacy: bool = False) -> dict[str, int]:
         """Most frequent categories -> count (:meth:`estimate`), most frequent first.
 
         Only categories that were seen are returned: in exact mode all of them,
-        in sketch mode the tracked heavy hitters.
+        in sketch mode the tracked heavy hitters. ``legacy`` (always, for a
+        sketch that is not :attr:`typed`): keyed by :func:`legacy_label`, the
+        counts of keys sharing a label added up (to compare with a profile
+        written before typed keys).
         """
         if self.exact is not None:
             counts = self.exact
@@ -283,10 +388,12 @@ class CategoricalSketch:
             rows = sk.fi.get_frequent_items(_ALL_TRACKED)
             counts = {row[0]: self._estimate(sk, row[0], exact_fi) for row in rows}
             counts = {v: c for v, c in counts.items() if c > 0}
+        if legacy or not self.typed:
+            counts = legacy_counts(counts)
         rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         return dict(rows if top is None else rows[:top])
 
-    def estimate(self, value: str) -> int:
+    def estimate(self, value: str, legacy: bool = False) -> int:
         """Point estimate of one category's count, independent of the order of arrival.
 
         Exact in exact mode, and in sketch mode while the frequent-items map
@@ -306,9 +413,11 @@ class CategoricalSketch:
         (untracked) when shuffled. The count-min counters do not. The
         certain bounds stay in :meth:`count_interval`.
         """
+        forms = self._forms(value, legacy)
         if self.exact is not None:
-            return self.exact.get(value, 0)
-        return self._estimate(self._sketches(), value, self.frequency_error == 0)
+            return sum(self.exact.get(v, 0) for v in forms)
+        sk, exact_fi = self._sketches(), self.frequency_error == 0
+        return sum(self._estimate(sk, v, exact_fi) for v in forms)
 
     @staticmethod
     def _estimate(sk: _Sketches, value: str, exact_fi: bool) -> int:
@@ -350,6 +459,8 @@ class CategoricalSketch:
         """Plain-data form (for MessagePack); see :meth:`from_dict`."""
         exact = None if self.exact is None else dict(self.exact)
         d: dict[str, Any] = {"n": self.count, "null": self.null_count, "exact": exact}
+        if self.typed:
+            d["typed"] = True  # absent: keys are legacy labels (profiles before typed keys)
         if self.exact is None:
             d.update(self._sketches().to_dict())
         return d
@@ -359,6 +470,7 @@ class CategoricalSketch:
         """Inverse of :meth:`to_dict`."""
         s = cls()
         s.count, s.null_count = d["n"], d["null"]
+        s.typed = bool(d.get("typed", False))
         if d["exact"] is None:
             s.exact, s._sk = None, _Sketches.from_dict(d)
         else:

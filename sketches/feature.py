@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from sketches.categorical import CategoricalSketch
+from sketches.categorical import BOOL_KEYS, TYPE_TAG, CategoricalSketch, category_key
 from sketches.numeric import NumericSketch
 
 Kind = Literal["numeric", "categorical", "empty"]
@@ -20,17 +20,13 @@ _NUMBER_TYPES = {float, int}
 _STR_OR_NONE = {str, _NONE}
 
 
-def category_label(v: bool | int | float | str) -> str:
-    """The category a non-missing value counts as: bools are ``"true"``/``"false"``.
-
-    Examples
-    --------
-    >>> category_label(True), category_label(3), category_label("DE")
-    ('true', '3', 'DE')
-    """
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
+def escape_strings(counts: Counter[str]) -> Counter[str]:
+    """String counts keyed by :func:`~sketches.categorical.category_key` (a string is its own
+    key unless it starts with ``TYPE_TAG``; such strings, if any, are re-keyed)."""
+    odd = [k for k in counts if k.startswith(TYPE_TAG)]
+    for k in odd:
+        counts[category_key(k)] += counts.pop(k)
+    return counts
 
 
 def _without_none(values: Sequence[Any], nulls: int) -> Sequence[Any]:
@@ -38,10 +34,12 @@ def _without_none(values: Sequence[Any], nulls: int) -> Sequence[Any]:
 
 
 class FeatureProfile:
-    """One feature in one window: missing values plus numeric and categorical parts.
+    r"""One feature in one window: missing values plus numeric and categorical parts.
 
     Numbers (int, float) go to :attr:`numeric`; strings and booleans to
-    :attr:`categorical`. A feature's :attr:`kind` is the part holding most
+    :attr:`categorical`, each under a key that keeps its type
+    (:func:`~sketches.categorical.category_key`: ``True`` and ``"true"`` are
+    two categories). A feature's :attr:`kind` is the part holding most
     values; values of the other part count as type mismatches. ``None``, an
     absent key and NaN are missing values; ``+/-inf`` are counted apart.
 
@@ -50,7 +48,7 @@ class FeatureProfile:
     >>> f = FeatureProfile()
     >>> f.update([1.0, 2, None, float("nan"), "x", True])
     >>> f.null_count, f.numeric.count, f.categorical.frequencies(), f.kind, f.type_mismatch_count
-    (2, 2, {'true': 1, 'x': 1}, 'numeric', 2)
+    (2, 2, {'\x1fbool:true': 1, 'x': 1}, 'numeric', 2)
     >>> f.update(np.array([3.0, np.inf]))
     >>> f.numeric.count, f.inf_count
     (3, 1)
@@ -85,7 +83,8 @@ class FeatureProfile:
                 return
             if kind == "b":
                 n_true = int(np.count_nonzero(values))
-                self.categorical.update_counts({"true": n_true, "false": values.size - n_true})
+                self.categorical.update_counts({BOOL_KEYS[True]: n_true,
+                                                BOOL_KEYS[False]: values.size - n_true})
                 return
             values = values.tolist()
         n = len(values)
@@ -102,7 +101,7 @@ class FeatureProfile:
         types = list(map(type, values))
         nulls = types.count(_NONE)
         if type(values[0]) is str and types.count(str) + nulls == n:
-            self.categorical.update(_without_none(values, nulls))
+            self.categorical.update_counts(escape_strings(Counter(_without_none(values, nulls))))
         elif types.count(float) + types.count(int) + nulls == n:
             self.numeric.update(np.array(_without_none(values, nulls), dtype=np.float64))
         else:
@@ -126,7 +125,7 @@ class FeatureProfile:
             return False
         self.missing += counts.pop(None, 0)
         if counts:
-            self.categorical.update_counts(counts)
+            self.categorical.update_counts(escape_strings(counts))
         return True
 
     def _update_mixed(self, values: Sequence[Any]) -> None:
@@ -137,11 +136,11 @@ class FeatureProfile:
             if t is float or t is int:
                 nums.append(v)
             elif t is str:
-                cats.append(v)
+                cats.append(category_key(v))
             elif v is None:
                 self.missing += 1
             elif t is bool:
-                cats.append("true" if v else "false")
+                cats.append(BOOL_KEYS[v])
             else:  # int / float subclasses such as numpy scalars
                 nums.append(float(v))
         if nums:

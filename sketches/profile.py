@@ -23,10 +23,10 @@ import numpy as np
 
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord
-from sketches.categorical import CategoricalSketch
+from sketches.categorical import CategoricalSketch, category_key
 from sketches.codec import PROFILE_FORMAT_VERSION, decode, encode
 from sketches.columns import subset
-from sketches.feature import Column, FeatureProfile, category_label
+from sketches.feature import Column, FeatureProfile, escape_strings
 from sketches.numeric import NumericSketch
 from sketches.slices import MAX_SLICE_VALUES, SliceSet
 
@@ -48,9 +48,9 @@ def _update_labels(sketch: CategoricalSketch, labels: Sequence[Any] | None, n: i
         sketch.add_nulls(n)
         return
     if set(map(type, labels)) <= {str, type(None)}:
-        counts = Counter(labels)
-    else:  # ints and bools: count by label, so True and 1 stay apart
-        counts = Counter(None if v is None else category_label(v) for v in labels)
+        counts = escape_strings(Counter(labels))
+    else:  # ints and bools: keyed with their type, so True, 1 and "1" stay apart
+        counts = Counter(None if v is None else category_key(v) for v in labels)
     sketch.add_nulls(counts.pop(None, 0))
     sketch.update_counts(counts)
 

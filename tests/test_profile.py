@@ -12,6 +12,7 @@ import pytest
 
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord
+from sketches.categorical import category_key
 from sketches.profile import WindowProfile
 
 
@@ -42,8 +43,9 @@ def test_profile_round_trip_and_merge_equal_one_pass():
         x = p.features["x"]
         assert x.null_count == 300 and x.numeric.count == 2700 and x.kind == "numeric"
         assert p.features["c"].categorical.frequencies() == one.features["c"].categorical.frequencies()
-        assert p.features["flag"].categorical.frequencies() == {"false": 1500, "true": 1500}
-        assert p.prediction.frequencies() == {"0": 1500, "1": 1500}
+        assert p.features["flag"].categorical.frequencies() == {category_key(False): 1500,
+                                                                category_key(True): 1500}
+        assert p.prediction.frequencies() == {category_key(0): 1500, category_key(1): 1500}
         assert p.latency.exact == {3.0: 3000}
     assert merged.features["x"].numeric.min == one.features["x"].numeric.min
     assert merged.features["x"].numeric.max == one.features["x"].numeric.max
@@ -94,7 +96,7 @@ def test_none_and_nan_are_missing_inf_counted_apart_and_types_mismatched():
     f = p.features["v"]
     assert (f.null_count, f.inf_count, f.numeric.count, f.categorical.count) == (2, 2, 2, 2)
     assert f.numeric.mean == 2.0 and f.kind == "numeric" and f.type_mismatch_count == 2
-    assert f.categorical.frequencies() == {"three": 1, "true": 1}
+    assert f.categorical.frequencies() == {"three": 1, category_key(True): 1}
 
 
 def test_empty_and_all_null_profiles_are_valid():
@@ -151,4 +153,66 @@ def test_type_hints_from_validation_give_the_same_profile():
     cols.feature_types.clear()
     scanned.add_columns(cols)
     assert hinted.to_dict() == scanned.to_dict()
-    assert hinted.features["mixed"].categorical.exact == {"true": 80}
+    assert hinted.features["mixed"].categorical.exact == {category_key(True): 80}
+
+
+def _wire_profile(features: list[dict], labels: list) -> WindowProfile:
+    """A window built as the aggregator builds it: records through the wire encoding."""
+    from sdk.wire import decode_batch, encode_batch
+
+    recs = [PredictionRecord("m", "1", str(i), 1.0, f, predicted_label=y)
+            for i, (f, y) in enumerate(zip(features, labels, strict=True))]
+    p = WindowProfile("m", 0, 300)
+    p.add_columns(decode_batch(encode_batch(recs)).columns)
+    return WindowProfile.from_bytes(p.to_bytes())
+
+
+def test_category_keys_keep_the_value_type_from_the_sdk_to_the_drift_tests():
+    # "true" and True, 123 and "123" merged into one category: a feature or a label whose
+    # type changed upstream looked unchanged. Tolerance 1e-9 against scipy on the raw table.
+    from scipy import stats
+
+    from detectors.drift.chi2 import chi2_test
+    from sketches.categorical import category_display
+
+    n = 200
+    strings = _wire_profile([{"flag": "true"}] * n, ["123"] * n)
+    bools = _wire_profile([{"flag": True}] * n, [123] * n)
+    mixed = _wire_profile([{"flag": "true" if i % 2 else True} for i in range(n)],
+                          ["123" if i % 2 else 123 for i in range(n)])
+    assert strings.features["flag"].categorical.exact == {"true": n}
+    assert bools.features["flag"].categorical.exact == {category_key(True): n}
+    assert mixed.features["flag"].categorical.exact == {"true": n // 2, category_key(True): n // 2}
+    assert mixed.prediction.exact == {"123": n // 2, category_key(123): n // 2}
+    assert sorted(map(category_display, mixed.prediction.exact)) == ["123", "123 (int)"]
+    expected = stats.chi2_contingency([[n, 0], [0, n]], correction=False)
+    for a, b in ((strings.features["flag"].categorical, bools.features["flag"].categorical),
+                 (strings.prediction, bools.prediction)):
+        r = chi2_test(a, b)
+        assert r.statistic == pytest.approx(expected[0], rel=1e-9) and r.p_value < 1e-10
+    # a string that starts like a typed key is escaped, never taken for one
+    odd = _wire_profile([{"flag": "\x1fbool:true"}] * 3, [None] * 3)
+    assert category_key(True) not in odd.features["flag"].categorical.exact
+
+
+def test_profiles_written_before_typed_keys_compare_and_merge_in_their_labels():
+    # tests/golden/profile_v2.fwp counted True as "true": against a window of the same data
+    # with typed keys, nothing changed (no swap of "true" for True), and a merge of the two
+    # reads in the old labels.
+    from pathlib import Path
+
+    from detectors.drift.chi2 import chi2_test
+    from detectors.drift.unseen import new_category_test, vanished_category_test
+    from tests.test_sketch_format import golden_profile
+
+    old = WindowProfile.from_bytes((Path(__file__).parent / "golden" / "profile_v2.fwp").read_bytes())
+    new = golden_profile()
+    a, b = old.features["mixed"].categorical, new.features["mixed"].categorical
+    assert not a.typed and b.typed and b.exact == {"a": 509, category_key(True): 471}
+    for check in (chi2_test, new_category_test, vanished_category_test):
+        r = check(a, b)
+        assert r.effect_size == 0.0 and r.p_value >= 0.5, r  # one-sided z tests: 0.5 at no change
+    merged = WindowProfile.from_bytes(new.to_bytes()).merge(old)
+    m = merged.features["mixed"].categorical
+    assert not m.typed and m.exact == {"a": 1018, "true": 942}
+    assert WindowProfile.from_bytes(merged.to_bytes()).features["mixed"].categorical.typed is False

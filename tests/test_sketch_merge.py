@@ -25,6 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdk.columns import RecordColumns
+from sketches.categorical import category_key
 from sketches.codec import decode, encode
 from sketches.numeric import TDIGEST_RANK_ERROR, NumericSketch
 from sketches.profile import WindowProfile
@@ -165,7 +166,7 @@ def check_split_merge(sc) -> None:
             assert all(s.count_interval(v)[0] <= c <= s.count_interval(v)[1] for v, c in truth.items())
             assert abs(s.distinct / len(truth) - 1) <= 0.02
         assert s.estimate("never-seen") == 0 and set(s.frequencies()) <= set(truth)
-    assert merged.prediction.exact == one.prediction.exact == Counter(map(str, cols.predicted_label))
+    assert merged.prediction.exact == one.prediction.exact == Counter(map(category_key, cols.predicted_label))
     by_country = Counter(v for v in cols.slices["country"] if v is not None)
     for p in (merged, one):
         subs = p.slices["country"].profiles

@@ -7,6 +7,7 @@ import pytest
 
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord
+from sketches.categorical import category_key
 from sketches.profile import WindowProfile
 from sketches.slices import OTHER, SliceSet
 
@@ -33,7 +34,8 @@ def test_sub_profiles_hold_score_label_and_configured_features_per_slice():
         assert (sub.score.count, sub.score.min, sub.score.max) == expected
         assert sub.score.mean == pytest.approx(score[rows].mean(), rel=1e-12)
         assert sub.features["x"].numeric.mean == pytest.approx(x[rows].mean(), rel=1e-9)
-        assert sub.prediction.exact == {"1": (score[rows] > 0.5).sum(), "0": (score[rows] <= 0.5).sum()}
+        assert sub.prediction.exact == {category_key(1): (score[rows] > 0.5).sum(),
+                                            category_key(0): (score[rows] <= 0.5).sum()}
     assert sum(s.count for s in subs.values()) == sum(c is not None for c in countries)
 
 

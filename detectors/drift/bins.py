@@ -115,7 +115,9 @@ def aligned_counts(
     it drew while the reference keeps their mass in OTHER (half of 60-record windows
     over 884 categories at p < 1e-6). Pooled, a small window's rare draws stay in
     OTHER with the reference's tail, and a category that floods the current window
-    has a large pooled count and is named.
+    has a large pooled count and is named. Categories are keys that keep the value's
+    type (:func:`~sketches.categorical.category_key`); against a profile written
+    before typed keys both sides are compared in its labels.
 
     Returns
     -------
@@ -133,7 +135,8 @@ def aligned_counts(
     >>> cats, r.tolist(), c.tolist()
     (['x', '__other__'], [2.0, 1.0], [1.0, 1.0])
     """
-    ref_f, cur_f = reference.frequencies(), current.frequencies()
+    legacy = not (reference.typed and current.typed)  # one side keyed before typed keys
+    ref_f, cur_f = reference.frequencies(legacy=legacy), current.frequencies(legacy=legacy)
     pooled = {c: ref_f.get(c, 0) + cur_f.get(c, 0) for c in ref_f.keys() | cur_f.keys()}
     cats = sorted(sorted(pooled, key=lambda c: (-pooled[c], c))[:top])
     ref = np.array([ref_f.get(c, 0) for c in cats], dtype=np.float64)

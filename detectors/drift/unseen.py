@@ -8,19 +8,21 @@ from collections.abc import Mapping
 from scipy import special
 
 from detectors.result import TestResult, insufficient, judged
-from sketches.categorical import CategoricalSketch
+from sketches.categorical import CategoricalSketch, legacy_counts
 
 MIN_COUNT = 30
 
 
-def exact_counts(sketch: CategoricalSketch) -> Mapping[str, int] | None:
+def exact_counts(sketch: CategoricalSketch, legacy: bool = False) -> Mapping[str, int] | None:
     """Every category's count, when the sketch still knows them exactly; else None.
 
     Exact mode: the exact table. Sketch mode: the frequent-items counters
     while their error bound (:attr:`~sketches.categorical.CategoricalSketch.frequency_error`)
     is 0, i.e. while the map has held every category seen (up to
     0.75 * 2**FI_LG_MAX_MAP_SIZE = 768 categories), and only if they add up
-    to the sketch's count.
+    to the sketch's count. ``legacy``: keyed by
+    :func:`~sketches.categorical.legacy_label` (to compare with a profile
+    written before typed keys).
 
     Examples
     --------
@@ -33,9 +35,9 @@ def exact_counts(sketch: CategoricalSketch) -> Mapping[str, int] | None:
     True
     """
     if sketch.is_exact:
-        return sketch.exact
+        return legacy_counts(sketch.exact) if legacy and sketch.typed else sketch.exact
     if sketch.frequency_error == 0:
-        counts = sketch.frequencies()
+        counts = sketch.frequencies(legacy=legacy)
         if sum(counts.values()) == sketch.count:
             return counts
     return None
@@ -101,7 +103,8 @@ def unseen_mass(other: CategoricalSketch) -> tuple[float, float]:
     return rest, max(rest / n, 1 / n**2)
 
 
-def share_interval(side: CategoricalSketch, other: Mapping[str, int]) -> tuple[float, float, float]:
+def share_interval(side: CategoricalSketch, other: Mapping[str, int],
+                   legacy: bool = False) -> tuple[float, float, float]:
     """Share of ``side``'s values in categories absent from ``other``: estimate and certain bounds.
 
     Parameters
@@ -110,6 +113,8 @@ def share_interval(side: CategoricalSketch, other: Mapping[str, int]) -> tuple[f
         Non-empty; exact or sketched.
     other : mapping of category -> count
         Every category of the other side (:func:`exact_counts`).
+    legacy : bool
+        ``other`` is keyed by legacy labels (see :func:`exact_counts`).
 
     Returns
     -------
@@ -135,13 +140,13 @@ def share_interval(side: CategoricalSketch, other: Mapping[str, int]) -> tuple[f
     (0.4, 0.4, 0.4)
     """
     n = side.count
-    table = exact_counts(side)
+    table = exact_counts(side, legacy)
     if table is not None:
         s = sum(c for k, c in table.items() if k not in other) / n
         return s, s, s
     lower = upper = reported = 0
     for category in other:
-        lo, hi = side.count_interval(category)
+        lo, hi = side.count_interval(category, legacy)
         lower, upper = lower + lo, upper + hi
         reported += hi if lo > 0 else 0
     return (n - reported) / n, max(n - upper, 0) / n, (n - lower) / n
@@ -218,13 +223,14 @@ def unseen_share_test(
     if n_side < min_count or n_other < min_count:
         return insufficient(check, feature, n_cur, n_ref,
                             f"needs >= {min_count} non-missing values on each side")
-    other_counts = exact_counts(other)
+    legacy = not (side.typed and other.typed)  # one side keyed before typed keys: its labels
+    other_counts = exact_counts(other, legacy)
     if other_counts is None:
         whose = "baseline" if current_is_side else "current window"
         return insufficient(check, feature, n_cur, n_ref,
                             f"the {whose} has more categories than its sketch counts exactly: which "
                             "categories it lacks, and its unseen mass, are not identifiable")
-    share, lower, upper = share_interval(side, other_counts)
+    share, lower, upper = share_interval(side, other_counts, legacy)
     m0, var_gt = good_turing(other_counts, n_other)
     sd = math.sqrt(var_gt + m0 * (1 - m0) / n_side)
     p = float(special.ndtr(-(lower - m0 - floor) / sd))
