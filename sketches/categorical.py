@@ -39,6 +39,7 @@ category instead of one per value is what makes small batches cheap.
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sized
 from typing import Any
@@ -68,10 +69,8 @@ def category_key(value: str | bool | int) -> str:
     booleans and integers get a tagged key, so ``True`` and ``"true"``, or
     ``123`` and ``"123"``, are different categories.
 
-    Raises
-    ------
-    TypeError
-        For a type other than str, bool and int (floats are numeric values).
+    Any other type (not produced by the record contract, which sends floats
+    to the numeric part) is tagged with its type name.
 
     Examples
     --------
@@ -82,9 +81,9 @@ def category_key(value: str | bool | int) -> str:
         return TYPE_TAG + "str:" + value if value.startswith(TYPE_TAG) else value
     if isinstance(value, bool):
         return TYPE_TAG + ("bool:true" if value else "bool:false")
-    if isinstance(value, int):
+    if isinstance(value, numbers.Integral):  # int, numpy integers
         return TYPE_TAG + "int:" + str(int(value))
-    raise TypeError(f"not a categorical value: {type(value).__name__}")
+    return TYPE_TAG + type(value).__name__ + ":" + str(value)  # never raises on odd input
 
 
 BOOL_KEYS = {True: category_key(True), False: category_key(False)}
