@@ -126,7 +126,8 @@ def share_interval(side: CategoricalSketch, other: Mapping[str, int],
         lower bound; the smaller of its upper bound and the count-min
         estimate, which never undercounts), so ``lower`` and ``upper`` add
         up those intervals' ends; ``estimate`` takes each count as the sketch
-        reports it (:meth:`~sketches.categorical.CategoricalSketch.estimate`).
+        reports it (:meth:`~sketches.categorical.CategoricalSketch.estimate`,
+        kept within the count's certain interval).
         A category that ``other`` never had is never subtracted, so its
         values always count in full; the bounds are at most
         len(other) * frequency_error / n_side apart (each interval is at most
@@ -148,7 +149,7 @@ def share_interval(side: CategoricalSketch, other: Mapping[str, int],
     for category in other:
         lo, hi = side.count_interval(category, legacy)
         lower, upper = lower + lo, upper + hi
-        reported += hi if lo > 0 else 0
+        reported += min(max(side.estimate(category, legacy), lo), hi)
     return (n - reported) / n, max(n - upper, 0) / n, (n - lower) / n
 
 
