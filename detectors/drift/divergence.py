@@ -124,24 +124,28 @@ def divergence_test(
     n_eff = n_ref * n_cur / (n_ref + n_cur)
     nc = n_eff * to_chi2(floor)
 
-    def asymptotic_p(r: np.ndarray, c: np.ndarray, value: float) -> float:
+    def asymptotic_p(r: np.ndarray, c: np.ndarray, *values: float) -> list[float]:
+        """p-values of ``values`` against the null law of the bins ``r``, ``c``."""
         quantiles = quantile_binned(reference, bins) and bool(np.all(r > 0))
         shares = r if quantiles else (n_ref * r + n_cur * c) / (n_ref + n_cur)
         law = divergence_null(shares, n_ref, n_cur, quartic, reference_quantiles=quantiles,
                               terms=terms)
-        return chi2_interval_p(n_eff * to_chi2(value), law.df, nc, law.scale)
+        return [chi2_interval_p(n_eff * to_chi2(v), law.df, nc, law.scale) for v in values]
 
     small = None
     if eta == 0 and terms is not None and r.size < r_all.size and n_ref + n_cur <= EXACT_MAX_TOTAL:
         small = exact_unpooled_p(r_all, c_all, n_ref, n_cur, terms, floor,
-                                 lambda: asymptotic_p(r_all, c_all, value))
+                                 lambda: asymptotic_p(r_all, c_all, value)[0])
     if small is not None:
         return judged(check, feature, value, value, small, n_cur, n_ref, p_exact=small,
                       floor=floor, alpha=alpha)
     if r.size < 2:
         return judged(check, feature, value, value, 1.0, n_cur, n_ref, floor=floor, alpha=alpha)
-    p_exact = asymptotic_p(r, c, divergence(r, c, n_ref, n_cur))
-    p = p_exact if eta == 0 else asymptotic_p(r, c, divergence(r, shrink(r, c, eta), n_ref, n_cur))
+    pooled = divergence(r, c, n_ref, n_cur)
+    if eta == 0:
+        p_exact = p = asymptotic_p(r, c, pooled)[0]
+    else:
+        p_exact, p = asymptotic_p(r, c, pooled, divergence(r, shrink(r, c, eta), n_ref, n_cur))
     return judged(check, feature, value, value, p, n_cur, n_ref, p_exact=p_exact,
                   error_bound=eta, floor=floor, alpha=alpha)
 
