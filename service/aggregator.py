@@ -45,7 +45,7 @@ from sdk.columns import RecordColumns
 from sdk.errors import WireError
 from sdk.wire import decode_batch, encode_columns
 from service import metrics
-from service.kafka import dead_letter
+from service.kafka import DeadLetters, key_error
 from service.model_config import ModelConfig
 from service.settings import Settings
 from service.store import ClosedWindow, PartitionCheckpoint, Store, window_member
@@ -59,6 +59,7 @@ _OPEN = "open:"
 _MAX_EVENT = "wm:"
 _CLOSED_UNTIL = "cu:"
 LATE = "late:"
+FUTURE = "fut:"
 CONFIG_TTL_SECONDS = 30.0
 #: A partition counts as caught up (so idle windows may close) only if the broker answered
 #: a fetch for it this recently, and not until ``idle_close_seconds`` after it answers
@@ -111,9 +112,10 @@ def _open_field(key: WindowKey) -> str:
 class ModelClock:
     """Event-time progress of one model within one partition."""
 
-    max_event_time: float = -math.inf
+    max_event_time: float = -math.inf  # the watermark before lateness (see Aggregator._aggregate)
     closed_until: float = -math.inf
     late_records: int = 0  # dead-lettered as late, ever (persisted with the partition)
+    future_records: int = 0  # dead-lettered as too far in the future, ever (likewise)
     last_seen: float = field(default_factory=time.monotonic)
 
 
@@ -143,6 +145,8 @@ class PartitionState:
                 self.clocks[name[len(_CLOSED_UNTIL):]].closed_until = float(value)
             elif name.startswith(LATE):
                 self.clocks[name[len(LATE):]].late_records = int(value)
+            elif name.startswith(FUTURE):
+                self.clocks[name[len(FUTURE):]].future_records = int(value)
 
     def close_due(self, lateness: float, idle_seconds: float, now: float, max_open: int,
                   caught_up: bool) -> None:
@@ -189,6 +193,8 @@ class PartitionState:
             out[_CLOSED_UNTIL + m] = repr(c.closed_until)
             if c.late_records:
                 out[LATE + m] = c.late_records
+            if c.future_records:
+                out[FUTURE + m] = c.future_records
         return out
 
     def clear_pending(self) -> None:
@@ -226,6 +232,7 @@ class Aggregator:
         self._configs: dict[str, tuple[float, ModelConfig]] = {}
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
+        self._dead: DeadLetters | None = None
         self._last_checkpoint = time.monotonic()
         self._interval = settings.checkpoint_interval_seconds
 
@@ -249,6 +256,7 @@ class Aggregator:
             heartbeat_interval_ms=s.kafka_heartbeat_interval_ms,
         )
         await self._producer.start()
+        self._dead = DeadLetters(self._producer, s)
         await self._consumer.start()
         self._consumer.subscribe([self.topic], listener=_Rebalance(self))
         try:
@@ -310,32 +318,43 @@ class Aggregator:
             if batch_ is None:
                 continue
             metrics.RECORDS_CONSUMED.inc(len(batch_.columns) + len(batch_.errors))
-            self._aggregate(state, batch_.columns, layouts[batch_.model_id], now_wall, now)
+            # When the message was produced: its timestamp (CreateTime or LogAppendTime),
+            # never later than our clock.
+            produced = min(msg.timestamp / 1000, now_wall) if (msg.timestamp or 0) > 0 else now_wall
+            self._aggregate(state, batch_.columns, layouts[batch_.model_id], now_wall, now, produced)
         self._update_open_gauge()
 
     def _decode(self, msg):
+        source = f"{msg.topic}:{msg.partition}:{msg.offset}"
         try:
             batch = decode_batch(msg.value)
         except WireError as exc:
-            self._dead_letter(msg.key, msg.value, exc.reason, str(exc), 1)
+            self._dead.send(msg.key, msg.value, exc.reason, str(exc), 1, source)
             return None
-        if msg.key is not None and msg.key != batch.model_id.encode():
-            # Records of one model must share a partition, or two replicas would
-            # close the same window; a producer keying by anything else is refused.
+        if (refused := key_error(msg.key, batch.model_id)) is not None:
+            # Records of one model must share a partition, or two partitions' halves of
+            # a window would close under the same key and overwrite each other.
             n = len(batch.columns) + len(batch.errors)
-            self._dead_letter(msg.key, msg.value, metrics.KEY_MISMATCH,
-                              f"message key is not the model_id {batch.model_id!r}", n)
+            self._dead.send(msg.key, msg.value, *refused, n, source)
             return None
         by_reason: dict[str, list] = defaultdict(list)
         for i, e in batch.errors:
             by_reason[e.reason].append({"index": i, "field": e.field, "message": e.message})
         for reason, errors in by_reason.items():
-            self._dead_letter(msg.key, msg.value, reason, json.dumps(errors[:100]), len(errors))
+            self._dead.send(msg.key, msg.value, reason, json.dumps(errors[:100]), len(errors), source)
         return batch
 
     def _aggregate(self, state: PartitionState, cols: RecordColumns, layout: ModelConfig,
-                   now_wall: float, now: float) -> None:
-        """Route one message's valid records to their open windows."""
+                   now_wall: float, now: float, produced: float | None = None) -> None:
+        """Route one message's valid records to their open windows.
+
+        The model's watermark (before lateness) advances to the message's latest valid
+        event time, but never past ``produced`` (when the message was produced, by its
+        broker timestamp and at most ``now_wall``) plus ``max_clock_skew_seconds``: a
+        record stamped an hour ahead cannot close the windows that the model's
+        real-time records are still filling (docs/operations.md, "Watermarks").
+        """
+        produced = now_wall if produced is None else produced
         model_id = cols.model_id
         length = layout.window_seconds
         clock = state.clocks[model_id]
@@ -348,10 +367,11 @@ class Aggregator:
         for reason, mask in ((metrics.FUTURE_EVENT_TIME, future), (metrics.LATE, late)):
             if mask.any():
                 idx = np.flatnonzero(mask).tolist()
-                self._dead_letter(model_id.encode(), encode_columns(cols.take(idx)), reason,
-                                  f"{len(idx)} records", len(idx))
-        if late.any():
+                self._dead.send(model_id.encode(), encode_columns(cols.take(idx)), reason,
+                                f"{len(idx)} records", len(idx))
+        if late.any() or future.any():
             clock.late_records += int(late.sum())
+            clock.future_records += int(future.sum())
             state.dirty_clocks.add(model_id)
         if not ok.any():
             return
@@ -372,7 +392,8 @@ class Aggregator:
             profile.add_columns(part)
             state.dirty.add(key)
             metrics.RECORDS_AGGREGATED.inc(len(part))
-        clock.max_event_time = max(clock.max_event_time, float(t[ok].max()))
+        clock.max_event_time = max(clock.max_event_time,
+                                   min(float(t[ok].max()), produced + self.settings.max_clock_skew_seconds))
         clock.last_seen = now
         state.dirty_clocks.add(model_id)
 
@@ -389,10 +410,6 @@ class Aggregator:
             else:
                 dropped = cols.features.pop(name)
                 metrics.FEATURES_DROPPED.inc(sum(v is not None for v in dropped))
-
-    def _dead_letter(self, key: bytes | None, value: bytes | None, reason: str, detail: str,
-                     n: int) -> None:
-        dead_letter(self._producer, self.settings.dead_letter_topic, key, value, reason, detail, n)
 
     async def _layouts(self, model_ids: set[str]) -> dict[str, ModelConfig]:
         """Each model's configuration (window length, slices), cached for a while."""
@@ -431,7 +448,7 @@ class Aggregator:
         updates = state.updates()
         if not updates and not state.deleted and not state.closed:
             return
-        await self._producer.flush()  # dead letters are durable before offsets move
+        await self._dead.flush()  # dead letters are durable before offsets move
         with metrics.CHECKPOINT_SECONDS.time():
             ok = await self._retrying(lambda: self.store.checkpoint(
                 self.topic, state.partition, state.epoch, updates, state.deleted, state.closed,

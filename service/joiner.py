@@ -82,7 +82,7 @@ from service.cohorts import (
     slice_value,
 )
 from service.fdr import FdrGate, spending
-from service.kafka import dead_letter
+from service.kafka import DeadLetters, key_error
 from service.model_config import ModelConfig, PerformanceConfig
 from service.settings import Settings
 from service.silences import SilenceStore
@@ -200,6 +200,7 @@ class Joiner:
         self.silences = SilenceStore(store.r)
         self._configs: dict[str, tuple[float, ModelConfig]] = {}
         self._producer: AIOKafkaProducer | None = None
+        self._dead: DeadLetters | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Join and evaluate until ``stop`` is set."""
@@ -212,6 +213,7 @@ class Joiner:
             max_poll_records=s.max_poll_records, session_timeout_ms=s.kafka_session_timeout_ms,
             heartbeat_interval_ms=s.kafka_heartbeat_interval_ms)
         await self._producer.start()
+        self._dead = DeadLetters(self._producer, s)
         await consumer.start()
         last_eval = -math.inf
         try:
@@ -221,7 +223,7 @@ class Joiner:
                     for tp, messages in batch.items():
                         for msg in messages:
                             await self.handle(tp.topic, msg.key, msg.value)
-                    await self._producer.flush()  # dead letters are durable before offsets move
+                    await self._dead.flush()  # dead letters are durable before offsets move
                     await consumer.commit()
                 if time.monotonic() - last_eval >= s.performance_eval_interval_seconds:
                     await self.evaluate_all(await self._predictions_read(consumer))
@@ -245,13 +247,15 @@ class Joiner:
         if topic == self.settings.labels_topic:
             await self._labels(key, value)
         else:
-            await self._predictions(value)
+            await self._predictions(key, value)
 
-    async def _predictions(self, value: bytes | None) -> None:
+    async def _predictions(self, key: bytes | None, value: bytes | None) -> None:
         try:
             decoded = decode_batch(value or b"")
         except WireError:
             return  # the aggregator dead-letters undecodable prediction messages
+        if key_error(key, decoded.model_id) is not None:
+            return  # and those not keyed by their model
         cfg = await self.config(decoded.model_id)
         if cfg is None:
             return
@@ -269,14 +273,18 @@ class Joiner:
         try:
             decoded = decode_labels(value or b"")
         except WireError as exc:
-            dead_letter(self._producer, self.settings.dead_letter_topic, key, value, exc.reason,
-                        str(exc), 1)
+            self._dead.send(key, value, exc.reason, str(exc), 1)
             metrics.LABELS.labels(outcome="invalid").inc()
             return
         cols = decoded.columns
+        if (refused := key_error(key, cols.model_id)) is not None:
+            # Labels of a model share its partition too (as its predictions do).
+            n = len(cols) + len(decoded.errors)
+            self._dead.send(key, value, *refused, n)
+            metrics.LABELS.labels(outcome="invalid").inc(n)
+            return
         for _i, err in decoded.errors:
-            dead_letter(self._producer, self.settings.dead_letter_topic, key, None, err.reason,
-                        str(err), 1)
+            self._dead.send(key, None, err.reason, str(err), 1)
         metrics.LABELS.labels(outcome="invalid").inc(len(decoded.errors))
         cfg = await self.config(cols.model_id)
         if cfg is None:

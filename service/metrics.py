@@ -14,7 +14,8 @@ from sdk.record import RECORD_REASONS
 LATE = "late"
 FUTURE_EVENT_TIME = "future_event_time"
 KEY_MISMATCH = "key_mismatch"
-DEAD_LETTER_REASONS = WIRE_REASONS + RECORD_REASONS + (LATE, FUTURE_EVENT_TIME, KEY_MISMATCH)
+MISSING_KEY = "missing_key"
+DEAD_LETTER_REASONS = WIRE_REASONS + RECORD_REASONS + (LATE, FUTURE_EVENT_TIME, KEY_MISMATCH, MISSING_KEY)
 
 RECORDS_CONSUMED = Counter(
     "fleetwatch_records_consumed_total", "Prediction records decoded from Kafka"
@@ -27,6 +28,17 @@ DEAD_LETTERED = Counter(
     "fleetwatch_records_dead_lettered_total",
     "Records (or whole undecodable messages) sent to the dead-letter topic",
     ["reason"],
+)
+DEAD_LETTERS_TRUNCATED = Counter(
+    "fleetwatch_dead_letters_truncated_total",
+    "Dead letters cut to fit the producer's request limit (headers keep the original size and sha256)",
+)
+DEAD_LETTER_SEND_FAILURES = Counter(
+    "fleetwatch_dead_letter_send_failures_total", "Failed attempts to send a dead letter (logged)"
+)
+DEAD_LETTERS_LOST = Counter(
+    "fleetwatch_dead_letters_lost_total",
+    "Dead letters given up on: not retriable, or still failing after dead_letter_retry_seconds",
 )
 WINDOWS_CLOSED = Counter("fleetwatch_windows_closed_total", "Window profiles closed and stored")
 OPEN_WINDOWS = Gauge("fleetwatch_open_windows", "Window profiles held open by this aggregator")

@@ -38,6 +38,20 @@ class Settings(BaseSettings):
     max_future_seconds: float = Field(
         86_400.0, description="Records with event time further ahead of now are dead-lettered"
     )
+    max_clock_skew_seconds: float = Field(
+        5.0, ge=0,
+        description="A record moves its model's watermark at most this far past the time its message "
+                    "was produced (broker timestamp, never later than the aggregator's clock)",
+    )
+    dead_letter_max_bytes: int = Field(
+        1_000_000, ge=4_096, le=1_048_576,
+        description="Largest dead letter (key, value, headers); larger ones are truncated, with their "
+                    "original size and sha256 in headers (the producer refuses requests over 1 MiB)",
+    )
+    dead_letter_retry_seconds: float = Field(
+        60.0, ge=0,
+        description="How long a dead letter whose send fails retriably is retried before it is counted lost",
+    )
     checkpoint_interval_seconds: float = Field(
         2.0, gt=0, description="How often the aggregator checkpoints state and offsets to Redis"
     )

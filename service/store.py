@@ -110,6 +110,14 @@ class PartitionCheckpoint:
 
 
 @dataclass(frozen=True)
+class DroppedRecords:
+    """Records of one model the aggregators dead-lettered by event time, ever."""
+
+    late: int = 0  # for a window that had closed
+    future: int = 0  # more than ``max_future_seconds`` ahead of the aggregator's clock
+
+
+@dataclass(frozen=True)
 class ClosedWindow:
     model_id: str
     member: str
@@ -244,16 +252,19 @@ class Store:
             args += [w.model_id, w.member, w.start, w.profile]
         return bool(await self._checkpoint(keys=keys, args=args))
 
-    async def late_records(self, topic: str, model_ids: list[str]) -> dict[str, int]:
-        """Records of each model dead-lettered as late, over the partitions of ``topic``
-        (the aggregator persists the count with each partition's checkpoint)."""
+    async def dropped_records(self, topic: str, model_ids: list[str]) -> dict[str, DroppedRecords]:
+        """Records of each model dead-lettered as late or as too far in the future, over
+        the partitions of ``topic`` (the aggregator persists both counts with each
+        partition's checkpoint, fields ``late:{m}`` and ``fut:{m}``)."""
         keys = [k async for k in self.r.scan_iter(match=f"fw:agg:{topic}:*", count=1_000)]
-        out = dict.fromkeys(model_ids, 0)
-        for key in keys:
-            values = await self.r.hmget(key, [f"late:{m}" for m in model_ids]) if model_ids else []
-            for m, v in zip(model_ids, values, strict=True):
-                out[m] += int(v or 0)
-        return out
+        late, future = dict.fromkeys(model_ids, 0), dict.fromkeys(model_ids, 0)
+        fields = [f"{prefix}{m}" for prefix in ("late:", "fut:") for m in model_ids]
+        for key in keys if model_ids else []:
+            values = await self.r.hmget(key, fields)
+            for m, v, f in zip(model_ids, values[:len(model_ids)], values[len(model_ids):], strict=True):
+                late[m] += int(v or 0)
+                future[m] += int(f or 0)
+        return {m: DroppedRecords(late[m], future[m]) for m in model_ids}
 
     # -- window-closed events -------------------------------------------------------
     async def ensure_event_group(self, group: str) -> None:

@@ -47,3 +47,37 @@ async def window_counts(store: Store, model_id: str) -> dict[int, int]:
     for p in await store.window_profiles(model_id, members):
         out[p.window_start] = out.get(p.window_start, 0) + p.count
     return out
+
+
+async def dead_letters(settings: Settings, n: int, timeout: float = 30.0) -> list:
+    """The first ``n`` messages of the dead-letter topic (``ConsumerRecord``s, headers as
+    a dict), read from the beginning.
+
+    Raises
+    ------
+    AssertionError
+        If fewer than ``n`` arrive within ``timeout`` seconds.
+    """
+    from aiokafka import AIOKafkaConsumer
+
+    consumer = AIOKafkaConsumer(settings.dead_letter_topic, bootstrap_servers=settings.kafka_bootstrap,
+                                auto_offset_reset="earliest", group_id=None,
+                                fetch_max_bytes=64 * 1024 * 1024, max_partition_fetch_bytes=16 * 1024 * 1024)
+    await consumer.start()
+    out: list = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    try:
+        while len(out) < n:
+            assert loop.time() < deadline, f"{len(out)} of {n} dead letters arrived"
+            for msgs in (await consumer.getmany(timeout_ms=500)).values():
+                out += msgs
+    finally:
+        await consumer.stop()
+    return out
+
+
+def header(msg, name: str) -> str | None:
+    """One header of a consumed message, decoded (None: absent)."""
+    value = dict(msg.headers).get(name)
+    return None if value is None else value.decode()

@@ -68,7 +68,7 @@ async def test_late_records_are_dead_lettered_not_merged(settings, store):
             await wait_for(late_counted, timeout=30)
 
             async def late_persisted() -> bool:  # per model, with the partition's checkpoint
-                return await store.late_records(settings.predictions_topic, ["m2"]) == {"m2": 1}
+                return (await store.dropped_records(settings.predictions_topic, ["m2"]))["m2"].late == 1
 
             await wait_for(late_persisted, timeout=30)
     assert sum((await window_counts(store, "m2")).values()) == 50

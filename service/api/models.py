@@ -72,7 +72,8 @@ class ModelRegistration(ModelConfig):
 
 
 @router.get("", summary="Monitored models, by id",
-            responses={200: json_example([{**MODEL_EXAMPLE, "has_reference": True, "late_records": 0}]),
+            responses={200: json_example([{**MODEL_EXAMPLE, "has_reference": True, "late_records": 0,
+                                                   "future_records": 0}]),
                        422: {"model": ErrorBody}})
 async def list_models(
     request: Request,
@@ -82,13 +83,13 @@ async def list_models(
     store = store_of(request)
     ids = (await store.models())[offset:offset + limit]
     configs = await store.model_configs(ids)
-    late = await store.late_records(request.app.state.settings.predictions_topic, ids)
+    dropped = await store.dropped_records(request.app.state.settings.predictions_topic, ids)
     out = []
     for m in ids:
         cfg = configs.get(m) or ModelConfig()
         out.append({"model_id": m, "config": cfg.model_dump(),
                     "has_reference": await store.reference(m) is not None,
-                    "late_records": late[m]})
+                    "late_records": dropped[m].late, "future_records": dropped[m].future})
     return out
 
 
