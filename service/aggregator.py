@@ -57,6 +57,7 @@ log = logging.getLogger("fleetwatch.aggregator")
 WindowKey = tuple[str, str, int, int]  # model, version, window length, start
 _OPEN = "open:"
 _MAX_EVENT = "wm:"
+_RECENT = "wq:"
 _CLOSED_UNTIL = "cu:"
 LATE = "late:"
 FUTURE = "fut:"
@@ -110,13 +111,36 @@ def _open_field(key: WindowKey) -> str:
 
 @dataclass
 class ModelClock:
-    """Event-time progress of one model within one partition."""
+    """Event-time progress of one model within one partition.
 
-    max_event_time: float = -math.inf  # the watermark before lateness (see Aggregator._aggregate)
+    ``max_event_time`` is the model's watermark before lateness: the lower median of
+    the ``recent`` samples (one per message, see :meth:`Aggregator._aggregate`), never
+    moving back.
+    """
+
+    max_event_time: float = -math.inf
     closed_until: float = -math.inf
     late_records: int = 0  # dead-lettered as late, ever (persisted with the partition)
     future_records: int = 0  # dead-lettered as too far in the future, ever (likewise)
     last_seen: float = field(default_factory=time.monotonic)
+    recent: list[float] = field(default_factory=list)  # the last messages' samples, oldest first
+
+    def advance(self, sample: float, keep: int) -> None:
+        """Add one message's event-time sample; the watermark moves to the lower median of
+        the last ``keep`` samples if that is later.
+
+        Examples
+        --------
+        >>> c = ModelClock()
+        >>> for t in (100.0, 110.0, 1e9, 120.0):  # one message an outlier
+        ...     c.advance(t, 5)
+        >>> c.max_event_time
+        110.0
+        """
+        self.recent.append(sample)
+        del self.recent[:-keep]
+        ordered = sorted(self.recent)
+        self.max_event_time = max(self.max_event_time, ordered[(len(ordered) - 1) // 2])
 
 
 class PartitionState:
@@ -141,6 +165,8 @@ class PartitionState:
                 self.features[m].update(profile.features)
             elif name.startswith(_MAX_EVENT):
                 self.clocks[name[len(_MAX_EVENT):]].max_event_time = float(value)
+            elif name.startswith(_RECENT):
+                self.clocks[name[len(_RECENT):]].recent = [float(t) for t in json.loads(value)]
             elif name.startswith(_CLOSED_UNTIL):
                 self.clocks[name[len(_CLOSED_UNTIL):]].closed_until = float(value)
             elif name.startswith(LATE):
@@ -190,6 +216,7 @@ class PartitionState:
         for m in self.dirty_clocks:
             c = self.clocks[m]
             out[_MAX_EVENT + m] = repr(c.max_event_time)
+            out[_RECENT + m] = json.dumps(c.recent)
             out[_CLOSED_UNTIL + m] = repr(c.closed_until)
             if c.late_records:
                 out[LATE + m] = c.late_records
@@ -304,6 +331,10 @@ class Aggregator:
         for tp, messages in batch.items():
             state = self.partitions.get(tp.partition)
             if state is None:
+                # Fetched while the partition's state is still being acquired (or after it
+                # was released): read them again once it is ours, or they are lost.
+                if messages and tp in self._consumer.assignment():
+                    self._consumer.seek(tp, messages[0].offset)
                 continue
             for msg in messages:
                 if state.offset is not None and msg.offset < state.offset:
@@ -348,11 +379,15 @@ class Aggregator:
                    now_wall: float, now: float, produced: float | None = None) -> None:
         """Route one message's valid records to their open windows.
 
-        The model's watermark (before lateness) advances to the message's latest valid
-        event time, but never past ``produced`` (when the message was produced, by its
-        broker timestamp and at most ``now_wall``) plus ``max_clock_skew_seconds``: a
-        record stamped an hour ahead cannot close the windows that the model's
-        real-time records are still filling (docs/operations.md, "Watermarks").
+        Watermark: each message gives one sample, the median event time of its valid
+        records but at most ``produced`` (when the message was produced: its broker
+        timestamp, never later than ``now_wall``) plus ``max_clock_skew_seconds``; the
+        model's watermark (before lateness) is the lower median of its last
+        ``watermark_messages`` samples. Records stamped in the future can then move it
+        neither past the time they were sent (so they never close the windows that
+        real-time records are still filling) nor at all unless they make up half of a
+        message or half of the recent messages (so a backfill of old data keeps its
+        windows too); docs/operations.md, "Watermarks".
         """
         produced = now_wall if produced is None else produced
         model_id = cols.model_id
@@ -392,8 +427,10 @@ class Aggregator:
             profile.add_columns(part)
             state.dirty.add(key)
             metrics.RECORDS_AGGREGATED.inc(len(part))
-        clock.max_event_time = max(clock.max_event_time,
-                                   min(float(t[ok].max()), produced + self.settings.max_clock_skew_seconds))
+        valid = t if ok.all() else t[ok]
+        sample = float(valid[0]) if valid.size == 1 else float(np.median(valid))
+        clock.advance(min(sample, produced + self.settings.max_clock_skew_seconds),
+                      self.settings.watermark_messages)
         clock.last_seen = now
         state.dirty_clocks.add(model_id)
 

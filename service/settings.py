@@ -43,6 +43,11 @@ class Settings(BaseSettings):
         description="A record moves its model's watermark at most this far past the time its message "
                     "was produced (broker timestamp, never later than the aggregator's clock)",
     )
+    watermark_messages: int = Field(
+        5, ge=1,
+        description="A model's watermark is the lower median of its last this many messages' median event "
+                    "times: fewer than half of them cannot move it",
+    )
     dead_letter_max_bytes: int = Field(
         1_000_000, ge=4_096, le=1_048_576,
         description="Largest dead letter (key, value, headers); larger ones are truncated, with their "

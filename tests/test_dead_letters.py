@@ -225,3 +225,31 @@ async def test_future_records_are_counted_per_model_and_shown_beside_late_record
             await http.aclose()
     got = await store.dropped_records(settings.predictions_topic, ["f", "absent"])
     assert (got["f"].future, got["f"].late, got["absent"].future) == (3, 0, 0)
+
+
+async def test_messages_fetched_before_their_partition_is_acquired_are_read_again(settings):
+    """A fetch can return a partition's messages while its state is still being loaded
+    from Redis; they used to be skipped, and the consumer had moved past them (seen as a
+    lost first message of a freshly assigned partition)."""
+    from aiokafka import TopicPartition
+    from aiokafka.structs import ConsumerRecord
+
+    from service.aggregator import Aggregator
+
+    tp = TopicPartition(settings.predictions_topic, 3)
+
+    class Consumer:
+        seeks: list = []
+
+        def assignment(self):
+            return {tp}
+
+        def seek(self, partition, offset):
+            self.seeks.append((partition, offset))
+
+    agg = Aggregator(settings, store=None)
+    agg._consumer = Consumer()
+    msgs = [ConsumerRecord(tp.topic, 3, offset, 0, 0, b"m", encode_batch(records("m", 1)), None, 1, 10, [])
+            for offset in (7, 8)]
+    await agg.process({tp: msgs})
+    assert agg._consumer.seeks == [(tp, 7)]
