@@ -352,7 +352,8 @@ class Aggregator:
             # When the message was produced: its timestamp (CreateTime or LogAppendTime),
             # never later than our clock.
             produced = min(msg.timestamp / 1000, now_wall) if (msg.timestamp or 0) > 0 else now_wall
-            self._aggregate(state, batch_.columns, layouts[batch_.model_id], now_wall, now, produced)
+            self._aggregate(state, batch_.columns, layouts[batch_.model_id], now_wall, now, produced,
+                            f"{msg.topic}:{msg.partition}:{msg.offset}")
         self._update_open_gauge()
 
     def _decode(self, msg):
@@ -376,7 +377,8 @@ class Aggregator:
         return batch
 
     def _aggregate(self, state: PartitionState, cols: RecordColumns, layout: ModelConfig,
-                   now_wall: float, now: float, produced: float | None = None) -> None:
+                   now_wall: float, now: float, produced: float | None = None,
+                   source: str | None = None) -> None:
         """Route one message's valid records to their open windows.
 
         Watermark: each message gives one sample, the median event time of its valid
@@ -403,7 +405,7 @@ class Aggregator:
             if mask.any():
                 idx = np.flatnonzero(mask).tolist()
                 self._dead.send(model_id.encode(), encode_columns(cols.take(idx)), reason,
-                                f"{len(idx)} records", len(idx))
+                                f"{len(idx)} records", len(idx), source)
         if late.any() or future.any():
             clock.late_records += int(late.sum())
             clock.future_records += int(future.sum())
