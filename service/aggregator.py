@@ -11,8 +11,10 @@ owner's state. Kafka offsets are committed after each checkpoint (for lag
 monitoring; Redis holds the authoritative offset).
 
 Windows are tumbling in event time, per model (length from the model's
-config). A window closes when the model's watermark (max event time seen minus
-``allowed_lateness_seconds``) passes its end, or when the model has sent
+config). A window closes when the model's watermark minus
+``allowed_lateness_seconds`` passes its end (the watermark: the lower median of the
+median event times of the model's last messages, each capped at the time its message
+was produced; see :meth:`Aggregator._aggregate`), or when the model has sent
 nothing for ``idle_close_seconds`` while its partition has no backlog and the
 broker answered a fetch for it in the last ``BROKER_SILENCE_SECONDS``, and not
 within ``idle_close_seconds`` of the broker coming back (so a stall, e.g. a Redis
