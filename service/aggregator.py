@@ -47,7 +47,7 @@ from sdk.columns import RecordColumns
 from sdk.errors import WireError
 from sdk.wire import decode_batch, encode_columns
 from service import metrics
-from service.kafka import DeadLetters, key_error
+from service.kafka import DeadLetters, key_error, produced_at
 from service.model_config import ModelConfig
 from service.settings import Settings
 from service.store import ClosedWindow, PartitionCheckpoint, Store, window_member
@@ -351,9 +351,7 @@ class Aggregator:
             if batch_ is None:
                 continue
             metrics.RECORDS_CONSUMED.inc(len(batch_.columns) + len(batch_.errors))
-            # When the message was produced: its timestamp (CreateTime or LogAppendTime),
-            # never later than our clock.
-            produced = min(msg.timestamp / 1000, now_wall) if (msg.timestamp or 0) > 0 else now_wall
+            produced = produced_at(msg.timestamp, now_wall)
             self._aggregate(state, batch_.columns, layouts[batch_.model_id], now_wall, now, produced,
                             f"{msg.topic}:{msg.partition}:{msg.offset}")
         self._update_open_gauge()

@@ -82,7 +82,7 @@ from service.cohorts import (
     slice_value,
 )
 from service.fdr import FdrGate, spending
-from service.kafka import DeadLetters, key_error
+from service.kafka import DeadLetters, key_error, produced_at
 from service.model_config import ModelConfig, PerformanceConfig
 from service.settings import Settings
 from service.silences import SilenceStore
@@ -222,7 +222,7 @@ class Joiner:
                 if batch:
                     for tp, messages in batch.items():
                         for msg in messages:
-                            await self.handle(tp.topic, msg.key, msg.value)
+                            await self.handle(tp.topic, msg.key, msg.value, msg.timestamp)
                     await self._dead.flush()  # dead letters are durable before offsets move
                     await consumer.commit()
                 if time.monotonic() - last_eval >= s.performance_eval_interval_seconds:
@@ -242,14 +242,16 @@ class Joiner:
             self._configs[model_id] = cached = (now, cfg or ModelConfig())
         return cached[1] if cached[1].joins_labels else None
 
-    async def handle(self, topic: str, key: bytes | None, value: bytes | None) -> None:
-        """One Kafka message of either topic."""
+    async def handle(self, topic: str, key: bytes | None, value: bytes | None,
+                     timestamp_ms: int | None = None) -> None:
+        """One Kafka message of either topic (``timestamp_ms``: its broker timestamp)."""
         if topic == self.settings.labels_topic:
             await self._labels(key, value)
         else:
-            await self._predictions(key, value)
+            await self._predictions(key, value, timestamp_ms)
 
-    async def _predictions(self, key: bytes | None, value: bytes | None) -> None:
+    async def _predictions(self, key: bytes | None, value: bytes | None,
+                           timestamp_ms: int | None = None) -> None:
         try:
             decoded = decode_batch(value or b"")
         except WireError:
@@ -261,11 +263,16 @@ class Joiner:
             return
         perf = cfg.performance
         kept = predictions_of(decoded.columns, cfg)
+        # The model's watermark (label parking, cohort maturity by age) moves at most to when
+        # the message was produced plus the clock skew: predictions stamped in the future
+        # must not mature cohorts early (docs/operations.md, "Watermarks").
+        progress = min(max((p.event_time for p in kept), default=-math.inf),
+                       produced_at(timestamp_ms, time.time()) + self.settings.max_clock_skew_seconds)
         horizon = perf.label_horizon_seconds
         new = await self.cohorts.put_predictions(
             decoded.model_id, kept, 2 * horizon + cfg.window_seconds, self.settings.retention_hourly_seconds,
             codec_for(perf.task, perf.threshold), max_slice_values=cfg.max_slice_values,
-            slice_stale_seconds=perf.baseline_seconds + horizon + cfg.window_seconds)
+            slice_stale_seconds=perf.baseline_seconds + horizon + cfg.window_seconds, progress=progress)
         metrics.JOINED_PREDICTIONS.inc(new)
         await self.unpark(decoded.model_id, perf, caught_up=False)
 

@@ -61,6 +61,20 @@ async def ensure_topics(settings: Settings, timeout: float = 60.0) -> None:
                 await admin.close()
 
 
+def produced_at(timestamp_ms: int | None, now: float) -> float:
+    """When a message was produced (Unix seconds): its broker timestamp (CreateTime or
+    LogAppendTime, ms), never later than ``now``; ``now`` when it has none.
+
+    Examples
+    --------
+    >>> produced_at(1_700_000_000_000, 1_800_000_000.0), produced_at(-1, 5.0)
+    (1700000000.0, 5.0)
+    >>> produced_at(1_900_000_000_000, 1_800_000_000.0)  # a producer clock ahead
+    1800000000.0
+    """
+    return min(timestamp_ms / 1000, now) if (timestamp_ms or 0) > 0 else now
+
+
 def key_error(key: bytes | None, model_id: str) -> tuple[str, str] | None:
     """Why a message of ``model_id`` cannot be accepted with this Kafka ``key``: a
     ``(reason, detail)`` pair, or None when the key is the model id (UTF-8).

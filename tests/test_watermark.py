@@ -148,3 +148,33 @@ def test_the_watermark_and_its_recent_samples_survive_a_checkpoint():
     for sample, expected in ((40.0, 30.0), (50.0, 40.0), (5_001.0, 50.0)):
         restored.advance(sample, 5)
         assert restored.max_event_time == expected
+
+
+async def test_future_predictions_do_not_move_the_label_joiners_watermark(settings, store):
+    """The joiner's watermark (which parks labels and matures cohorts by age) was the
+    latest prediction event time read: one prediction an hour ahead matured every
+    cohort of the hour. Now it moves at most to when the message was produced."""
+    from service.joiner import Joiner
+    from service.model_config import ModelConfig, PerformanceConfig
+
+    settings = settings.model_copy(update={"labels_topic": settings.predictions_topic + "-labels",
+                                           "joiner_group": settings.aggregator_group + "-joiner"})
+    await store.put_model_config("j", ModelConfig(tier=1, performance=PerformanceConfig(task="binary")))
+    now = time.time()
+    times = [now - 10.0 + i * 0.1 for i in range(50)] + [now + HOUR]
+    value = encode_batch([PredictionRecord("j", "1", f"p{i}", t, {"x": 1.0}, score=0.5)
+                          for i, t in enumerate(times)])
+    joiner = Joiner(settings, store)
+    async with running(settings, store, "joiner"):
+        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
+        await producer.start()
+        try:
+            await producer.send_and_wait(settings.predictions_topic, value, key=b"j")
+        finally:
+            await producer.stop()
+
+        async def joined() -> bool:
+            return await joiner.watermark("j") > -math.inf
+
+        await wait_for(joined, timeout=60)
+    assert now - 10 < await joiner.watermark("j") <= time.time() + settings.max_clock_skew_seconds

@@ -90,10 +90,13 @@ class CohortStore:
 
     async def put_predictions(self, model_id: str, predictions: Iterable[Prediction], ttl: int,
                               cohort_ttl: int, codec: Codec | None = None, *,
-                              max_slice_values: int = 16, slice_stale_seconds: float = math.inf) -> int:
+                              max_slice_values: int = 16, slice_stale_seconds: float = math.inf,
+                              progress: float | None = None) -> int:
         """Store predictions not stored yet; count them into their window's cohort and
         their slices' cohorts. Returns how many were new (a redelivered prediction is
-        not counted twice). ``codec`` defaults to binary at threshold 0.5."""
+        not counted twice). ``codec`` defaults to binary at threshold 0.5. The model's
+        watermark (latest prediction event time read) moves to ``progress`` if given,
+        else to the latest of these predictions' event times, if that is later."""
         codec = codec or BinaryCodec()
         preds = [p for p in predictions if codec.accepts(p)]
         if not preds:
@@ -122,7 +125,7 @@ class CohortStore:
                     args=args, client=pipe)
             pipe.hget(stats_key(model_id), "watermark")
             *created, watermark = await pipe.execute()
-        top = max(p.event_time for p in preds)
+        top = max(p.event_time for p in preds) if progress is None else progress
         if watermark is None or float(watermark) < top:
             await self.r.hset(stats_key(model_id), "watermark", repr(top))
         return sum(int(c) for c in created)
