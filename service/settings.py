@@ -45,8 +45,8 @@ class Settings(BaseSettings):
     )
     watermark_messages: int = Field(
         5, ge=1,
-        description="A model's watermark is the lower median of its last this many messages' median event "
-                    "times: fewer than half of them cannot move it",
+        description="A model's watermark is the lower median of its last this many messages' (lower) median "
+                    "event times: fewer than half of them cannot move it",
     )
     dead_letter_max_bytes: int = Field(
         1_000_000, ge=4_096, le=1_048_576,
