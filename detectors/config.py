@@ -13,9 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
 from detectors.catalog import CHECKS_BY_TARGET, DEFAULT_ALERTING, DEFAULT_FLOORS, matches, valid_entry
+from detectors.strict import StrictModel
 
 BaselineKind = Literal["auto", "reference", "trailing", "seasonal"]
 MAX_FDR_WEIGHT = 100.0
@@ -47,7 +48,7 @@ def _check_weights(weights: dict[str, float]) -> dict[str, float]:
     return weights
 
 
-class BaselineConfig(BaseModel):
+class BaselineConfig(StrictModel):
     """What a window is compared with.
 
     ``auto`` (the default): the reference profile when the model has one,
@@ -62,7 +63,7 @@ class BaselineConfig(BaseModel):
                                 description="Seasonal baseline (and volume): past weeks merged")
 
 
-class CheckOverrides(BaseModel):
+class CheckOverrides(StrictModel):
     """Checks, alerting checks and floors; None / absent keys inherit."""
 
     checks: list[str] | None = Field(

@@ -20,11 +20,11 @@ from sdk.record import (
     MAX_FEATURES,
     MAX_SLICES,
     TOO_LARGE,
-    WRONG_TYPE,
     RecordError,
     check_feature_name,
     check_feature_value,
-    check_identifier,
+    check_model_id,
+    check_slice_key,
     validate_record,
 )
 from sdk.sampling import Sampler, sample_point
@@ -111,7 +111,7 @@ class Batcher:
         out: list[Message] = []
         for model_id, group in groups.items():
             try:
-                check_identifier(model_id, "model_id")
+                check_model_id(model_id)
             except RecordError as exc:
                 self._invalid(stats, exc, len(group))
                 continue
@@ -138,8 +138,10 @@ class Batcher:
             if not isinstance(slices, Mapping) or len(slices) > MAX_SLICES:
                 return RecordError("slices", f"must be an object of at most {MAX_SLICES} strings")
             for key in slices:
-                if not isinstance(key, str):
-                    return RecordError(f"slices.{key}", "slice keys must be strings", WRONG_TYPE)
+                try:
+                    check_slice_key(key)
+                except RecordError as exc:
+                    return exc
         return None
 
     def _columns_of_rows(self, model_id: str, rows: list[Row], stats: StreamStats) -> RecordColumns:
@@ -222,7 +224,7 @@ class Batcher:
         out: list[Message] = []
         for model_id, group in groups.items():
             try:
-                check_identifier(model_id, "model_id")
+                check_model_id(model_id)
             except RecordError as exc:
                 self._invalid(stats, exc, len(group))
                 continue

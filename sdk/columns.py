@@ -31,6 +31,7 @@ from sdk.record import (
     check_identifier,
     check_number,
     check_predicted_label,
+    check_slice_key,
     check_slice_value,
 )
 
@@ -308,7 +309,15 @@ def validate_columns(model_id: str, raw: dict) -> tuple[RecordColumns, list[tupl
             _scan(col, lambda _c: False, lambda v, name=name: check_feature_value(v, name), bad)
         else:
             cols.feature_types[name] = types
-    for key, col in slices.items():
+    for key, col in list(slices.items()):
+        try:
+            check_slice_key(key)
+        except RecordError as exc:  # the records holding a value under it are invalid
+            for i, v in enumerate(col):
+                if v is not None:
+                    bad.setdefault(i, exc)
+            del slices[key]
+            continue
         _scan(col, _slices_ok, lambda v, key=key: v is None or check_slice_value(v, key), bad)
     errors = sorted(bad.items())
     if errors:  # (the subset's columns carry no type hints)

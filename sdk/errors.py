@@ -7,6 +7,8 @@ from typing import Any
 
 import msgpack
 
+from sdk.record import RecordError, check_model_id
+
 MAX_BATCH_BYTES = 8 * 1024 * 1024
 
 UNDECODABLE = "undecodable"
@@ -48,3 +50,19 @@ def unpack_envelope(value: Any) -> Any:
         return msgpack.unpackb(value, raw=False, strict_map_key=False)
     except (ValueError, TypeError, msgpack.ExtraData, msgpack.FormatError, msgpack.StackError) as exc:
         raise WireError(UNDECODABLE, f"undecodable: {type(exc).__name__}: {exc}") from None
+
+
+def envelope_model_id(envelope: dict) -> str:
+    """The model id of an unpacked envelope (field ``m``), under the one model id rule
+    (:func:`sdk.record.check_model_id`).
+
+    Raises
+    ------
+    WireError
+        ``bad_envelope`` if it is missing or breaks the rule: no record of the message
+        can be attributed to a model.
+    """
+    try:
+        return check_model_id(envelope.get("m"))
+    except RecordError as exc:
+        raise WireError(BAD_ENVELOPE, f"envelope field m ({exc})") from None

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgpack
 
-from sdk.errors import BAD_ENVELOPE, UNKNOWN_SCHEMA_VERSION, WireError, unpack_envelope
+from sdk.errors import BAD_ENVELOPE, UNKNOWN_SCHEMA_VERSION, WireError, envelope_model_id, unpack_envelope
 from sdk.record import (
     MAX_STRING_LENGTH,
     NOT_FINITE,
@@ -162,9 +162,7 @@ def decode_labels(value: bytes) -> DecodedLabels:
         raise WireError(BAD_ENVELOPE, "not a label batch")
     if envelope.get("v") != LABELS_VERSION:
         raise WireError(UNKNOWN_SCHEMA_VERSION, f"unknown label schema version {envelope.get('v')!r}")
-    model_id, cols = envelope.get("m"), envelope.get("c")
-    if not isinstance(model_id, str) or not model_id:
-        raise WireError(BAD_ENVELOPE, "envelope field m (model_id) missing")
+    model_id, cols = envelope_model_id(envelope), envelope.get("c")
     names = ("prediction_id", "label", "event_time")
     if not isinstance(cols, dict) or not all(isinstance(cols.get(c), list) for c in names):
         raise WireError(BAD_ENVELOPE, f"envelope field c must hold the list columns {names}")

@@ -35,7 +35,8 @@ WRONG_TYPE = "wrong_type"
 TOO_LARGE = "too_large"
 NOT_FINITE = "not_finite"
 OUT_OF_RANGE = "out_of_range"
-RECORD_REASONS = (MISSING_FIELD, WRONG_TYPE, TOO_LARGE, NOT_FINITE, OUT_OF_RANGE)
+INVALID_ID = "invalid_id"
+RECORD_REASONS = (MISSING_FIELD, WRONG_TYPE, TOO_LARGE, NOT_FINITE, OUT_OF_RANGE, INVALID_ID)
 
 
 class RecordError(ValueError):
@@ -115,6 +116,44 @@ def check_identifier(value: Any, name: str) -> str:
     return value
 
 
+#: Model ids that URL normalization removes (RFC 3986 section 5.2.4, dot segments).
+_DOT_SEGMENTS = (".", "..")
+
+
+def check_model_id(value: Any, name: str = "model_id") -> str:
+    """A model id: the one rule of the SDK, the Kafka envelope, ingest and the API.
+
+    A model id is 1 to MAX_ID_LENGTH printable characters, without ``/`` or ``\\``, and
+    not ``.`` or ``..``, so that ``/v1/models/{model_id}`` reaches it: a decoded ``%2F``
+    splits the path, ``\\`` is a separator to many clients and proxies, dot segments
+    are removed by URL normalization, and control characters (or lone surrogates)
+    cannot be sent or stored as UTF-8.
+
+    Raises
+    ------
+    RecordError
+        Naming ``name``, reason ``missing_field``, ``wrong_type``, ``too_large`` or
+        ``invalid_id``.
+
+    Examples
+    --------
+    >>> check_model_id("fraud-v3")
+    'fraud-v3'
+    >>> check_model_id("../../keys")
+    Traceback (most recent call last):
+    ...
+    sdk.record.RecordError: model_id: must not contain '/' or '\\'
+    """
+    value = check_identifier(value, name)
+    if "/" in value or "\\" in value:
+        raise RecordError(name, "must not contain '/' or '\\'", INVALID_ID)
+    if value in _DOT_SEGMENTS:
+        raise RecordError(name, "must not be '.' or '..'", INVALID_ID)
+    if not value.isprintable():
+        raise RecordError(name, "must hold printable characters only", INVALID_ID)
+    return value
+
+
 def check_integer(value: int, name: str) -> int:
     """An integer that fits 64 bits, signed or unsigned: INT_MIN <= value <= INT_MAX.
 
@@ -175,8 +214,25 @@ def check_feature_name(name: Any) -> str:
     ------
     RecordError
     """
+    return _check_name(name, "features", "feature name")
+
+
+def check_slice_key(key: Any) -> str:
+    """A slice key, checked like a feature name: a non-empty string of at most
+    MAX_ID_LENGTH characters.
+
+    Raises
+    ------
+    RecordError
+        Naming ``slices``.
+    """
+    return _check_name(key, "slices", "slice key")
+
+
+def _check_name(name: Any, field: str, what: str) -> str:
     if not isinstance(name, str) or not name or len(name) > MAX_ID_LENGTH:
-        raise RecordError("features", f"feature name {name!r} must be a non-empty string")
+        raise RecordError(field, f"{what} {name!r:.80} must be a non-empty string of at most "
+                                 f"{MAX_ID_LENGTH} characters")
     return name
 
 
@@ -219,8 +275,10 @@ def check_slice_value(v: Any, key: Any) -> str:
     ------
     RecordError
     """
-    if not isinstance(key, str) or not isinstance(v, str) or len(v) > MAX_STRING_LENGTH:
-        raise RecordError(f"slices.{key}", "slice keys and values must be short strings")
+    check_slice_key(key)
+    if not isinstance(v, str) or len(v) > MAX_STRING_LENGTH:
+        raise RecordError(f"slices.{key}", f"slice values must be strings of at most "
+                                           f"{MAX_STRING_LENGTH} characters")
     return v
 
 
@@ -303,7 +361,7 @@ def validate_record(data: Mapping[str, Any]) -> PredictionRecord:
     """
     if not isinstance(data, Mapping):
         raise RecordError("record", "must be an object")
-    model_id = check_identifier(data.get("model_id"), "model_id")
+    model_id = check_model_id(data.get("model_id"))
     model_version = check_identifier(data.get("model_version"), "model_version")
     prediction_id = check_identifier(data.get("prediction_id"), "prediction_id")
     event_time = check_event_time(data.get("event_time"))

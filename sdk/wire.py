@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import msgpack
 
 from sdk.columns import RecordColumns, validate_columns
-from sdk.errors import BAD_ENVELOPE, UNKNOWN_SCHEMA_VERSION, WireError, unpack_envelope
+from sdk.errors import BAD_ENVELOPE, UNKNOWN_SCHEMA_VERSION, WireError, envelope_model_id, unpack_envelope
 from sdk.record import PredictionRecord, RecordError, validate_record
 
 ROWS_VERSION = 1
@@ -130,11 +130,9 @@ def decode_batch(value: bytes) -> DecodedBatch:
     if not isinstance(envelope, dict):
         raise WireError(BAD_ENVELOPE, "envelope is not a map")
     version = envelope.get("v")
-    model_id = envelope.get("m")
     if version not in (ROWS_VERSION, COLUMNS_VERSION):
         raise WireError(UNKNOWN_SCHEMA_VERSION, f"unknown schema version {version!r}")
-    if not isinstance(model_id, str) or not model_id:
-        raise WireError(BAD_ENVELOPE, "envelope field m (model_id) missing")
+    model_id = envelope_model_id(envelope)
     if version == ROWS_VERSION:
         columns, errors = _decode_rows(model_id, envelope.get("r"))
     else:

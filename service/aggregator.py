@@ -51,6 +51,7 @@ from service.kafka import DeadLetters, key_error, produced_at
 from service.model_config import ModelConfig
 from service.settings import Settings
 from service.store import ClosedWindow, PartitionCheckpoint, Store, window_member
+from service.stored import ConfigCache
 from sketches.profile import WindowProfile
 from sketches.window import window_starts
 
@@ -258,7 +259,9 @@ class Aggregator:
         self.store = store
         self.topic = settings.predictions_topic
         self.partitions: dict[int, PartitionState] = {}
-        self._configs: dict[str, tuple[float, ModelConfig]] = {}
+        self._configs = ConfigCache(
+            lambda ids: self._retrying(lambda: store.model_configs(ids, "aggregator")),
+            lambda _m: ModelConfig(window_seconds=settings.window_seconds), CONFIG_TTL_SECONDS)
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._dead: DeadLetters | None = None
@@ -452,15 +455,10 @@ class Aggregator:
                 metrics.FEATURES_DROPPED.inc(sum(v is not None for v in dropped))
 
     async def _layouts(self, model_ids: set[str]) -> dict[str, ModelConfig]:
-        """Each model's configuration (window length, slices), cached for a while."""
-        now = time.monotonic()
-        stale = [m for m in model_ids
-                 if now - self._configs.get(m, (-math.inf, None))[0] > CONFIG_TTL_SECONDS]
-        if stale:
-            configs = await self._retrying(lambda: self.store.model_configs(stale))
-            for m, cfg in configs.items():
-                self._configs[m] = (now, cfg or ModelConfig(window_seconds=self.settings.window_seconds))
-        return {m: self._configs[m][1] for m in model_ids}
+        """Each model's configuration (window length, slices), cached for a while; an
+        unreadable one is counted and replaced by the model's last good one (else the
+        defaults), so the model's records are still aggregated."""
+        return await self._configs.get(model_ids)
 
     # -- checkpoints --------------------------------------------------------------------
     async def checkpoint_all(self, close_windows: bool = True) -> None:

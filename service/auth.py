@@ -49,8 +49,9 @@ import redis.asyncio as aioredis
 from fastapi import APIRouter, Depends, FastAPI, Request, Security
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer, SecurityScopes
-from pydantic import BaseModel, ValidationError
+from pydantic import Field, ValidationError
 
+from detectors.strict import LAX, StrictModel
 from service.api.errors import ApiError, ErrorBody
 
 KEYS = "fw:apikeys"
@@ -98,12 +99,12 @@ def key_id_of(token: str) -> str | None:
     return key_id
 
 
-class StoredKey(BaseModel):
+class StoredKey(StrictModel):
     """A key as Redis holds it: its token only as a SHA-256 digest."""
 
     id: str
     name: str
-    scope: Scope
+    scope: Scope = Field(..., **LAX)
     created_at: float
     created_by: str | None = None
     revoked_at: float | None = None

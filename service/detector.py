@@ -41,6 +41,7 @@ from service.rollups import GRANULARITIES, Rollups
 from service.settings import Settings
 from service.silences import SilenceStore
 from service.store import Store, parse_member
+from service.stored import ConfigCache, Unreadable
 from sketches.profile import WindowProfile
 
 log = logging.getLogger("fleetwatch.detector")
@@ -57,11 +58,12 @@ def service_config(s: Settings) -> DetectorConfig:
     )
 
 
-async def model_detector_config(store: Store, settings: Settings, model_id: str) -> DetectorConfig:
-    """The service defaults with the model's stored configuration on top."""
-    raw = await store.detector_config(model_id)
-    stored = None if raw is None else DetectorConfig.model_validate_json(raw)
-    return merge(service_config(settings), stored)
+async def model_detector_config(store: Store, settings: Settings, model_id: str,
+                                role: str = "api") -> DetectorConfig:
+    """The service defaults with the model's stored configuration on top (an unreadable
+    stored one is counted under ``role`` and left out: the defaults)."""
+    stored = await store.own_detector_config(model_id, role)
+    return merge(service_config(settings), None if isinstance(stored, Unreadable) else stored)
 
 
 async def _past_baseline(store: Store, model_id: str, kind: str, key: str,
@@ -103,14 +105,16 @@ async def resolve_baseline(
 
 
 async def evaluate_member(
-    store: Store, settings: Settings, model_id: str, member: str
+    store: Store, settings: Settings, model_id: str, member: str, config: DetectorConfig | None = None
 ) -> tuple[WindowProfile, Baseline, DetectorConfig, list[TestResult]] | str:
     """Every configured test of one stored window, or the reason it cannot be tested
-    (``"no_profile"``, ``"no_baseline"``)."""
+    (``"no_profile"``, ``"no_baseline"``), under ``config`` (default: the model's
+    :func:`model_detector_config`)."""
     current = await store.window_profile(model_id, member)
     if current is None:
         return "no_profile"
-    config = await model_detector_config(store, settings, model_id)
+    if config is None:
+        config = await model_detector_config(store, settings, model_id)
     baseline, counts = await resolve_baseline(store, model_id, current, config)
     if baseline is None:
         return "no_baseline"
@@ -126,6 +130,11 @@ class Detector:
         self.policy = AlertPolicy(AlertStore(store.r), FdrGate(store.r, spending(settings)))
         self.silences = SilenceStore(store.r)
         self.rollups = Rollups(settings, store)
+        # Configurations are read for every window (ttl 0); an unreadable one is counted and
+        # replaced by the model's last good one, else the defaults.
+        self._models = ConfigCache(lambda ids: store.model_configs(ids, "detector"),
+                                   lambda _m: ModelConfig(), 0)
+        self._detector_configs = ConfigCache(self._own_detector_configs, lambda _m: DetectorConfig(), 0)
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -157,6 +166,9 @@ class Detector:
                 done.append(event_id)
             await self.store.ack_events(group, done)
 
+    async def _own_detector_configs(self, ids: list[str]) -> dict[str, DetectorConfig | Unreadable | None]:
+        return {m: await self.store.own_detector_config(m, "detector") for m in ids}
+
     async def release(self, model_id: str, member: str) -> None:
         """Take a window the policy failed on off the model's pending set (so it does
         not hold back the model's later windows)."""
@@ -169,7 +181,8 @@ class Detector:
         the model's later windows are not held back."""
         t0 = time.perf_counter()
         try:
-            outcome = await evaluate_member(self.store, self.settings, model_id, member)
+            config = merge(service_config(self.settings), await self._detector_configs.one(model_id))
+            outcome = await evaluate_member(self.store, self.settings, model_id, member, config)
         except (RedisConnectionError, RedisTimeoutError, OSError):
             raise
         except Exception:
@@ -189,7 +202,7 @@ class Detector:
                 model_id, member, [{**asdict(r), "baseline": baseline.kind} for r in results],
                 self.settings.retention_window_seconds)
         length, start, version = parse_member(member)
-        model = (await self.store.model_configs([model_id]))[model_id] or ModelConfig()
+        model = await self._models.one(model_id)
         now = time.time()
         alerts = await self.policy.apply(WindowRef(model_id, member, start, length, version),
                                          results, alerting, model, await self.silences.active(now), now,

@@ -87,6 +87,7 @@ from service.model_config import ModelConfig, PerformanceConfig
 from service.settings import Settings
 from service.silences import SilenceStore
 from service.store import Store, window_member
+from service.stored import ConfigCache
 
 __all__ = ["PERFORMANCE", "PERFORMANCE_CHECKS", "Joiner", "binary_label", "cohort_metrics",
            "estimated_metrics", "realized_metrics"]
@@ -198,7 +199,8 @@ class Joiner:
         self.cohorts = CohortStore(store.r)
         self.policy = AlertPolicy(AlertStore(store.r), FdrGate(store.r, spending(settings)))
         self.silences = SilenceStore(store.r)
-        self._configs: dict[str, tuple[float, ModelConfig]] = {}
+        self._configs = ConfigCache(lambda ids: store.model_configs(ids, "joiner"),
+                                    lambda _m: ModelConfig(), CONFIG_TTL_SECONDS)
         self._producer: AIOKafkaProducer | None = None
         self._dead: DeadLetters | None = None
 
@@ -235,12 +237,10 @@ class Joiner:
                 await self._producer.stop()
 
     async def config(self, model_id: str) -> ModelConfig | None:
-        now = time.monotonic()
-        cached = self._configs.get(model_id)
-        if cached is None or now - cached[0] > CONFIG_TTL_SECONDS:
-            cfg = (await self.store.model_configs([model_id]))[model_id]
-            self._configs[model_id] = cached = (now, cfg or ModelConfig())
-        return cached[1] if cached[1].joins_labels else None
+        """The model's configuration if its labels are joined (an unreadable stored one is
+        counted and replaced by the last good one, else the defaults: not joined)."""
+        cfg = await self._configs.one(model_id)
+        return cfg if cfg.joins_labels else None
 
     async def handle(self, topic: str, key: bytes | None, value: bytes | None,
                      timestamp_ms: int | None = None) -> None:

@@ -105,6 +105,19 @@ FDR_LEVEL = Gauge("fleetwatch_fdr_level", "BH level of the last window gated")
 
 for _outcome in LABEL_OUTCOMES:
     LABELS.labels(outcome=_outcome)
+
+# -- stored configuration that does not parse (service.stored) --------------------------
+CONFIG_ROLES = ("api", "aggregator", "detector", "joiner", "notifier")
+CONFIG_KINDS = ("model", "detector", "silence", "receiver", "key")
+CONFIG_ERRORS = Counter(
+    "fleetwatch_config_errors_total",
+    "Stored configurations that did not parse when read, by the role reading and the kind of "
+    "configuration (the model falls back to its last good configuration or the defaults)",
+    ["role", "kind"],
+)
+for _role in CONFIG_ROLES:
+    for _kind in CONFIG_KINDS:
+        CONFIG_ERRORS.labels(role=_role, kind=_kind)
 for _reason in DEAD_LETTER_REASONS:
     DEAD_LETTERED.labels(reason=_reason)
 

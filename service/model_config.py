@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints
 
 from detectors.policy.persistence import PersistenceConfig
-from sdk.record import MAX_FEATURES, MAX_ID_LENGTH
+from detectors.strict import StrictModel
+from sdk.record import MAX_FEATURES, MAX_ID_LENGTH, RecordError, check_model_id
 from sdk.registry import FEATURE_TYPES
 from sketches.slices import MAX_SLICE_VALUES
 
@@ -15,7 +16,26 @@ Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
 
-class FeatureDeclaration(BaseModel):
+def valid_model_id(value: str) -> str:
+    """:func:`sdk.record.check_model_id` as a pydantic validator (the one model id rule).
+
+    Raises
+    ------
+    ValueError
+        What is wrong with the id.
+    """
+    try:
+        return check_model_id(value)
+    except RecordError as exc:
+        raise ValueError(exc.message) from None
+
+
+#: A model id in a body: 1 to 256 printable characters, no ``/`` or ``\``, not ``.`` or ``..``.
+ModelName = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH),
+                      AfterValidator(valid_model_id)]
+
+
+class FeatureDeclaration(StrictModel):
     """A feature's declared type and lineage."""
 
     type: Literal[FEATURE_TYPES] = Field(..., description="numeric, categorical or boolean")
@@ -25,7 +45,7 @@ class FeatureDeclaration(BaseModel):
     model_config = {"extra": "forbid"}
 
 
-class PerformanceConfig(BaseModel):
+class PerformanceConfig(StrictModel):
     """Label-joined performance monitoring (tier-1 models only) of a binary classifier,
     a multiclass classifier or a regression model (``task``)."""
 
@@ -62,7 +82,7 @@ class PerformanceConfig(BaseModel):
     model_config = {"extra": "forbid"}
 
 
-class ModelConfig(BaseModel):
+class ModelConfig(StrictModel):
     """Per-model settings, stored as JSON."""
 
     window_seconds: int = Field(300, ge=1, le=31 * 86_400, description="Window length, seconds")

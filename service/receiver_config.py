@@ -42,9 +42,10 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 
 from detectors.policy.silence import MAX_MATCHERS, Matcher
+from detectors.strict import LAX, StrictModel
 
 ReceiverKind = Literal["webhook", "slack", "pagerduty", "alertmanager"]
 RECEIVER_KINDS: tuple[str, ...] = ("webhook", "slack", "pagerduty", "alertmanager")
@@ -118,7 +119,7 @@ def _check_url(url: str) -> str:
     return url
 
 
-class ReceiverSpec(BaseModel):
+class ReceiverSpec(StrictModel):
     """A receiver as a user requests it (``POST /v1/receivers``).
 
     Parameters
@@ -185,7 +186,7 @@ class ReceiverSpec(BaseModel):
                                description="HMAC-SHA256 signing secret (webhook: required; "
                                            "alertmanager: optional; never returned)")
     matchers: tuple[ReceiverMatcher, ...] = Field(
-        (), max_length=MAX_MATCHERS, description="All must match; none: every notifiable alert")
+        (), max_length=MAX_MATCHERS, **LAX, description="All must match; none: every notifiable alert")
     group_wait_seconds: float = Field(30.0, ge=0, le=86_400,
                                       description="Wait after an incident's first alert before notifying")
     group_interval_seconds: float = Field(300.0, gt=0, le=7 * 86_400,

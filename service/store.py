@@ -33,7 +33,9 @@ from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from detectors.config import DetectorConfig
 from service.model_config import ModelConfig
+from service.stored import Unreadable, encode_stored, read_stored
 from sketches.profile import WindowProfile
 
 MODELS = "fw:models"
@@ -153,17 +155,20 @@ class Store:
     # -- models -----------------------------------------------------------------
     async def put_model_config(self, model_id: str, config: ModelConfig) -> None:
         async with self.r.pipeline(transaction=True) as p:
-            p.set(config_key(model_id), config.model_dump_json())
+            p.set(config_key(model_id), encode_stored(config))
             p.sadd(MODELS, model_id)
             await p.execute()
 
-    async def model_configs(self, model_ids: Iterable[str]) -> dict[str, ModelConfig | None]:
+    async def model_configs(self, model_ids: Iterable[str],
+                            role: str = "api") -> dict[str, ModelConfig | Unreadable | None]:
+        """Each model's stored configuration: None when it has none, :class:`Unreadable`
+        (logged and counted under ``role``) when it does not parse."""
         ids = list(model_ids)
         if not ids:
             return {}
         raw = await self.r.mget([config_key(m) for m in ids])
         return {
-            m: None if v is None else ModelConfig.model_validate_json(v)
+            m: None if v is None else read_stored(ModelConfig, v, role=role, kind="model", key=m)
             for m, v in zip(ids, raw, strict=True)
         }
 
@@ -330,10 +335,11 @@ class Store:
     # ``fw:{m}:detcfg``: JSON detector configuration (validated by the caller);
     # ``fw:{m}:base:{key}``: HASH ``profile`` (bytes) + ``counts`` (JSON list), a
     # merged trailing/seasonal baseline cached for ``ttl`` seconds.
-    async def put_detector_config(self, model_id: str, config_json: str) -> None:
-        """Store a model's detector configuration (and register the model)."""
+    async def put_detector_config(self, model_id: str, config: DetectorConfig) -> None:
+        """Store a model's detector configuration, its set fields only (and register the
+        model)."""
         async with self.r.pipeline(transaction=True) as p:
-            p.set(f"fw:{{{model_id}}}:detcfg", config_json)
+            p.set(f"fw:{{{model_id}}}:detcfg", encode_stored(config, exclude_unset=True))
             p.sadd(MODELS, model_id)
             await p.execute()
 
@@ -341,6 +347,14 @@ class Store:
         """A model's detector configuration JSON, or None when it has none."""
         raw = await self.r.get(f"fw:{{{model_id}}}:detcfg")
         return None if raw is None else raw.decode()
+
+    async def own_detector_config(self, model_id: str,
+                                  role: str = "api") -> DetectorConfig | Unreadable | None:
+        """A model's parsed detector configuration: None when it has none,
+        :class:`Unreadable` (logged and counted under ``role``) when it does not parse."""
+        raw = await self.detector_config(model_id)
+        return None if raw is None else read_stored(DetectorConfig, raw, role=role, kind="detector",
+                                                    key=model_id)
 
     async def put_cached_baseline(self, model_id: str, key: str, profile: bytes, counts: list[int],
                                   ttl: int) -> None:

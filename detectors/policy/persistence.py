@@ -23,10 +23,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import Field, model_validator
+
+from detectors.strict import StrictModel
 
 
-class PersistenceConfig(BaseModel):
+class PersistenceConfig(StrictModel):
     """How many windows must breach before an alert fires, and when it resolves.
 
     Examples

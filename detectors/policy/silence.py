@@ -36,7 +36,9 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
+from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
+
+from detectors.strict import LAX, StrictModel
 
 LabelName = Literal["model", "feature", "check", "severity", "owner"]
 SilenceState = Literal["pending", "active", "expired"]
@@ -85,7 +87,7 @@ def _not_all_match_empty(matchers: tuple[Matcher, ...]) -> tuple[Matcher, ...]:
     return matchers
 
 
-class Matcher(BaseModel):
+class Matcher(StrictModel):
     """One label condition of a silence.
 
     Parameters
@@ -162,7 +164,7 @@ class Matcher(BaseModel):
         return hit == self.equal
 
 
-class SilenceSpec(BaseModel):
+class SilenceSpec(StrictModel):
     """A silence as a user requests it.
 
     Parameters
@@ -195,10 +197,11 @@ class SilenceSpec(BaseModel):
     ('2024-05-01T12:00:00+00:00', '2024-05-01T14:00:00+00:00')
     """
 
-    matchers: tuple[Matcher, ...] = Field(..., min_length=1, max_length=MAX_MATCHERS,
+    matchers: tuple[Matcher, ...] = Field(..., min_length=1, max_length=MAX_MATCHERS, **LAX,
                                           description="All must match for an alert to be silenced")
-    starts_at: datetime | None = Field(None, description="Start (ISO 8601; naive is UTC); default now")
-    ends_at: datetime = Field(..., description="End, exclusive (ISO 8601; naive is UTC)")
+    starts_at: datetime | None = Field(None, description="Start (ISO 8601; naive is UTC); default now",
+                                       **LAX)
+    ends_at: datetime = Field(..., description="End, exclusive (ISO 8601; naive is UTC)", **LAX)
     created_by: str = Field(..., min_length=1, max_length=256, description="Who created the silence")
     comment: str = Field(..., min_length=1, max_length=2048, description="Why")
 
@@ -212,7 +215,7 @@ class SilenceSpec(BaseModel):
     _end = field_validator("ends_at")(_after_start)
 
 
-class Silence(BaseModel):
+class Silence(StrictModel):
     """A stored silence: the request, with its start resolved, an id and a creation time.
 
     Attributes
@@ -239,10 +242,10 @@ class Silence(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(..., min_length=1, description="Silence id")
-    created_at: datetime = Field(..., description="When it was created (UTC)")
-    matchers: tuple[Matcher, ...] = Field(..., min_length=1, max_length=MAX_MATCHERS)
-    starts_at: datetime = Field(..., description="Start, inclusive (UTC)")
-    ends_at: datetime = Field(..., description="End, exclusive (UTC)")
+    created_at: datetime = Field(..., description="When it was created (UTC)", **LAX)
+    matchers: tuple[Matcher, ...] = Field(..., min_length=1, max_length=MAX_MATCHERS, **LAX)
+    starts_at: datetime = Field(..., description="Start, inclusive (UTC)", **LAX)
+    ends_at: datetime = Field(..., description="End, exclusive (UTC)", **LAX)
     created_by: str = Field(..., min_length=1, max_length=256)
     comment: str = Field(..., min_length=1, max_length=2048)
 

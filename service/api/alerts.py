@@ -8,8 +8,9 @@ from enum import StrEnum
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from detectors.strict import StrictModel
 from service.alert_store import AlertStore
 from service.alerting import resolve_by_user
 from service.api.errors import ApiError, ErrorBody
@@ -49,7 +50,7 @@ class Severity(StrEnum):
     critical = "critical"
 
 
-class UserAction(BaseModel):
+class UserAction(StrictModel):
     """Who acknowledges or resolves, and why."""
 
     by: str = Field(..., min_length=1, max_length=256, description="User or team acting")

@@ -10,10 +10,11 @@ from fastapi import APIRouter, Body, Path, Query, Request
 
 from detectors.config import CheckOverrides, DetectorConfig
 from service.api.errors import ApiError, ErrorBody
-from service.api.models import json_example, require_model, store_of
+from service.api.models import editable_detector_config, json_example, require_model, store_of
 from service.api.params import ModelId
 from service.detector import evaluate_member, model_detector_config
 from service.store import parse_member
+from service.stored import Unreadable
 
 router = APIRouter(prefix="/v1/models", tags=["drift"])
 
@@ -102,11 +103,11 @@ async def drift(
 async def get_detector_config(model_id: ModelId, request: Request) -> dict[str, Any]:
     store = store_of(request)
     await require_model(store, model_id)
-    raw = await store.detector_config(model_id)
-    own = DetectorConfig() if raw is None else DetectorConfig.model_validate_json(raw)
+    own = await store.own_detector_config(model_id) or DetectorConfig()
     effective = await model_detector_config(store, request.app.state.settings, model_id)
-    return {"model_id": model_id, "config": own.model_dump(exclude_unset=True),
-            "effective": effective.model_dump()}
+    unreadable = isinstance(own, Unreadable)
+    return {"model_id": model_id, "config": None if unreadable else own.model_dump(exclude_unset=True),
+            "config_error": own.error if unreadable else None, "effective": effective.model_dump()}
 
 
 @router.put("/{model_id}/detector-config", summary="Set a model's detector configuration",
@@ -116,7 +117,7 @@ async def put_detector_config(
     config: Annotated[DetectorConfig, Body(openapi_examples=DETECTOR_CONFIG_EXAMPLES)],
     request: Request,
 ) -> dict[str, Any]:
-    await store_of(request).put_detector_config(model_id, config.model_dump_json(exclude_unset=True))
+    await store_of(request).put_detector_config(model_id, config)
     return await get_detector_config(model_id, request)
 
 
@@ -132,11 +133,10 @@ async def put_feature_config(
 ) -> dict[str, Any]:
     store = store_of(request)
     await require_model(store, model_id)
-    raw = await store.detector_config(model_id)
-    config = DetectorConfig() if raw is None else DetectorConfig.model_validate_json(raw)
+    config = await editable_detector_config(store, model_id)
     config.features[feature] = overrides
     config.model_fields_set.add("features")
-    await store.put_detector_config(model_id, config.model_dump_json(exclude_unset=True))
+    await store.put_detector_config(model_id, config)
     return await get_detector_config(model_id, request)
 
 
@@ -146,9 +146,8 @@ async def put_feature_config(
 async def delete_feature_config(model_id: ModelId, feature: Feature, request: Request) -> dict[str, Any]:
     store = store_of(request)
     await require_model(store, model_id)
-    raw = await store.detector_config(model_id)
-    config = DetectorConfig() if raw is None else DetectorConfig.model_validate_json(raw)
+    config = await editable_detector_config(store, model_id)
     if config.features.pop(feature, None) is None:
         raise ApiError(404, "feature_not_configured", f"feature {feature!r} has no overrides", "feature")
-    await store.put_detector_config(model_id, config.model_dump_json(exclude_unset=True))
+    await store.put_detector_config(model_id, config)
     return await get_detector_config(model_id, request)

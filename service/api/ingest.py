@@ -18,8 +18,9 @@ import asyncio
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from pydantic import BaseModel, Field
+from pydantic import Field
 
+from detectors.strict import StrictModel
 from sdk.batching import split_messages
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord, RecordError, validate_record
@@ -34,7 +35,7 @@ INGEST_BATCH_RECORDS = 1_000
 MAX_MESSAGE_BYTES = 1_000_000  # under Kafka's default message.max.bytes
 
 
-class IngestBatch(BaseModel):
+class IngestBatch(StrictModel):
     records: list[dict[str, Any]] = Field(
         ..., min_length=1, max_length=MAX_INGEST_RECORDS,
         description="Prediction records: model_id, model_version, prediction_id, event_time "

@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Path, Request
 from pydantic import BaseModel, Field
 
+from detectors.strict import LAX, StrictModel
 from service.api.errors import ApiError, ErrorBody
 from service.api.params import Offset, limit_query
 from service.auth import ApiKeyStore, Principal, Scope, StoredKey
@@ -16,11 +17,12 @@ router = APIRouter(prefix="/v1/keys", tags=["keys"])
 MAX_KEYS_PAGE = 1_000
 
 
-class KeySpec(BaseModel):
+class KeySpec(StrictModel):
     """The body of ``POST /v1/keys``."""
 
     name: str = Field(..., min_length=1, max_length=200, description="What the key is for, who holds it")
-    scope: Scope = Field(Scope.read, description="read, write (implies read) or admin (implies write)")
+    scope: Scope = Field(Scope.read, description="read, write (implies read) or admin (implies write)",
+                         **LAX)
 
     model_config = {"extra": "forbid", "json_schema_extra": {"examples": [
         {"name": "fraud-model-server", "scope": "write"}]}}

@@ -6,16 +6,18 @@ from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from detectors.config import DetectorConfig, merge
+from detectors.strict import StrictModel
 from sdk.record import RecordError
 from service.api.errors import ApiError, ErrorBody
 from service.api.params import ModelId, Offset, limit_query
-from service.model_config import ModelConfig, Name
+from service.model_config import ModelConfig, ModelName
 from service.reference import build_reference
 from service.rollups import DAY, HOUR
 from service.store import Store, parse_member
+from service.stored import Unreadable
 from service.summary import window_summary
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -40,12 +42,19 @@ def store_of(request: Request) -> Store:
     return request.app.state.store
 
 
+async def editable_detector_config(store: Store, model_id: str) -> DetectorConfig:
+    """The model's stored detector configuration to change: empty when it has none, or
+    when the stored one does not parse (the write replaces it)."""
+    own = await store.own_detector_config(model_id)
+    return own if isinstance(own, DetectorConfig) else DetectorConfig()
+
+
 async def require_model(store: Store, model_id: str) -> None:
     if not await store.model_exists(model_id):
         raise ApiError(404, "model_not_found", f"unknown model {model_id!r}", "model_id")
 
 
-class ReferenceUpload(BaseModel):
+class ReferenceUpload(StrictModel):
     rows: list[dict[str, Any]] = Field(..., max_length=MAX_REFERENCE_ROWS,
                                        description="One object per row: feature -> value")
     score_column: str | None = Field(None, description="Column holding the model score")
@@ -60,7 +69,8 @@ class ReferenceUpload(BaseModel):
 class ModelRegistration(ModelConfig):
     """The body of ``POST /v1/models``: the model's id, configuration and alert thresholds."""
 
-    model_id: Name = Field(..., description="The model's id, as the SDK sends it")
+    model_id: ModelName = Field(..., description="The model's id, as the SDK sends it: 1 to 256 "
+                                                 "printable characters, no '/' or '\\', not '.' or '..'")
     thresholds: dict[str, float] = Field(
         default_factory=dict, description="Effect floor per check (e.g. psi: 0.25), on top of the defaults")
 
@@ -87,7 +97,11 @@ async def list_models(
     out = []
     for m in ids:
         cfg = configs.get(m) or ModelConfig()
-        out.append({"model_id": m, "config": cfg.model_dump(),
+        # A stored configuration that does not parse is shown as such (and counted), not
+        # answered 500 for every model: PUT /v1/models/{id} replaces it.
+        unreadable = isinstance(cfg, Unreadable)
+        out.append({"model_id": m, "config": None if unreadable else cfg.model_dump(),
+                    "config_error": cfg.error if unreadable else None,
                     "has_reference": await store.reference(m) is not None,
                     "late_records": dropped[m].late, "future_records": dropped[m].future})
     return out
@@ -108,10 +122,8 @@ async def register_model(body: ModelRegistration, request: Request) -> dict[str,
                        "thresholds") from None
     config = ModelConfig.model_validate(body.model_dump(exclude={"model_id", "thresholds"}))
     if body.thresholds:
-        raw = await store.detector_config(body.model_id)
-        current = DetectorConfig() if raw is None else DetectorConfig.model_validate_json(raw)
-        await store.put_detector_config(body.model_id, merge(current, floors).model_dump_json(
-            exclude_unset=True))
+        current = await editable_detector_config(store, body.model_id)
+        await store.put_detector_config(body.model_id, merge(current, floors))
     await store.put_model_config(body.model_id, config)
     return {"model_id": body.model_id, "config": config.model_dump()}
 

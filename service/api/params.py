@@ -10,6 +10,10 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import Path, Query
+from pydantic import AfterValidator
+
+from sdk.record import MAX_ID_LENGTH
+from service.model_config import valid_model_id
 
 MAX_OFFSET = 1_000_000
 
@@ -22,5 +26,8 @@ def limit_query(maximum: int) -> Any:
 Offset = Annotated[int, Query(
     ge=0, le=MAX_OFFSET, description=f"Items to skip (the next page: offset + limit), 0 to {MAX_OFFSET}")]
 
-ModelId = Annotated[str, Path(description="The model's id, as the SDK sends it",
-                              openapi_examples={"model": {"value": "fraud-v3"}})]
+ModelId = Annotated[str, Path(description="The model's id, as the SDK sends it: 1 to 256 printable "
+                                          "characters, no '/' or '\\', not '.' or '..'",
+                              min_length=1, max_length=MAX_ID_LENGTH,
+                              openapi_examples={"model": {"value": "fraud-v3"}}),
+                    AfterValidator(valid_model_id)]

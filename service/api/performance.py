@@ -80,7 +80,7 @@ async def performance(
     store = store_of(request)
     await require_model(store, model_id)
     cfg = (await store.model_configs([model_id]))[model_id]
-    if cfg is None or not cfg.joins_labels:
+    if not isinstance(cfg, ModelConfig) or not cfg.joins_labels:
         raise ApiError(409, "labels_not_joined", f"model {model_id!r} is not a tier-1 model with a "
                        "performance configuration (POST /v1/models: tier 1, performance)", "model_id")
     lo = from_.replace(tzinfo=from_.tzinfo or UTC).timestamp() if from_ else 0
