@@ -262,6 +262,7 @@ class Aggregator:
         self._configs = ConfigCache(
             lambda ids: self._retrying(lambda: store.model_configs(ids, "aggregator")),
             lambda _m: ModelConfig(window_seconds=settings.window_seconds), CONFIG_TTL_SECONDS)
+        self._admitted: set[str] = set()  # models registered or created (never deleted)
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._dead: DeadLetters | None = None
@@ -346,7 +347,9 @@ class Aggregator:
                     continue  # already covered by the checkpoint
                 metrics.MESSAGES_CONSUMED.inc()
                 decoded.append((state, msg, self._decode(msg)))
-        layouts = await self._layouts({d.model_id for _s, _m, d in decoded if d is not None})
+        refused = await self._admit({d.model_id for _s, _m, d in decoded if d is not None})
+        layouts = await self._layouts({d.model_id for _s, _m, d in decoded
+                                       if d is not None and d.model_id not in refused})
         now_wall = time.time()
         now = time.monotonic()
         for state, msg, batch_ in decoded:
@@ -354,9 +357,15 @@ class Aggregator:
             if batch_ is None:
                 continue
             metrics.RECORDS_CONSUMED.inc(len(batch_.columns) + len(batch_.errors))
+            source = f"{msg.topic}:{msg.partition}:{msg.offset}"
+            if batch_.model_id in refused:
+                if len(batch_.columns):
+                    self._dead.send(msg.key, encode_columns(batch_.columns), metrics.IMPLICIT_MODEL_LIMIT,
+                                    refused[batch_.model_id], len(batch_.columns), source)
+                continue
             produced = produced_at(msg.timestamp, now_wall)
             self._aggregate(state, batch_.columns, layouts[batch_.model_id], now_wall, now, produced,
-                            f"{msg.topic}:{msg.partition}:{msg.offset}")
+                            source)
         self._update_open_gauge()
 
     def _decode(self, msg):
@@ -453,6 +462,26 @@ class Aggregator:
             else:
                 dropped = cols.features.pop(name)
                 metrics.FEATURES_DROPPED.inc(sum(v is not None for v in dropped))
+
+    async def _admit(self, model_ids: set[str]) -> dict[str, str]:
+        """The models of ``model_ids`` whose records are refused, with the reason: models
+        never registered beyond the implicit-creation budgets (``implicit_models_per_minute``,
+        ``implicit_models_max``). Registered and created models are remembered."""
+        new = [m for m in model_ids if m not in self._admitted]
+        if not new:
+            return {}
+        s = self.settings
+        outcomes = await self._retrying(lambda: self.store.admit_models(
+            new, s.implicit_models_per_minute, s.implicit_models_max, time.time()))
+        refused = {}
+        for m, outcome in outcomes.items():
+            if outcome in ("known", "created"):
+                self._admitted.add(m)
+            else:
+                limit = ("implicit_models_per_minute" if outcome == "refused_rate"
+                         else "implicit_models_max")
+                refused[m] = f"model {m!r} is not registered and {limit} is reached: register it first"
+        return refused
 
     async def _layouts(self, model_ids: set[str]) -> dict[str, ModelConfig]:
         """Each model's configuration (window length, slices), cached for a while; an

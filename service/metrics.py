@@ -15,7 +15,9 @@ LATE = "late"
 FUTURE_EVENT_TIME = "future_event_time"
 KEY_MISMATCH = "key_mismatch"
 MISSING_KEY = "missing_key"
-DEAD_LETTER_REASONS = WIRE_REASONS + RECORD_REASONS + (LATE, FUTURE_EVENT_TIME, KEY_MISMATCH, MISSING_KEY)
+IMPLICIT_MODEL_LIMIT = "implicit_model_limit"
+DEAD_LETTER_REASONS = WIRE_REASONS + RECORD_REASONS + (LATE, FUTURE_EVENT_TIME, KEY_MISMATCH, MISSING_KEY,
+                                                       IMPLICIT_MODEL_LIMIT)
 
 RECORDS_CONSUMED = Counter(
     "fleetwatch_records_consumed_total", "Prediction records decoded from Kafka"
@@ -118,6 +120,17 @@ CONFIG_ERRORS = Counter(
 for _role in CONFIG_ROLES:
     for _kind in CONFIG_KINDS:
         CONFIG_ERRORS.labels(role=_role, kind=_kind)
+
+# -- models created implicitly, by records of a model never registered (service.store) ---
+IMPLICIT_OUTCOMES = ("created", "refused_rate", "refused_total")
+IMPLICIT_MODELS = Counter(
+    "fleetwatch_implicit_models_total",
+    "Unregistered models met in records, by outcome: created, or refused by "
+    "implicit_models_per_minute (refused_rate) or implicit_models_max (refused_total)",
+    ["outcome"],
+)
+for _outcome in IMPLICIT_OUTCOMES:
+    IMPLICIT_MODELS.labels(outcome=_outcome)
 for _reason in DEAD_LETTER_REASONS:
     DEAD_LETTERED.labels(reason=_reason)
 

@@ -76,6 +76,17 @@ class Settings(BaseSettings):
     max_features_per_model: int = Field(
         500, ge=1, description="Distinct features profiled per model and window; more are dropped and counted"
     )
+    implicit_models_per_minute: int = Field(
+        1_000, ge=0,
+        description="Models the fleet may create implicitly (by records of a model never registered) "
+                    "per minute; records of further new models are refused (ingest: 429; Kafka: "
+                    "dead-lettered, reason implicit_model_limit). Registered models are unaffected",
+    )
+    implicit_models_max: int = Field(
+        10_000, ge=0,
+        description="Models that may ever be created implicitly (0: every model must be registered "
+                    "first); beyond it records of new models are refused as above",
+    )
     detector_group: str = Field("fleetwatch-detector", description="Detector consumer group")
     joiner_group: str = Field("fleetwatch-joiner", description="Label joiner consumer group")
     performance_eval_interval_seconds: float = Field(

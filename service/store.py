@@ -14,6 +14,9 @@ Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
 ``fw:agg:{topic}:{partition}``      HASH: epoch, offset, watermarks, open partial profiles
 ``fw:{m}:pending``                  ZSET closed windows the alert policy has not applied
 ``fw:windows``                      STREAM of window-closed events (model, member)
+``fw:implicit``                     SET of the models created implicitly (by records of a
+                                    model never registered)
+``fw:implicit:{minute}``            models created implicitly in that minute (expires)
 ==================================  ==============================================
 
 Alerts, alert series and incidents: ``service.alert_store``; the FDR gate:
@@ -34,12 +37,15 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from detectors.config import DetectorConfig
+from service import metrics
 from service.model_config import ModelConfig
 from service.stored import Unreadable, encode_stored, read_stored
 from sketches.profile import WindowProfile
 
 MODELS = "fw:models"
 WINDOWS_STREAM = "fw:windows"
+IMPLICIT = "fw:implicit"
+IMPLICIT_RATE_SECONDS = 60
 
 
 def config_key(m: str) -> str:
@@ -102,6 +108,41 @@ return 1
 """
 
 
+# Admit models met in records: known ones (registered or created before) pass; new ones
+# are created (added to both sets) while the per-minute and total budgets last. With
+# ARGV[4] = '1' all or nothing: if one is refused, none is created.
+# Returns one code per id: 0 known, 1 created, 2 refused (per minute), 3 refused (total).
+_ADMIT = """
+local total = redis.call('SCARD', KEYS[2])
+local used = tonumber(redis.call('GET', KEYS[3]) or '0')
+local max_total, per_minute = tonumber(ARGV[1]), tonumber(ARGV[2])
+local out, new, refused = {}, {}, false
+for i = 5, #ARGV do
+  local m = ARGV[i]
+  if redis.call('SISMEMBER', KEYS[1], m) == 1 or redis.call('SISMEMBER', KEYS[2], m) == 1 then
+    out[#out + 1] = 0
+  elseif total + #new >= max_total then
+    out[#out + 1] = 3; refused = true
+  elseif used + #new >= per_minute then
+    out[#out + 1] = 2; refused = true
+  else
+    new[#new + 1] = m; out[#out + 1] = 1
+  end
+end
+if refused and ARGV[4] == '1' then return out end
+for _, m in ipairs(new) do
+  redis.call('SADD', KEYS[2], m)
+  redis.call('SADD', KEYS[1], m)
+end
+if #new > 0 then
+  redis.call('INCRBY', KEYS[3], #new)
+  redis.call('EXPIRE', KEYS[3], ARGV[3])
+end
+return out
+"""
+ADMIT_OUTCOMES = ("known", "created", "refused_rate", "refused_total")
+
+
 @dataclass
 class PartitionCheckpoint:
     """What the aggregator persisted for one partition."""
@@ -145,6 +186,7 @@ class Store:
             retry_on_error=[RedisConnectionError, RedisTimeoutError],
         )
         self._checkpoint = self.r.register_script(_CHECKPOINT)
+        self._admit = self.r.register_script(_ADMIT)
 
     async def close(self) -> None:
         await self.r.aclose()
@@ -171,6 +213,42 @@ class Store:
             m: None if v is None else read_stored(ModelConfig, v, role=role, kind="model", key=m)
             for m, v in zip(ids, raw, strict=True)
         }
+
+    async def admit_models(self, model_ids: Iterable[str], per_minute: int, max_total: int,
+                           now: float, all_or_nothing: bool = False) -> dict[str, str]:
+        """Admit the models of some records: registered (or already created) models pass,
+        a model never seen is created implicitly while the budgets last.
+
+        Parameters
+        ----------
+        model_ids : iterable of str
+        per_minute, max_total : int
+            Models that may be created implicitly per wall-clock minute and ever
+            (``implicit_models_per_minute``, ``implicit_models_max``).
+        now : float
+            Unix seconds (picks the minute).
+        all_or_nothing : bool
+            Create none if one is refused (an ingest request is all or nothing).
+
+        Returns
+        -------
+        dict of str to str
+            Per model: ``known``, ``created``, ``refused_rate`` or ``refused_total``
+            (created and refused ones counted on ``fleetwatch_implicit_models_total``).
+        """
+        ids = list(dict.fromkeys(model_ids))
+        if not ids:
+            return {}
+        minute = int(now // IMPLICIT_RATE_SECONDS)
+        codes = await self._admit(keys=[MODELS, IMPLICIT, f"{IMPLICIT}:{minute}"],
+                                  args=[max_total, per_minute, 2 * IMPLICIT_RATE_SECONDS,
+                                        int(all_or_nothing), *ids])
+        out = {m: ADMIT_OUTCOMES[int(c)] for m, c in zip(ids, codes, strict=True)}
+        refused = any(o.startswith("refused") for o in out.values())
+        for o in out.values():
+            if o != "known" and not (o == "created" and refused and all_or_nothing):
+                metrics.IMPLICIT_MODELS.labels(outcome=o).inc()
+        return out
 
     async def models(self) -> list[str]:
         return sorted(m.decode() for m in await self.r.smembers(MODELS))

@@ -15,6 +15,7 @@ The Kafka producer is created on the first request and closed with the app
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -28,6 +29,7 @@ from sdk.wire import encode_columns
 from sdk.worker import resolve_compression
 from service.api.errors import ApiError, ErrorBody
 from service.api.models import json_example
+from service.store import IMPLICIT_RATE_SECONDS
 
 router = APIRouter(prefix="/v1", tags=["ingest"])
 MAX_INGEST_RECORDS = 10_000
@@ -66,6 +68,37 @@ def _validated(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, Predi
                            f"records[{i}].{exc.field}") from None
         by_model.setdefault(record.model_id, []).append((i, record))
     return by_model
+
+
+async def _admit(request: Request, records: list[dict[str, Any]],
+                 by_model: dict[str, list[PredictionRecord]]) -> None:
+    """Refuse the batch if it would create more models implicitly (records of models never
+    registered) than the budgets allow; registered models always pass.
+
+    Raises
+    ------
+    ApiError
+        429 (with Retry-After) past ``implicit_models_per_minute``, 422 past
+        ``implicit_models_max``, naming the first record of a refused model.
+    """
+    s, now = request.app.state.settings, time.time()
+    outcomes = await request.app.state.store.admit_models(
+        by_model, s.implicit_models_per_minute, s.implicit_models_max, now, all_or_nothing=True)
+    refused = {m: o for m, o in outcomes.items() if o.startswith("refused")}
+    if not refused:
+        return
+    i = next(i for i, r in enumerate(records) if r.get("model_id") in refused)
+    model_id = records[i]["model_id"]
+    field = f"records[{i}].model_id"
+    if refused[model_id] == "refused_rate":
+        retry = IMPLICIT_RATE_SECONDS - int(now) % IMPLICIT_RATE_SECONDS
+        raise ApiError(429, "implicit_model_limit", f"{field}: model {model_id!r} is not registered and "
+                       f"{s.implicit_models_per_minute} models were created implicitly this minute "
+                       "(FLEETWATCH_IMPLICIT_MODELS_PER_MINUTE): register it (POST /v1/models) or retry",
+                       field, headers={"Retry-After": str(retry)})
+    raise ApiError(422, "implicit_model_limit", f"{field}: model {model_id!r} is not registered and "
+                   f"{s.implicit_models_max} models were created implicitly "
+                   "(FLEETWATCH_IMPLICIT_MODELS_MAX): register it first (POST /v1/models)", field)
 
 
 async def _producer(app: FastAPI):
@@ -117,10 +150,15 @@ async def close(app: FastAPI) -> None:
     responses={200: json_example({"accepted": 1, "messages": 1}, "Records produced, and Kafka messages"),
                413: {"model": ErrorBody, "description": "Body larger than FLEETWATCH_API_MAX_BODY_BYTES, or "
                                                         "one record encodes to more than 1 MB"},
-               422: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+               422: {"model": ErrorBody},
+               429: {"model": ErrorBody, "description": "The batch would create more models implicitly "
+                                                        "this minute than FLEETWATCH_IMPLICIT_MODELS_PER_"
+                                                        "MINUTE allows (Retry-After: seconds)"},
+               503: {"model": ErrorBody}},
 )
 async def ingest(body: IngestBatch, request: Request) -> dict[str, Any]:
     by_model = _validated(body.records)
+    await _admit(request, body.records, by_model)
     messages = []
     for model_id, indexed in by_model.items():
         split = split_messages(
