@@ -9,6 +9,11 @@ must match the documented response schema. Generation is deterministic
 (``derandomize``) and does not shrink, so a run takes the same time each time
 (about 20 s) and a failure is reproducible.
 
+Bodies are widened beyond the schema (``flatmap_body``): besides what the schema
+generates, a body may have a number replaced by one JSON cannot hold or a float
+cannot (``NaN``, ``Infinity``, ``1e400``, ``10**400``, ``2**64``) or an unknown field
+added, at its top or in a nested object; all must be answered 4xx, never 5xx.
+
 ``POST /v1/ingest`` is included: invalid batches are answered without Kafka;
 the valid ones (the schema's example) go to the session's broker.
 ``POST /v1/receivers`` resolves the receiver's host: the test keeps that check
@@ -19,6 +24,9 @@ check), so no query leaves the machine.
 from __future__ import annotations
 
 import ipaddress
+import json
+import math
+from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -27,8 +35,12 @@ import pytest_asyncio
 import schemathesis
 from hypothesis import HealthCheck, Phase
 from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.python import asgi
+from schemathesis.transport.asgi import ASGI_TRANSPORT
+from schemathesis.transport.requests import REQUESTS_TRANSPORT
+from schemathesis.transport.serialization import serialize_json
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -100,6 +112,79 @@ def api_app(settings, seeded, monkeypatch):
 # The schema is the app's own; generating it needs no Redis nor environment (so it can be built at import,
 # as schemathesis' pytest integration wants). Requests go to the `api_app` fixture's app.
 schema = schemathesis.openapi.from_dict(create_app(Settings.model_construct()).openapi())
+
+
+# Numbers no request may carry into a stored value: non-finite ones (what json.loads makes of
+# NaN, Infinity and 1e400), and integers no float or 64-bit integer holds.
+EXTREME_NUMBERS = [math.nan, math.inf, -math.inf, 10**400, -(10**400), 2**64, -(2**64) - 1]
+
+
+def _paths(value: Any, path: tuple = ()) -> tuple[list[tuple], list[tuple]]:
+    """Paths to every number and to every object of a JSON value."""
+    numbers, objects = [], []
+    if isinstance(value, dict):
+        objects.append(path)
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            numbers.append(path)
+        items = ()
+    for k, v in items:
+        n, o = _paths(v, (*path, k))
+        numbers += n
+        objects += o
+    return numbers, objects
+
+
+def _replace(value: Any, path: tuple, new: Any) -> Any:
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {**value, head: _replace(value[head], rest, new)}
+    return [_replace(v, rest, new) if i == head else v for i, v in enumerate(value)]
+
+
+def _get(value: Any, path: tuple) -> Any:
+    for p in path:
+        value = value[p]
+    return value
+
+
+@st.composite
+def _widened(draw: st.DrawFn, body: Any) -> Any:
+    """``body``, or with one number made extreme, or with an unknown field in one object."""
+    numbers, objects = _paths(body)
+    kind = draw(st.sampled_from(["as is", "number", "unknown field"]))
+    if kind == "number" and numbers:
+        return _replace(body, draw(st.sampled_from(numbers)), draw(st.sampled_from(EXTREME_NUMBERS)))
+    if kind == "unknown field" and objects:
+        path = draw(st.sampled_from(objects))
+        extra = draw(st.sampled_from([1, "x", None, 10**400]))
+        return _replace(body, path, {**_get(body, path), "unexpected_field": extra})
+    return body
+
+
+@schema.hook
+def flatmap_body(_context, body):
+    return _widened(body)
+
+
+def _json_with_non_finite(_ctx, value):
+    """JSON bodies as ``json.dumps`` writes them, NaN and Infinity included (the HTTP client
+    refuses to serialize those)."""
+    if isinstance(value, dict | list):
+        return {"data": json.dumps(value).encode(), "headers": {"Content-Type": "application/json"}}
+    return serialize_json(value)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def non_finite_json():
+    ASGI_TRANSPORT.serializer("application/json")(_json_with_non_finite)
+    yield
+    ASGI_TRANSPORT.serializer("application/json")(REQUESTS_TRANSPORT._serializers["application/json"])
 
 
 @schema.parametrize()
