@@ -128,7 +128,7 @@ class Detector:
         self.settings = settings
         self.store = store
         self.policy = AlertPolicy(AlertStore(store.r), FdrGate(store.r, spending(settings)))
-        self.silences = SilenceStore(store.r)
+        self.silences = SilenceStore(store.r, role="detector")
         self.rollups = Rollups(settings, store)
         # Configurations are read for every window (ttl 0); an unreadable one is counted and
         # replaced by the model's last good one, else the defaults.

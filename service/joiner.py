@@ -198,7 +198,7 @@ class Joiner:
         self.store = store
         self.cohorts = CohortStore(store.r)
         self.policy = AlertPolicy(AlertStore(store.r), FdrGate(store.r, spending(settings)))
-        self.silences = SilenceStore(store.r)
+        self.silences = SilenceStore(store.r, role="joiner")
         self._configs = ConfigCache(lambda ids: store.model_configs(ids, "joiner"),
                                     lambda _m: ModelConfig(), CONFIG_TTL_SECONDS)
         self._producer: AIOKafkaProducer | None = None

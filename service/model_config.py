@@ -61,7 +61,8 @@ class PerformanceConfig(StrictModel):
     sample_rate: float = Field(
         1.0, gt=0, le=1, description="Share of predictions kept for the join, by hash of prediction_id")
     baseline_seconds: int = Field(
-        7 * 86_400, ge=3_600, le=366 * 86_400, description="Matured cohorts of this trailing period are the baseline")
+        7 * 86_400, ge=3_600, le=366 * 86_400,
+        description="Matured cohorts of this trailing period are the baseline")
     auc_floor: float = Field(0.02, ge=0, le=1, description="AUC drop tolerated under the null")
     log_loss_floor: float = Field(0.05, ge=0, description="Log-loss increase tolerated under the null")
     accuracy_floor: float = Field(
@@ -73,11 +74,13 @@ class PerformanceConfig(StrictModel):
         0.1, ge=0, description="Regression, when mae_floor is unset: tolerated MAE increase as a share "
                                "of the baseline MAE")
     slice_min_labeled: int = Field(
-        200, ge=1, le=10**9, description="Slice regressions: labeled predictions a slice's cohort and its baseline "
-                               "each need before the slice is tested")
+        200, ge=1, le=10**9,
+        description="Slice regressions: labeled predictions a slice's cohort and its baseline each need "
+                    "before the slice is tested")
     slice_min_per_class: int = Field(
-        30, ge=0, le=10**9, description="Slice regressions of a binary model: labeled positives and negatives a "
-                              "slice's cohort and its baseline each need")
+        30, ge=0, le=10**9,
+        description="Slice regressions of a binary model: labeled positives and negatives a slice's cohort "
+                    "and its baseline each need")
 
     model_config = {"extra": "forbid"}
 

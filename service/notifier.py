@@ -303,7 +303,7 @@ class Notifier:
         self.settings = settings
         self.r = store.r
         self.alerts = AlertStore(store.r)
-        self.receivers = ReceiverStore(store.r)
+        self.receivers = ReceiverStore(store.r, role="notifier")
         self.outbox = Outbox(store.r)
         self.retry = RetryPolicy(settings.notifier_max_attempts, settings.notifier_backoff_base_seconds,
                                  settings.notifier_backoff_max_seconds)

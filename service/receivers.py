@@ -17,9 +17,9 @@ import logging
 import uuid
 
 import redis.asyncio as aioredis
-from pydantic import ValidationError
 
 from service.receiver_config import Receiver, ReceiverSpec
+from service.stored import Unreadable, encode_stored, read_stored
 
 RECEIVERS = "fw:receivers"
 
@@ -35,27 +35,30 @@ class ReceiverStore:
         The client (``Store.r``).
     """
 
-    def __init__(self, r: aioredis.Redis) -> None:
+    def __init__(self, r: aioredis.Redis, role: str = "api") -> None:
         self.r = r
+        self.role = role
+
+    def _read(self, key: bytes | str, raw: bytes) -> Receiver | None:
+        """A stored receiver; an unreadable one is logged, counted and skipped."""
+        r = read_stored(Receiver, raw, role=self.role, kind="receiver",
+                        key=key.decode() if isinstance(key, bytes) else key)
+        return None if isinstance(r, Unreadable) else r
 
     async def create(self, spec: ReceiverSpec, now: float) -> Receiver:
         """Store a new receiver (id: a random uuid4 hex) created at ``now`` (Unix s)."""
         receiver = Receiver(**spec.model_dump(), id=uuid.uuid4().hex, created_at=now)
-        await self.r.hset(RECEIVERS, receiver.id, receiver.model_dump_json())
+        await self.r.hset(RECEIVERS, receiver.id, encode_stored(receiver))
         return receiver
 
     async def get(self, receiver_id: str) -> Receiver | None:
         raw = await self.r.hget(RECEIVERS, receiver_id)
-        return None if raw is None else Receiver.model_validate_json(raw)
+        return None if raw is None else self._read(receiver_id, raw)
 
     async def all(self) -> list[Receiver]:
         """Every receiver, newest first (an unreadable one is logged and skipped)."""
-        out = []
-        for key, raw in (await self.r.hgetall(RECEIVERS)).items():
-            try:
-                out.append(Receiver.model_validate_json(raw))
-            except ValidationError as exc:
-                log.warning("unreadable receiver %r skipped: %s", key, exc.errors()[0]["msg"])
+        read = (self._read(k, raw) for k, raw in (await self.r.hgetall(RECEIVERS)).items())
+        out = [r for r in read if r is not None]
         return sorted(out, key=lambda x: (x.created_at, x.id), reverse=True)
 
     async def list(self, limit: int, offset: int = 0) -> list[Receiver]:

@@ -19,9 +19,9 @@ import uuid
 from datetime import datetime, timedelta
 
 import redis.asyncio as aioredis
-from pydantic import ValidationError
 
 from detectors.policy.silence import Silence, SilenceSpec, SilenceState, as_utc, expire, new_silence
+from service.stored import Unreadable, encode_stored, read_stored
 
 SILENCES = "fw:silences"
 RETENTION = timedelta(days=7)
@@ -40,18 +40,20 @@ class SilenceStore:
         How long an expired silence stays visible before it is purged.
     """
 
-    def __init__(self, r: aioredis.Redis, retention: timedelta = RETENTION) -> None:
+    def __init__(self, r: aioredis.Redis, retention: timedelta = RETENTION, role: str = "api") -> None:
         self.r = r
         self.retention = retention
+        self.role = role
+
+    def _read(self, key: bytes | str, raw: bytes) -> Silence | None:
+        """A stored silence; an unreadable one is logged, counted and skipped."""
+        s = read_stored(Silence, raw, role=self.role, kind="silence",
+                        key=key.decode() if isinstance(key, bytes) else key)
+        return None if isinstance(s, Unreadable) else s
 
     async def _all(self) -> list[Silence]:
-        out = []
-        for key, raw in (await self.r.hgetall(SILENCES)).items():
-            try:
-                out.append(Silence.model_validate_json(raw))
-            except ValidationError as exc:
-                log.warning("unreadable silence %r skipped: %s", key, exc.errors()[0]["msg"])
-        return out
+        read = (self._read(k, raw) for k, raw in (await self.r.hgetall(SILENCES)).items())
+        return [s for s in read if s is not None]
 
     async def create(self, spec: SilenceSpec, now: datetime | float) -> Silence:
         """Store a new silence (id: a random uuid4 hex) and purge long-expired ones.
@@ -68,7 +70,7 @@ class SilenceStore:
         async with self.r.pipeline(transaction=True) as p:
             if stale:
                 p.hdel(SILENCES, *stale)
-            p.hset(SILENCES, silence.id, silence.model_dump_json())
+            p.hset(SILENCES, silence.id, encode_stored(silence))
             await p.execute()
         if stale:
             log.info("purged %d silences expired before %s", len(stale), horizon.isoformat())
@@ -76,7 +78,7 @@ class SilenceStore:
 
     async def get(self, silence_id: str) -> Silence | None:
         raw = await self.r.hget(SILENCES, silence_id)
-        return None if raw is None else Silence.model_validate_json(raw)
+        return None if raw is None else self._read(silence_id, raw)
 
     async def list(self, state: SilenceState | None, now: datetime | float) -> list[Silence]:
         """Silences (only those in ``state`` at ``now`` if given), newest first."""
@@ -90,7 +92,7 @@ class SilenceStore:
             return None
         ended = expire(silence, now)
         if ended != silence:
-            await self.r.hset(SILENCES, silence_id, ended.model_dump_json())
+            await self.r.hset(SILENCES, silence_id, encode_stored(ended))
         return ended
 
     async def active(self, now: datetime | float) -> list[Silence]:

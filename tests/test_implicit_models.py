@@ -87,7 +87,8 @@ async def test_aggregator_dead_letters_records_of_models_beyond_the_budget(setti
         try:
             for m in models:  # one message each, one after the other: m0..m2 fit the budget
                 records = [PredictionRecord(m, "1", f"{m}{i}", T0 + i, {"x": 1.0}) for i in range(10)]
-                await producer.send_and_wait(settings.predictions_topic, encode_batch(records), key=m.encode())
+                await producer.send_and_wait(settings.predictions_topic, encode_batch(records),
+                                             key=m.encode())
         finally:
             await producer.stop()
 

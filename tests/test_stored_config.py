@@ -17,9 +17,9 @@ import math
 from typing import Any
 
 import httpx
+import jsonschema_rs
 import pytest
 from aiokafka import AIOKafkaProducer
-import jsonschema_rs
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
@@ -37,8 +37,8 @@ from service.detector import Detector
 from service.model_config import ModelConfig
 from service.receiver_config import Receiver
 from service.reference import build_reference
-from service.stored import decode_stored, encode_stored
 from service.store import config_key
+from service.stored import decode_stored, encode_stored
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
 
