@@ -10,12 +10,15 @@ import httpx
 import msgpack
 import pytest
 
+from sdk import Client
 from sdk.errors import BAD_ENVELOPE, WireError
 from sdk.labels import decode_labels
 from sdk.record import INVALID_ID, RecordError, check_model_id, validate_record
+from sdk.stats import ClientStats
 from sdk.wire import decode_batch
 from service.api.app import create_app
 from service.model_config import ModelConfig
+from tests.test_sdk import UNREACHABLE, batcher, decoded, rows_of
 
 BAD_IDS = ["a" * 257, "..", ".", "../../keys", "a/b", "a\\b", "a\x00b", "line\nbreak", "\u2028"]
 RECORD = {"model_version": "1", "prediction_id": "p1", "event_time": 1.7e9, "features": {"x": 1.0}}
@@ -127,3 +130,17 @@ async def test_unknown_nested_fields_are_refused(http, method, path, body, field
 async def test_numbers_and_booleans_are_not_coerced_from_strings(http, method, path, body, field):
     resp = await http.request(method, path, json=body)
     assert (resp.status_code, resp.json()["field"]) == (422, field), resp.text
+
+
+def test_the_sdk_drops_only_the_records_breaking_the_id_and_slice_key_rules():
+    client = Client(UNREACHABLE)
+    client.log_prediction("m", {"x": 1.0}, prediction_id="ok1", slices={"country": "DE"})
+    for model_id in ("../../keys", "..", "a" * 257):
+        client.log_prediction(model_id, {"x": 1.0})
+    for key in (b"k", None, "", "k" * 100_000):
+        client.log_prediction("m", {"x": 1.0}, prediction_id=f"bad-{key!r:.10}", slices={key: "DE"})
+    client.log_prediction("m", {"x": 2.0}, prediction_id="ok2")
+    stats = ClientStats()
+    records = decoded(batcher().predictions(rows_of(client), [], stats))
+    assert [r.prediction_id for r in records] == ["ok1", "ok2"]
+    assert stats.dropped_invalid == 7
