@@ -38,7 +38,7 @@ from service.model_config import ModelConfig
 from service.receiver_config import Receiver
 from service.reference import build_reference
 from service.store import config_key
-from service.stored import decode_stored, encode_stored
+from service.stored import ConfigCache, Unreadable, decode_stored, encode_stored
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
 
@@ -213,3 +213,19 @@ async def test_detector_evaluates_a_model_with_a_poisoned_detector_config(settin
     assert {r["floor"] for r in results if r["check"] == "psi"} == {settings.psi_floor}  # the defaults
     assert config_errors("detector", "detector") > before
     assert json.loads(await store.detector_config("p")) == json.loads(POISONED_DETECTOR)  # left as it is
+
+
+async def test_a_worker_keeps_the_last_good_config_of_a_model_whose_config_turns_unreadable():
+    stored: dict[str, ModelConfig | Unreadable | None] = {"a": ModelConfig(window_seconds=60), "b": None}
+
+    async def load(ids):
+        return {m: stored[m] for m in ids}
+
+    cache = ConfigCache(load, lambda _m: ModelConfig(window_seconds=300), ttl=0)
+    assert {m: c.window_seconds for m, c in (await cache.get(["a", "b"])).items()} == {"a": 60, "b": 300}
+    stored["a"] = Unreadable("window_seconds: Input should be a valid integer")
+    stored["c"] = Unreadable("tier: Input should be a valid integer")
+    got = await cache.get(["a", "b", "c"])
+    assert (got["a"].window_seconds, got["c"].window_seconds) == (60, 300)  # last good; defaults
+    stored["a"] = ModelConfig(window_seconds=120)
+    assert (await cache.one("a")).window_seconds == 120  # repaired
