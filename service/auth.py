@@ -49,10 +49,11 @@ import redis.asyncio as aioredis
 from fastapi import APIRouter, Depends, FastAPI, Request, Security
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer, SecurityScopes
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from detectors.strict import LAX, StrictModel
 from service.api.errors import ApiError, ErrorBody
+from service.stored import Unreadable, encode_stored, read_stored
 
 KEYS = "fw:apikeys"
 LAST_USED = "fw:apikeys:used"
@@ -144,21 +145,24 @@ class ApiKeyStore:
         token = new_token(key_id)
         key = StoredKey(id=key_id, name=name, scope=scope, created_at=now, created_by=created_by,
                         token_sha256=token_sha256(token))
-        await self.r.hset(KEYS, key_id, key.model_dump_json())
+        await self.r.hset(KEYS, key_id, encode_stored(key))
         return key, token
+
+    @staticmethod
+    def _read(key_id: bytes | str, raw: bytes) -> StoredKey | None:
+        """A stored key; an unreadable one is logged, counted and treated as absent."""
+        key = read_stored(StoredKey, raw, role="api", kind="key",
+                          key=key_id.decode() if isinstance(key_id, bytes) else key_id)
+        return None if isinstance(key, Unreadable) else key
 
     async def get(self, key_id: str) -> StoredKey | None:
         raw = await self.r.hget(KEYS, key_id)
-        return None if raw is None else StoredKey.model_validate_json(raw)
+        return None if raw is None else self._read(key_id, raw)
 
     async def list(self, limit: int, offset: int = 0) -> list[StoredKey]:
         """A page of keys (revoked ones included), newest first."""
-        keys = []
-        for key_id, raw in (await self.r.hgetall(KEYS)).items():
-            try:
-                keys.append(StoredKey.model_validate_json(raw))
-            except ValidationError as exc:
-                log.warning("unreadable API key %r skipped: %s", key_id, exc.errors()[0]["msg"])
+        read = (self._read(key_id, raw) for key_id, raw in (await self.r.hgetall(KEYS)).items())
+        keys = [k for k in read if k is not None]
         keys.sort(key=lambda k: (k.created_at, k.id), reverse=True)
         return keys[offset:offset + limit]
 
@@ -176,7 +180,7 @@ class ApiKeyStore:
             return None
         if key.revoked_at is None:
             key = key.model_copy(update={"revoked_at": now})
-            await self.r.hset(KEYS, key_id, key.model_dump_json())
+            await self.r.hset(KEYS, key_id, encode_stored(key))
         return key
 
     async def verify(self, token: str, now: float) -> Principal | None:
@@ -195,10 +199,8 @@ class ApiKeyStore:
             raw, used = await p.execute()
         if raw is None:
             return None
-        try:
-            key = StoredKey.model_validate_json(raw)
-        except ValidationError:
-            log.warning("unreadable API key %r refused", key_id)
+        key = self._read(key_id, raw)
+        if key is None:
             return None
         if not hmac.compare_digest(token_sha256(token).encode(), key.token_sha256.encode()):
             return None
