@@ -9,6 +9,7 @@ from urllib.parse import quote
 import httpx
 import msgpack
 import pytest
+from aiokafka import AIOKafkaProducer
 
 from sdk import Client
 from sdk.errors import BAD_ENVELOPE, WireError
@@ -18,6 +19,9 @@ from sdk.stats import ClientStats
 from sdk.wire import decode_batch
 from service.api.app import create_app
 from service.model_config import ModelConfig
+from tests.conftest import wait_for
+from tests.roles import running, window_counts
+from tests.test_bad_input import dead_lettered
 from tests.test_sdk import UNREACHABLE, batcher, decoded, rows_of
 
 BAD_IDS = ["a" * 257, "..", ".", "../../keys", "a/b", "a\\b", "a\x00b", "line\nbreak", "\u2028"]
@@ -144,3 +148,28 @@ def test_the_sdk_drops_only_the_records_breaking_the_id_and_slice_key_rules():
     records = decoded(batcher().predictions(rows_of(client), [], stats))
     assert [r.prediction_id for r in records] == ["ok1", "ok2"]
     assert stats.dropped_invalid == 7
+
+
+async def test_the_aggregator_dead_letters_a_message_whose_model_id_breaks_the_rule(settings, store):
+    app = create_app(settings, store)
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+    before = dead_lettered((await http.get("/metrics")).text).get("bad_envelope", 0)
+    rows = [["1", f"p{i}", 1.7e9 + i, {"x": 1.0}, None, None, None, {}, None] for i in range(5)]
+    async with running(settings, store, "aggregator"):
+        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
+        await producer.start()
+        try:
+            for model_id in ("../../keys", "ok"):
+                await producer.send_and_wait(settings.predictions_topic,
+                                             msgpack.packb({"v": 1, "m": model_id, "r": rows}),
+                                             key=model_id.encode())
+        finally:
+            await producer.stop()
+
+        async def done() -> bool:
+            bad = dead_lettered((await http.get("/metrics")).text).get("bad_envelope", 0)
+            return bad - before == 1 and sum((await window_counts(store, "ok")).values()) == 5
+
+        await wait_for(done, timeout=60)
+    await http.aclose()
+    assert await store.models() == ["ok"]
