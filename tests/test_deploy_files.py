@@ -372,6 +372,18 @@ def _series(metric: str, values: str, job: str = "fleetwatch-aggregator", **labe
 
 # (alert, input series, evaluation time, expected alert labels or None for no alert)
 RULE_CASES = [
+    ("FleetwatchStoredConfigUnreadable",
+     [_series("fleetwatch_config_errors_total", "0+1x60", role="aggregator", kind="model")],
+     "30m", {"severity": "warning", "role": "aggregator", "kind": "model"}),
+    ("FleetwatchStoredConfigUnreadable",
+     [_series("fleetwatch_config_errors_total", "0x60", role="aggregator", kind="model")],
+     "30m", None),
+    ("FleetwatchImplicitModelsRefused",
+     [_series("fleetwatch_implicit_models_total", "0+2x60", outcome="refused_total")],
+     "30m", {"severity": "warning"}),
+    ("FleetwatchImplicitModelsRefused",
+     [_series("fleetwatch_implicit_models_total", "0+2x60", outcome="created")],
+     "30m", None),
     ("FleetwatchDeadLetterRatioHigh",
      [_series("fleetwatch_records_consumed_total", "0+1000x60"),
       _series("fleetwatch_records_dead_lettered_total", "0+20x60", reason="invalid_record")],
