@@ -85,7 +85,7 @@ async def test_aggregator_dead_letters_records_of_models_beyond_the_budget(setti
         producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
         await producer.start()
         try:
-            for m in models:  # one message each, one after the other: m0..m2 fit the budget
+            for m in models:  # one message each: three of m0..m7 fit the budget
                 records = [PredictionRecord(m, "1", f"{m}{i}", T0 + i, {"x": 1.0}) for i in range(10)]
                 await producer.send_and_wait(settings.predictions_topic, encode_batch(records),
                                              key=m.encode())
@@ -95,10 +95,12 @@ async def test_aggregator_dead_letters_records_of_models_beyond_the_budget(setti
         async def done() -> bool:
             refused = dead_lettered((await http.get("/metrics")).text).get("implicit_model_limit", 0)
             counts = [sum((await window_counts(store, m)).values()) for m in models]
-            return refused - before == 50 and sum(counts) == 40
+            # dead letters are at least once (a rebalance replays them); windows exactly once
+            return refused - before >= 50 and sum(counts) == 40
 
-        await wait_for(done, timeout=60)
+        await wait_for(done, timeout=120)
     await http.aclose()
-    stored = {m for m in models if await window_counts(store, m)}
-    assert "registered" in stored and len(stored) == 4
-    assert set(await store.models()) == stored
+    stored = {m: sum((await window_counts(store, m)).values()) for m in models}
+    stored = {m: n for m, n in stored.items() if n}
+    assert "registered" in stored and len(stored) == 4 and set(stored.values()) == {10}
+    assert set(await store.models()) == set(stored)
