@@ -168,7 +168,7 @@ async def test_roles_and_the_listing_survive_a_poisoned_config(settings, store):
             return (sum((await window_counts(store, "p")).values()) == 100
                     and sum((await window_counts(store, "h")).values()) == 100)
 
-        await wait_for(stored, timeout=60)
+        await wait_for(stored, timeout=120)
         await wait_for(lambda: _async(config_errors("joiner", "model") > before["joiner"]))
     # p fell back to the defaults (300 s windows); h kept its own (60 s)
     assert set(await window_counts(store, "p")) == {T0 // 300 * 300}

@@ -170,6 +170,6 @@ async def test_the_aggregator_dead_letters_a_message_whose_model_id_breaks_the_r
             bad = dead_lettered((await http.get("/metrics")).text).get("bad_envelope", 0)
             return bad - before >= 1 and sum((await window_counts(store, "ok")).values()) == 5
 
-        await wait_for(done, timeout=60)
+        await wait_for(done, timeout=120)
     await http.aclose()
     assert await store.models() == ["ok"]
