@@ -408,7 +408,9 @@ async def test_receiver_urls_into_private_networks_are_refused(cfg, rstore, hook
     closed = cfg.model_copy(update={"receiver_allow_nets": []})
     async with api(closed, rstore) as http:
         for url in (hook.url("/hook"), f"http://localhost:{hook.port}/hook", "http://169.254.169.254/latest",
-                    "http://10.0.0.1/hook", "http://[::1]:8080/hook", "http://0.0.0.0/hook"):
+                    "http://10.0.0.1/hook", "http://[::1]:8080/hook", "http://0.0.0.0/hook",
+                    "http://[2002:7f00:1::]/hook", "http://[2002:a9fe:a9fe::]/latest",
+                    "http://[64:ff9b::a9fe:a9fe]/latest"):
             resp = await http.post("/v1/receivers", json={"name": "h", "kind": "webhook", "url": url,
                                                           "secret": SECRET})
             assert resp.status_code == 422 and resp.json()["field"] == "url", (url, resp.json())
