@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field, IPvAnyNetwork, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from detectors.policy.silence import MAX_VALUE_LENGTH
+
 
 class Settings(BaseSettings):
     """fleetwatch settings. Every field is read from ``FLEETWATCH_<FIELD>``."""
@@ -150,6 +152,11 @@ class Settings(BaseSettings):
         60.0, gt=0,
         description="A claimed delivery or alert event not finished in this time is taken over "
                     "by another notifier (keep above the request timeout)",
+    )
+    matcher_regex_max_length: int = Field(
+        MAX_VALUE_LENGTH, ge=1, le=MAX_VALUE_LENGTH,
+        description="Longest regular expression of a silence or receiver matcher, characters "
+                    "(RE2 syntax, matched in linear time; longer ones are answered 422)",
     )
     receiver_allow_nets: list[IPvAnyNetwork] = Field(
         default_factory=list,

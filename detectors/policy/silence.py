@@ -13,6 +13,11 @@ The semantics are Alertmanager's [1]_:
 
 - a matcher compares one label with a value, by equality or by a regular
   expression that must match the whole value (anchored), optionally negated;
+  the expressions are RE2's [2]_ (the syntax of Go's ``regexp``, which
+  Alertmanager uses), matched in time linear in the label value whatever the
+  pattern: no backtracking, so no pattern such as ``(a+)+$`` can stall the
+  detector. Lookarounds and backreferences, which need backtracking, are
+  refused;
 - a silence is *pending* before ``starts_at``, *active* from ``starts_at``
   (inclusive) to ``ends_at`` (exclusive), *expired* from ``ends_at`` on;
 - a new silence starting in the past starts now; one that would end at or
@@ -27,15 +32,19 @@ References
 ----------
 .. [1] Prometheus Authors, "Alertmanager: Silences",
    https://prometheus.io/docs/alerting/latest/alertmanager/#silences
+.. [2] R. Cox, "Regular Expression Matching Can Be Simple And Fast", 2007,
+   https://swtch.com/~rsc/regexp/regexp1.html; RE2 syntax:
+   https://github.com/google/re2/wiki/Syntax
 """
 
 from __future__ import annotations
 
-import re
+import functools
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
+import re2
 from pydantic import ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
 from detectors.strict import LAX, StrictModel
@@ -43,6 +52,54 @@ from detectors.strict import LAX, StrictModel
 LabelName = Literal["model", "feature", "check", "severity", "owner"]
 SilenceState = Literal["pending", "active", "expired"]
 MAX_MATCHERS = 16
+#: Longest matcher value (label value or regular expression), characters.
+MAX_VALUE_LENGTH = 256
+#: Memory budget of one compiled expression (RE2 ``max_mem``: program and DFA cache), bytes;
+#: a pattern whose program does not fit is refused. 256 characters need far less.
+REGEX_MAX_MEM = 1 << 20
+#: Distinct compiled expressions kept (stored silences and receivers are parsed on every read).
+REGEX_CACHE_SIZE = 1024
+
+
+@functools.lru_cache(maxsize=REGEX_CACHE_SIZE)
+def compile_regex(pattern: str) -> Any:
+    """``pattern`` compiled by RE2 (cached: each distinct pattern is compiled once).
+
+    Parameters
+    ----------
+    pattern : str
+        An RE2 regular expression [2]_.
+
+    Returns
+    -------
+    re2._Regexp
+        Its ``fullmatch`` runs in time linear in the subject's length.
+
+    Raises
+    ------
+    ValueError
+        The pattern is invalid, uses a construct RE2 does not support
+        (lookaround, backreference) or does not fit :data:`REGEX_MAX_MEM`;
+        the message says which.
+
+    Examples
+    --------
+    >>> compile_regex("psi|ks").fullmatch("ks") is not None
+    True
+    >>> compile_regex("pay(?!ments)")
+    Traceback (most recent call last):
+    ...
+    ValueError: invalid regular expression (RE2 syntax): invalid perl operator: (?!
+    """
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = REGEX_MAX_MEM
+    try:
+        return re2.compile(pattern, options=options)
+    except re2.error as exc:
+        why = exc.args[0] if exc.args else "refused"
+        why = why.decode("utf-8", "replace") if isinstance(why, bytes) else str(why)
+        raise ValueError(f"invalid regular expression (RE2 syntax): {why}") from None
 
 
 def as_utc(t: datetime | float) -> datetime:
@@ -95,11 +152,12 @@ class Matcher(StrictModel):
     name : {"model", "feature", "check", "severity", "owner"}
         The alert label compared.
     value : str
-        1 to 256 characters: the value, or the regular expression when
-        ``regex`` is true.
+        1 to 256 characters: the value, or the regular expression (RE2
+        syntax [2]_) when ``regex`` is true.
     regex : bool, default False
-        Compare with :func:`re.fullmatch` (the expression must match the whole
-        label value, as Alertmanager's anchored regexes) instead of equality.
+        Compare with the RE2 expression's ``fullmatch`` (it must match the
+        whole label value, as Alertmanager's anchored regexes) instead of
+        equality. Time linear in the label value's length.
     equal : bool, default True
         False negates the comparison (Alertmanager's ``isEqual``: ``!=`` and
         ``!~``).
@@ -108,7 +166,8 @@ class Matcher(StrictModel):
     ------
     pydantic.ValidationError
         Unknown ``name``, ``value`` empty or too long, or (naming ``value``)
-        not a valid regular expression when ``regex`` is true.
+        not a valid RE2 expression when ``regex`` is true
+        (:func:`compile_regex`).
 
     Notes
     -----
@@ -124,6 +183,8 @@ class Matcher(StrictModel):
     False
     >>> Matcher(name="owner", value="payments", equal=False).matches_value(None)
     True
+    >>> Matcher(name="model", value="(a+)+$", regex=True).matches_value("a" * 256 + "!")  # linear
+    False
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -131,23 +192,21 @@ class Matcher(StrictModel):
     name: LabelName = Field(..., description="Alert label: model, feature, check, severity or owner")
     regex: bool = Field(False, description="value is a regular expression matching the whole label")
     equal: bool = Field(True, description="False negates the match (!= or !~)")
-    value: str = Field(..., min_length=1, max_length=256, description="Label value or regular expression")
+    value: str = Field(..., min_length=1, max_length=MAX_VALUE_LENGTH,
+                       description="Label value or regular expression (RE2 syntax, anchored)")
 
-    _pattern: re.Pattern[str] | None = PrivateAttr(None)
+    _pattern: Any = PrivateAttr(None)
 
     @field_validator("value")
     @classmethod
     def _valid_regex(cls, v: str, info: ValidationInfo) -> str:
         if info.data.get("regex"):
-            try:
-                re.compile(v)
-            except re.error as exc:
-                raise ValueError(f"invalid regular expression: {exc}") from None
+            compile_regex(v)
         return v
 
     def model_post_init(self, _context: object) -> None:
         if self.regex:
-            self._pattern = re.compile(self.value)
+            self._pattern = compile_regex(self.value)
 
     def matches_value(self, value: str | None) -> bool:
         """Whether one label value satisfies this matcher (None is ``""``).

@@ -1,4 +1,5 @@
-"""Parameters shared by the routers: paging (``limit``, ``offset``) and the model id.
+"""Parameters shared by the routers: paging (``limit``, ``offset``), the model id and
+the length limit of matcher regular expressions.
 
 Every list is ordered (newest first, or by id or time) and paged by
 ``limit`` (1 to the endpoint's maximum) and ``offset`` (0 to ``MAX_OFFSET``).
@@ -7,12 +8,15 @@ Out-of-range values are answered 422 naming the field.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import Path, Query
 from pydantic import AfterValidator
 
+from detectors.policy.silence import Matcher
 from sdk.record import MAX_ID_LENGTH
+from service.api.errors import ApiError
 from service.model_config import valid_model_id
 
 MAX_OFFSET = 1_000_000
@@ -31,3 +35,20 @@ ModelId = Annotated[str, Path(description="The model's id, as the SDK sends it: 
                               min_length=1, max_length=MAX_ID_LENGTH,
                               openapi_examples={"model": {"value": "fraud-v3"}}),
                     AfterValidator(valid_model_id)]
+
+
+def check_regex_lengths(matchers: Sequence[Matcher], max_length: int) -> None:
+    """Refuse a body whose regular-expression matchers are longer than ``max_length``
+    characters (``Settings.matcher_regex_max_length``).
+
+    Raises
+    ------
+    ApiError
+        422 ``invalid_request`` naming ``matchers.<i>.value``.
+    """
+    for i, m in enumerate(matchers):
+        if m.regex and len(m.value) > max_length:
+            field = f"matchers.{i}.value"
+            raise ApiError(422, "invalid_request", f"{field}: a regular expression may have at most "
+                           f"{max_length} characters (FLEETWATCH_MATCHER_REGEX_MAX_LENGTH), "
+                           f"this one has {len(m.value)}", field)

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from service.api.errors import ApiError, ErrorBody
-from service.api.params import Offset, limit_query
+from service.api.params import Offset, check_regex_lengths, limit_query
 from service.outbox import Outbox, OutboxState
 from service.receiver_config import Receiver, ReceiverKind, ReceiverMatcher, ReceiverSpec
 from service.receivers import ReceiverStore
@@ -100,6 +100,7 @@ def _not_found(receiver_id: str) -> ApiError:
 @router.post("", status_code=201, summary="Create a receiver",
              responses={422: {"model": ErrorBody}})
 async def create_receiver(body: ReceiverSpec, request: Request) -> ReceiverView:
+    check_regex_lengths(body.matchers, request.app.state.settings.matcher_regex_max_length)
     try:
         await check_url(body.url or "", request.app.state.settings.receiver_allow_nets)
     except UnsafeUrl as exc:

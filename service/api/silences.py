@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, ValidationInfo, ValidatorFunctionWrapHand
 
 from detectors.policy.silence import Matcher, Silence, SilenceSpec, SilenceState
 from service.api.errors import ApiError, ErrorBody
-from service.api.params import Offset, limit_query
+from service.api.params import Offset, check_regex_lengths, limit_query
 from service.silences import SilenceStore
 
 router = APIRouter(prefix="/v1/silences", tags=["silences"])
@@ -73,6 +73,7 @@ def _not_found(silence_id: str) -> ApiError:
 @router.post("", status_code=201, summary="Create a silence",
              responses={422: {"model": ErrorBody}})
 async def create_silence(body: SilenceRequest, request: Request) -> SilenceView:
+    check_regex_lengths(body.matchers, request.app.state.settings.matcher_regex_max_length)
     now = _now()
     try:
         silence = await silences_of(request).create(body, now)
