@@ -52,7 +52,7 @@ from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBea
 from pydantic import Field
 
 from detectors.strict import LAX, StrictModel
-from service.api.errors import ApiError, ErrorBody
+from service.api.errors import UNAVAILABLE_RESPONSE, ApiError, ErrorBody
 from service.stored import Unreadable, encode_stored, read_stored
 
 KEYS = "fw:apikeys"
@@ -235,6 +235,7 @@ AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "No API key, or an unknown or revoked one "
                                              "(code `unauthenticated`, header `WWW-Authenticate: Bearer`)"},
     403: {"model": ErrorBody, "description": "The key's scope is too small (code `forbidden`)"},
+    503: UNAVAILABLE_RESPONSE,
 }
 BODY_RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorBody, "description": "The body cannot be read as JSON text (e.g. not UTF-8; "

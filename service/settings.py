@@ -175,6 +175,10 @@ class Settings(BaseSettings):
         description="Bootstrap admin API key (at least 32 characters, e.g. `openssl rand -base64 32`): "
                     "creates the first keys through POST /v1/keys; not stored, rotated by changing it",
     )
+    api_retry_after_seconds: int = Field(
+        5, ge=1, le=3_600,
+        description="Retry-After of the 503 answered while Redis is unavailable, seconds",
+    )
     api_max_body_bytes: int = Field(
         16 * 2**20, ge=1_024, description="Largest request body; larger ones are answered 413"
     )

@@ -33,6 +33,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import ClusterDownError, MasterDownError, OutOfMemoryError, ReadOnlyError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -43,6 +44,12 @@ from service.stored import Unreadable, encode_stored, read_stored
 from sketches.profile import WindowProfile
 
 MODELS = "fw:models"
+#: Errors that mean Redis cannot serve now (down, unreachable, loading, failing over, out of
+#: memory) rather than a wrong request: the API answers them 503 with Retry-After.
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError, MasterDownError,
+    ReadOnlyError, OutOfMemoryError,
+)
 WINDOWS_STREAM = "fw:windows"
 IMPLICIT = "fw:implicit"
 IMPLICIT_RATE_SECONDS = 60

@@ -1,12 +1,25 @@
-"""One error body for every 4xx: ``{"code", "message", "field"}``."""
+"""One error body for every 4xx and 503: ``{"code", "message", "field"}``.
+
+A Redis outage (:data:`service.store.UNAVAILABLE`) met by any route or by the
+authentication of a stored key is answered 503 ``redis_unavailable`` with a
+``Retry-After`` header (``Settings.api_retry_after_seconds``), never 500.
+"""
 
 from __future__ import annotations
+
+import logging
+from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service import metrics
+from service.store import UNAVAILABLE
+
+log = logging.getLogger(__name__)
 
 
 class ErrorBody(BaseModel):
@@ -31,6 +44,21 @@ class ApiError(HTTPException):
         self.field = field
 
 
+#: The 503 every Redis-backed route may answer, for the OpenAPI ``responses`` of /v1 routes.
+UNAVAILABLE_RESPONSE: dict[str, Any] = {
+    "model": ErrorBody,
+    "description": "Redis (or, for ingest, Kafka) is unavailable: retry after `Retry-After` seconds "
+                   "(code `redis_unavailable`, `broker_unavailable` or `ingest_unavailable`)",
+    "headers": {"Retry-After": {"description": "Seconds to wait before retrying (Redis outages)",
+                                "schema": {"type": "integer"}}},
+}
+
+
+def unavailable(code: str, message: str, retry_after: int) -> ApiError:
+    """A 503 with ``Retry-After`` (a dependency such as Kafka cannot serve now)."""
+    return ApiError(503, code, message, headers={"Retry-After": str(retry_after)})
+
+
 # Codes of the errors raised by FastAPI / Starlette themselves (not ApiError).
 HTTP_CODES = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
               405: "method_not_allowed", 413: "body_too_large", 415: "unsupported_media_type"}
@@ -47,6 +75,17 @@ def install(app: FastAPI) -> None:
     async def _api_error(_req: Request, exc: ApiError) -> JSONResponse:
         body = ErrorBody(code=exc.code, message=exc.detail, field=exc.field)
         return JSONResponse(body.model_dump(), status_code=exc.status_code, headers=exc.headers)
+
+    async def _unavailable(req: Request, exc: Exception) -> JSONResponse:
+        metrics.REDIS_ERRORS.inc()
+        log.warning("redis unavailable (%s %s): %s", req.method, req.url.path, exc)
+        body = ErrorBody(code="redis_unavailable",
+                         message=f"Redis is unavailable ({type(exc).__name__}); retry later")
+        retry = req.app.state.settings.api_retry_after_seconds
+        return JSONResponse(body.model_dump(), status_code=503, headers={"Retry-After": str(retry)})
+
+    for kind in UNAVAILABLE:
+        app.add_exception_handler(kind, _unavailable)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_req: Request, exc: RequestValidationError) -> JSONResponse:

@@ -27,7 +27,7 @@ from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord, RecordError, validate_record
 from sdk.wire import encode_columns
 from sdk.worker import resolve_compression
-from service.api.errors import ApiError, ErrorBody
+from service.api.errors import UNAVAILABLE_RESPONSE, ApiError, ErrorBody, unavailable
 from service.api.models import json_example
 from service.store import IMPLICIT_RATE_SECONDS
 
@@ -119,7 +119,8 @@ async def _producer(app: FastAPI):
             return producer
         settings = state.settings
         if not settings.kafka_bootstrap:
-            raise ApiError(503, "ingest_unavailable", "no Kafka bootstrap servers configured")
+            raise unavailable("ingest_unavailable", "no Kafka bootstrap servers configured",
+                              settings.api_retry_after_seconds)
         from aiokafka import AIOKafkaProducer
 
         producer = AIOKafkaProducer(
@@ -131,7 +132,8 @@ async def _producer(app: FastAPI):
             await producer.start()
         except Exception as exc:
             await producer.stop()
-            raise ApiError(503, "broker_unavailable", f"Kafka unreachable: {exc}") from None
+            raise unavailable("broker_unavailable", f"Kafka unreachable: {exc}",
+                              settings.api_retry_after_seconds) from None
         state.ingest_producer = producer
         return producer
 
@@ -154,7 +156,7 @@ async def close(app: FastAPI) -> None:
                429: {"model": ErrorBody, "description": "The batch would create more models implicitly "
                                                         "this minute than FLEETWATCH_IMPLICIT_MODELS_PER_"
                                                         "MINUTE allows (Retry-After: seconds)"},
-               503: {"model": ErrorBody}},
+               503: UNAVAILABLE_RESPONSE},
 )
 async def ingest(body: IngestBatch, request: Request) -> dict[str, Any]:
     by_model = _validated(body.records)
@@ -177,5 +179,6 @@ async def ingest(body: IngestBatch, request: Request) -> dict[str, Any]:
     try:
         await asyncio.gather(*(producer.send_and_wait(topic, value, key=key) for key, value, _n in messages))
     except Exception as exc:
-        raise ApiError(503, "broker_unavailable", f"Kafka did not acknowledge: {exc}") from None
+        raise unavailable("broker_unavailable", f"Kafka did not acknowledge: {exc}",
+                          request.app.state.settings.api_retry_after_seconds) from None
     return {"accepted": sum(n for _k, _v, n in messages), "messages": len(messages)}
