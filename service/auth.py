@@ -211,12 +211,21 @@ class ApiKeyStore:
         return Principal(key_id=key.id, name=key.name, scope=key.scope)
 
 
-def is_bootstrap_key(token: str, admin_key: str | None) -> bool:
-    """Whether ``token`` is the configured bootstrap admin key (constant-time compare)."""
-    if not admin_key:
+def same_secret(token: str, secret: str | None) -> bool:
+    """Whether ``token`` is the configured ``secret`` (False when none is configured).
+
+    The SHA-256 digests are compared by :func:`hmac.compare_digest`, so the time
+    taken tells neither how much matched nor the secret's length.
+    """
+    if not secret:
         return False
     return hmac.compare_digest(hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest(),
-                               hashlib.sha256(admin_key.encode("utf-8", "surrogatepass")).digest())
+                               hashlib.sha256(secret.encode("utf-8", "surrogatepass")).digest())
+
+
+def is_bootstrap_key(token: str, admin_key: str | None) -> bool:
+    """Whether ``token`` is the configured bootstrap admin key (constant-time compare)."""
+    return same_secret(token, admin_key)
 
 
 # -- the FastAPI side ------------------------------------------------------------------------

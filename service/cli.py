@@ -25,7 +25,7 @@ def _logging(verbose: bool) -> None:
 
 
 def _run(roles: tuple[str, ...], embedded_ok: bool, verbose: bool) -> None:
-    from service.runtime import infrastructure, install_signal_handlers, run_roles
+    from service.runtime import infrastructure, install_signal_handlers, run_roles, start_metrics_server
 
     _logging(verbose)
     settings = Settings()
@@ -38,14 +38,12 @@ def _run(roles: tuple[str, ...], embedded_ok: bool, verbose: bool) -> None:
         stop = asyncio.Event()
         install_signal_handlers(stop)
         if s.metrics_port and "api" not in roles:
-            from prometheus_client import start_http_server
-
-            start_http_server(s.metrics_port)
+            start_metrics_server(s)
         await run_roles(s, roles, stop)
 
     with infrastructure(settings) as s:
         if "api" in roles:
-            typer.echo(f"fleetwatch API on http://{s.api_host}:{s.api_port} "
+            typer.echo(f"fleetwatch API on http://{s.listen_host}:{s.api_port} "
                        f"(Kafka {s.kafka_bootstrap}, Redis {s.redis_url}); Ctrl-C stops")
         asyncio.run(main(s))
 
@@ -86,7 +84,7 @@ def notify(verbose: Verbose = False) -> None:
 
 @app.command()
 def serve(verbose: Verbose = False) -> None:
-    """The API role (FastAPI on FLEETWATCH_API_HOST:FLEETWATCH_API_PORT)."""
+    """The API role (FastAPI on FLEETWATCH_LISTEN_HOST:FLEETWATCH_API_PORT)."""
     _run(("api",), False, verbose)
 
 

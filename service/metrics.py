@@ -6,7 +6,11 @@ Label values are bounded: ``reason`` takes the fixed values of
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+from collections.abc import Iterator
+
+from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import Metric
+from prometheus_client.registry import Collector
 
 from sdk.errors import WIRE_REASONS
 from sdk.record import RECORD_REASONS
@@ -166,6 +170,27 @@ EFFECT_SERIES_DROPPED = Gauge(
 for _state in ("firing", "acknowledged"):
     for _severity in ("info", "warning", "critical"):
         ALERTS_OPEN.labels(state=_state, severity=_severity)
+
+#: Metric families whose labels hold model data (model ids, feature names) with values
+#: (effect sizes). With FLEETWATCH_API_AUTH on they are served only to a scrape that sends
+#: FLEETWATCH_METRICS_TOKEN (docs/api.md, "Metrics exposure").
+MODEL_LABELLED = ("fleetwatch_alert_effect_size",)
+
+
+class FleetLevel(Collector):
+    """The families of ``registry`` without :data:`MODEL_LABELLED` (fleet-level counts only).
+
+    Parameters
+    ----------
+    registry : Collector
+        What to filter (default: the process' registry).
+    """
+
+    def __init__(self, registry: Collector = REGISTRY) -> None:
+        self.registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        return (family for family in self.registry.collect() if family.name not in MODEL_LABELLED)
 
 # -- self-measurement (service.sim): the latest scorecard of `fleetwatch simulate` ------
 # ``kind`` takes the scorecard's rows (service.sim.score.GROUPS: incident kinds, covariate

@@ -8,9 +8,12 @@ import contextlib
 import logging
 import signal
 from collections.abc import Iterator
+from wsgiref.simple_server import WSGIServer
 
 import uvicorn
+from prometheus_client import REGISTRY, start_http_server
 
+from service import metrics
 from service.aggregator import Aggregator
 from service.api.app import create_app
 from service.detector import Detector
@@ -59,12 +62,29 @@ def install_signal_handlers(stop: asyncio.Event) -> None:
             loop.add_signal_handler(sig, stop.set)
 
 
+def start_metrics_server(settings: Settings) -> WSGIServer:
+    """Serve this process' Prometheus metrics on ``listen_host:metrics_port`` (a thread).
+
+    With ``api_auth`` on, the series labelled by model
+    (:data:`service.metrics.MODEL_LABELLED`) are left out: this port checks no
+    token (``/metrics`` of the API does).
+
+    Returns
+    -------
+    wsgiref.simple_server.WSGIServer
+        The server (``server_address``: the bound address and port).
+    """
+    registry = metrics.FleetLevel() if settings.api_auth else REGISTRY
+    server, _thread = start_http_server(settings.metrics_port, addr=settings.listen_host, registry=registry)
+    return server
+
+
 class ApiServer:
     """uvicorn serving the API inside the running event loop."""
 
     def __init__(self, settings: Settings, store: Store, port: int | None = None) -> None:
         config = uvicorn.Config(
-            create_app(settings, store), host=settings.api_host,
+            create_app(settings, store), host=settings.listen_host,
             port=settings.api_port if port is None else port, log_level="warning", lifespan="on",
         )
         self.server = uvicorn.Server(config)

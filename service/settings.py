@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, IPvAnyNetwork, SecretStr, model_validator
+from pydantic import AliasChoices, Field, IPvAnyNetwork, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from detectors.policy.silence import MAX_VALUE_LENGTH
@@ -13,7 +13,7 @@ from detectors.policy.silence import MAX_VALUE_LENGTH
 class Settings(BaseSettings):
     """fleetwatch settings. Every field is read from ``FLEETWATCH_<FIELD>``."""
 
-    model_config = SettingsConfigDict(env_prefix="FLEETWATCH_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="FLEETWATCH_", extra="ignore", populate_by_name=True)
 
     kafka_bootstrap: str | None = Field(
         None, description="Kafka bootstrap servers; unset: `run`/`demo` start an embedded broker"
@@ -128,10 +128,24 @@ class Settings(BaseSettings):
     fdr_reward_lag_windows: int = Field(
         12, ge=1, description="Discoveries raise later levels once this many window slots old"
     )
-    api_host: str = Field("127.0.0.1", description="API listen address")
+    listen_host: str = Field(
+        "127.0.0.1",
+        validation_alias=AliasChoices("listen_host", "FLEETWATCH_LISTEN_HOST", "api_host",
+                                      "FLEETWATCH_API_HOST"),
+        description="Listen address of every port a role opens: the API and the Prometheus port of "
+                    "`aggregate`/`detect`/`join`/`notify`. Loopback by default; containers set "
+                    "0.0.0.0 (deploy/). FLEETWATCH_API_HOST is its former name, still read",
+    )
     api_port: int = Field(8000, ge=0, le=65535, description="API listen port")
     metrics_port: int = Field(
-        0, ge=0, le=65535, description="Prometheus port for `aggregate`/`detect` (0: none)"
+        0, ge=0, le=65535,
+        description="Prometheus port of `aggregate`/`detect`/`join`/`notify` on listen_host (0: none)",
+    )
+    metrics_token: SecretStr | None = Field(
+        None, min_length=32,
+        description="Bearer token of Prometheus scrapes (at least 32 characters). With api_auth on, "
+                    "the API's /metrics serves series labelled by model (model, feature, effect size) "
+                    "only to a scrape that sends it; without it they are never served (docs/api.md)",
     )
     notifier_group: str = Field(
         "fleetwatch-notifier", description="Notifier consumer group on the alert-event stream"
@@ -186,6 +200,11 @@ class Settings(BaseSettings):
         128 * 2**20, ge=1_024,
         description="Largest body of POST /v1/models/{id}/reference (up to 100,000 rows per request)",
     )
+
+    @field_validator("metrics_token", mode="before")
+    @classmethod
+    def _empty_token_is_none(cls, v: object) -> object:
+        return None if v == "" else v  # docker-compose.yml passes "" when it is not set
 
     @model_validator(mode="after")
     def _epoch_of_whole_windows(self) -> Settings:

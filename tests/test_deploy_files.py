@@ -194,7 +194,8 @@ def test_fleetwatch_environment_is_valid_settings(services: dict) -> None:
     from service.settings import Settings
 
     for name in ROLES:
-        values = {k.removeprefix("FLEETWATCH_").lower(): v
+        # as compose interpolates them with the variables unset: ${VAR:-default} -> default
+        values = {k.removeprefix("FLEETWATCH_").lower(): re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(v))
                   for k, v in env_of(services[name]).items() if k.startswith("FLEETWATCH_")}
         unknown = set(values) - set(Settings.model_fields)
         assert not unknown, f"{name}: FLEETWATCH_* variables that are no setting: {unknown}"
@@ -213,7 +214,8 @@ def test_fleetwatch_endpoints_match_the_infrastructure(services: dict) -> None:
         assert env["FLEETWATCH_TOPIC_PARTITIONS"] == str(kafka_env["KAFKA_NUM_PARTITIONS"])
 
     api = env_of(services["api"])
-    assert api["FLEETWATCH_API_HOST"] == "0.0.0.0"
+    for name in ROLES:  # loopback by default: containers listen on every interface explicitly
+        assert env_of(services[name])["FLEETWATCH_LISTEN_HOST"] == "0.0.0.0", name
     assert api["FLEETWATCH_API_PORT"] == API_PORT
     assert any(str(p).endswith(f":{API_PORT}") for p in services["api"]["ports"])
 
@@ -509,7 +511,7 @@ def test_dockerfile_ports_command_and_environment(final_stage: list[tuple[str, s
     for k, a in final_stage:
         if k == "ENV":
             env.update(env_instruction(a))
-    assert env["FLEETWATCH_API_HOST"] == "0.0.0.0"
+    assert env["FLEETWATCH_LISTEN_HOST"] == "0.0.0.0"
     assert env.get("FLEETWATCH_API_PORT", API_PORT) == API_PORT
     assert env["PATH"].startswith("/opt/venv/bin:")
 

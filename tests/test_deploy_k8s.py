@@ -92,7 +92,7 @@ def test_configmap_and_secret_are_valid_settings(config) -> None:
     assert not unknown, f"FLEETWATCH_* variables that are no setting: {unknown}"
     settings = Settings(**values)  # validates types and ranges
     assert settings.kafka_bootstrap and settings.redis_url.startswith("redis")
-    assert settings.api_host == "0.0.0.0" and settings.metrics_port > 0
+    assert settings.listen_host == "0.0.0.0" and settings.metrics_port > 0
 
 
 def test_redis_url_is_in_the_secret_not_the_configmap(docs) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
+from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 
 from service import alert_metrics, metrics
@@ -25,12 +26,39 @@ from service.api import (
     receivers,
     silences,
 )
+from service.api.errors import ApiError, ErrorBody
 from service.api.limits import BodySizeLimit, RouteLimit
-from service.auth import Scope, document_scopes, include_secured
+from service.auth import Scope, document_scopes, include_secured, same_secret
 from service.settings import Settings
 from service.store import Store
 
 log = logging.getLogger(__name__)
+
+
+def metrics_registry(settings: Settings, authorization: str | None) -> Collector:
+    """What ``/metrics`` serves to a scrape sending this ``Authorization`` header.
+
+    Everything when ``api_auth`` is off, or with ``Bearer <metrics_token>``; the
+    fleet-level series (:class:`service.metrics.FleetLevel`) to a scrape without
+    a bearer token.
+
+    Raises
+    ------
+    ApiError
+        401 ``unauthenticated`` when ``api_auth`` is on and the bearer token
+        is not ``metrics_token`` (or none is configured).
+    """
+    if not settings.api_auth:
+        return REGISTRY
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return metrics.FleetLevel()
+    secret = settings.metrics_token.get_secret_value() if settings.metrics_token is not None else None
+    if not same_secret(token, secret):
+        raise ApiError(401, "unauthenticated", "the bearer token is not FLEETWATCH_METRICS_TOKEN",
+                       headers={"WWW-Authenticate": "Bearer"})
+    return REGISTRY
 
 
 def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
@@ -45,6 +73,9 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         elif settings.api_admin_key is None:
             log.info("API authentication is on without a bootstrap key (FLEETWATCH_API_ADMIN_KEY): "
                      "only the keys stored in Redis are accepted")
+        if settings.api_auth and settings.metrics_token is None:
+            log.info("no FLEETWATCH_METRICS_TOKEN: /metrics serves fleet-level series only, never the "
+                     "series labelled by model (docs/api.md, 'Metrics exposure')")
         own = store is None
         app.state.store = Store(settings.redis_url) if own else store
         try:
@@ -90,13 +121,20 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         return JSONResponse(body, status_code=200 if ok else 503)
 
     @app.get("/metrics", tags=["ops"], summary="Prometheus metrics (no API key needed)",
+             description="With FLEETWATCH_API_AUTH on, the series labelled by model "
+                         "(`fleetwatch_alert_effect_size`) are served only to a scrape sending "
+                         "`Authorization: Bearer <FLEETWATCH_METRICS_TOKEN>`; without a token the "
+                         "fleet-level series answer, a wrong token is 401.",
              response_class=PlainTextResponse,
-             responses={200: {"description": "Prometheus text exposition format"}})
+             responses={200: {"description": "Prometheus text exposition format"},
+                        401: {"model": ErrorBody, "description": "A bearer token that is not "
+                              "FLEETWATCH_METRICS_TOKEN (code `unauthenticated`)"}})
     async def metrics_endpoint(request: Request) -> Response:
+        registry = metrics_registry(request.app.state.settings, request.headers.get("authorization"))
         try:
             await alert_metrics.refresh(AlertStore(request.app.state.store.r))
         except (RedisError, OSError):  # Redis down: the process' own metrics still answer
             metrics.REDIS_ERRORS.inc()
-        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
