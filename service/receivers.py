@@ -19,7 +19,8 @@ import uuid
 import redis.asyncio as aioredis
 
 from service.receiver_config import Receiver, ReceiverSpec
-from service.stored import Unreadable, encode_stored, read_stored
+from service.silences import read_matching
+from service.stored import encode_stored
 
 RECEIVERS = "fw:receivers"
 
@@ -41,9 +42,7 @@ class ReceiverStore:
 
     def _read(self, key: bytes | str, raw: bytes) -> Receiver | None:
         """A stored receiver; an unreadable one is logged, counted and skipped."""
-        r = read_stored(Receiver, raw, role=self.role, kind="receiver",
-                        key=key.decode() if isinstance(key, bytes) else key)
-        return None if isinstance(r, Unreadable) else r
+        return read_matching(Receiver, key, raw, role=self.role, kind="receiver")
 
     async def create(self, spec: ReceiverSpec, now: float) -> Receiver:
         """Store a new receiver (id: a random uuid4 hex) created at ``now`` (Unix s)."""

@@ -17,16 +17,47 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, TypeVar
 
 import redis.asyncio as aioredis
 
-from detectors.policy.silence import Silence, SilenceSpec, SilenceState, as_utc, expire, new_silence
+from detectors.policy.silence import (
+    STORED_CONTEXT,
+    Silence,
+    SilenceSpec,
+    SilenceState,
+    as_utc,
+    expire,
+    new_silence,
+)
 from service.stored import Unreadable, encode_stored, read_stored
+
+if TYPE_CHECKING:
+    from service.receiver_config import Receiver
 
 SILENCES = "fw:silences"
 RETENTION = timedelta(days=7)
 
 log = logging.getLogger(__name__)
+
+
+M = TypeVar("M", Silence, "Receiver")
+
+
+def read_matching(cls: type[M], key: bytes | str, raw: bytes, *, role: str, kind: str) -> M | None:
+    """A stored silence or receiver (``cls``), or None when it does not parse (logged and
+    counted by :func:`service.stored.read_stored`). One whose regular expression RE2 refuses
+    (written by an earlier release) reads back with that matcher unusable: it matches
+    nothing, and this is logged.
+    """
+    name = key.decode() if isinstance(key, bytes) else key
+    value = read_stored(cls, raw, role=role, kind=kind, key=name, context={STORED_CONTEXT: True})
+    if isinstance(value, Unreadable):
+        return None
+    if not all(m.usable for m in value.matchers):
+        log.warning("%s %r has a regular expression RE2 cannot run: it matches nothing "
+                    "(recreate it in RE2 syntax)", kind, name)
+    return value
 
 
 class SilenceStore:
@@ -47,9 +78,7 @@ class SilenceStore:
 
     def _read(self, key: bytes | str, raw: bytes) -> Silence | None:
         """A stored silence; an unreadable one is logged, counted and skipped."""
-        s = read_stored(Silence, raw, role=self.role, kind="silence",
-                        key=key.decode() if isinstance(key, bytes) else key)
-        return None if isinstance(s, Unreadable) else s
+        return read_matching(Silence, key, raw, role=self.role, kind="silence")
 
     async def _all(self) -> list[Silence]:
         read = (self._read(k, raw) for k, raw in (await self.r.hgetall(SILENCES)).items())

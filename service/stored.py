@@ -19,7 +19,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -68,15 +68,16 @@ def encode_stored(value: BaseModel, *, exclude_unset: bool = False) -> str:
     return raw
 
 
-def decode_stored(cls: type[M], raw: str | bytes) -> M:
-    """Parse a stored value.
+def decode_stored(cls: type[M], raw: str | bytes, context: dict[str, Any] | None = None) -> M:
+    """Parse a stored value (``context``: pydantic's validation context, e.g. the one that
+    lets a stored matcher with a pattern RE2 refuses read back as unusable).
 
     Raises
     ------
     pydantic.ValidationError
         If ``raw`` is not valid JSON of ``cls``.
     """
-    return cls.model_validate_json(raw)
+    return cls.model_validate_json(raw, context=context)
 
 
 def describe(exc: ValidationError, limit: int = 3) -> str:
@@ -85,7 +86,8 @@ def describe(exc: ValidationError, limit: int = 3) -> str:
                      for e in exc.errors()[:limit])
 
 
-def read_stored(cls: type[M], raw: str | bytes, *, role: str, kind: str, key: str) -> M | Unreadable:
+def read_stored(cls: type[M], raw: str | bytes, *, role: str, kind: str, key: str,
+                context: dict[str, Any] | None = None) -> M | Unreadable:
     """Parse a stored value; one that does not parse is logged (with ``key``, e.g. the
     model id), counted under ``role`` and ``kind`` and answered as :class:`Unreadable`.
 
@@ -96,7 +98,7 @@ def read_stored(cls: type[M], raw: str | bytes, *, role: str, kind: str, key: st
     Unreadable(error='window_seconds: Input should be a valid integer')
     """
     try:
-        return decode_stored(cls, raw)
+        return decode_stored(cls, raw, context)
     except ValidationError as exc:
         metrics.CONFIG_ERRORS.labels(role=role, kind=kind).inc()
         error = describe(exc)

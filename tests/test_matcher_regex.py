@@ -12,11 +12,12 @@ import httpx
 import pytest
 import pytest_asyncio
 
-from detectors.policy.silence import Matcher, Silence, compile_regex
+from detectors.policy.silence import STORED_CONTEXT, Matcher, Silence, compile_regex, silencing
 from service.api.app import create_app
-from service.receivers import RECEIVERS
+from service.receiver_config import Receiver
+from service.receivers import RECEIVERS, ReceiverStore
 from service.settings import Settings
-from service.silences import SILENCES
+from service.silences import SILENCES, SilenceStore
 from service.store import Store
 
 # Patterns on which a backtracking engine takes time exponential (or of a high polynomial
@@ -138,3 +139,33 @@ async def test_the_length_limit_is_on_regular_expressions_only(http):
     assert resp.status_code == 201
     ok = {"name": "owner", "value": "(a+)+$", "regex": True}
     assert (await http.post("/v1/silences", json=silence_body(ok))).status_code == 201
+
+
+async def test_stored_patterns_re2_refuses_read_back_as_matching_nothing(http, redis_url: str):
+    """A silence and a receiver stored by a release on Python's `re` (lookahead) still read
+    back, list, show and delete; they silence and receive nothing, even negated."""
+    store = Store(redis_url)
+    try:
+        legacy = {"name": "owner", "value": "pay(?!ments)", "regex": True, "equal": False}
+        silence = Silence.model_validate(
+            {"id": "legacy", "created_at": 0, "starts_at": 0, "ends_at": 4_000_000_000, "created_by": "ana",
+             "comment": "c", "matchers": [legacy]}, context={STORED_CONTEXT: True})
+        await store.r.hset(SILENCES, "legacy", silence.model_dump_json())
+        listed = (await http.get("/v1/silences")).json()
+        assert [(s["id"], s["matchers"][0]["usable"]) for s in listed] == [("legacy", False)]
+        assert (await http.get("/v1/silences/legacy")).status_code == 200
+        active = await SilenceStore(store.r).active(datetime.now(UTC))
+        assert [s.id for s in active] == ["legacy"]
+        assert silencing(active, {"model": "m", "owner": "payroll"}, datetime.now(UTC)) == []
+        assert (await http.delete("/v1/silences/legacy")).json()["state"] == "expired"
+
+        receiver = Receiver.model_validate(
+            {**receiver_body(legacy), "id": "legacy-r", "created_at": 0}, context={STORED_CONTEXT: True})
+        await store.r.hset(RECEIVERS, "legacy-r", receiver.model_dump_json())
+        shown = (await http.get("/v1/receivers/legacy-r")).json()
+        assert shown["matchers"][1] == {**legacy, "usable": False}
+        [stored] = await ReceiverStore(store.r).all()
+        assert not stored.matches({"model_id": "m", "owner": "payroll", "routing": {"team": "pay"}})
+        assert (await http.delete("/v1/receivers/legacy-r")).status_code == 204
+    finally:
+        await store.close()

@@ -251,7 +251,8 @@ async def test_create_list_and_silence_a_matching_alert(http, fw_store):
     created = resp.json()
     assert created["state"] == "active" and created["created_by"] == "ana"
     assert before <= datetime.fromisoformat(created["starts_at"]).timestamp() <= time.time()
-    assert created["matchers"][1] == {"name": "check", "value": "psi|ks", "regex": True, "equal": True}
+    assert created["matchers"][1] == {"name": "check", "value": "psi|ks", "regex": True, "equal": True,
+                                      "usable": True}
 
     pending = (await http.post("/v1/silences", json=spec(
         starts_at=(datetime.now(UTC) + timedelta(minutes=30)).isoformat()))).json()

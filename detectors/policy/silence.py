@@ -57,6 +57,10 @@ MAX_VALUE_LENGTH = 256
 #: Memory budget of one compiled expression (RE2 ``max_mem``: program and DFA cache), bytes;
 #: a pattern whose program does not fit is refused. 256 characters need far less.
 REGEX_MAX_MEM = 1 << 20
+#: Validation context key of values read back from storage: a regular expression RE2 refuses
+#: (stored by a release that used another engine) is then kept as a matcher that matches
+#: nothing (:attr:`Matcher.usable` false) instead of making the whole record unreadable.
+STORED_CONTEXT = "stored"
 #: Distinct compiled expressions kept (stored silences and receivers are parsed on every read).
 REGEX_CACHE_SIZE = 1024
 
@@ -167,7 +171,9 @@ class Matcher(StrictModel):
     pydantic.ValidationError
         Unknown ``name``, ``value`` empty or too long, or (naming ``value``)
         not a valid RE2 expression when ``regex`` is true
-        (:func:`compile_regex`).
+        (:func:`compile_regex`), except when validated with the context
+        ``{STORED_CONTEXT: True}`` (read back from storage): such a matcher
+        matches nothing.
 
     Notes
     -----
@@ -201,12 +207,32 @@ class Matcher(StrictModel):
     @classmethod
     def _valid_regex(cls, v: str, info: ValidationInfo) -> str:
         if info.data.get("regex"):
-            compile_regex(v)
+            try:
+                compile_regex(v)
+            except ValueError:
+                if not (info.context or {}).get(STORED_CONTEXT):
+                    raise
         return v
 
     def model_post_init(self, _context: object) -> None:
         if self.regex:
-            self._pattern = compile_regex(self.value)
+            try:
+                self._pattern = compile_regex(self.value)
+            except ValueError:  # read back from storage (STORED_CONTEXT): matches nothing
+                self._pattern = None
+
+    @property
+    def usable(self) -> bool:
+        """False for a stored regular expression RE2 refuses (it matches nothing).
+
+        Examples
+        --------
+        >>> m = Matcher.model_validate({"name": "model", "value": "a(?=b)", "regex": True},
+        ...                            context={STORED_CONTEXT: True})
+        >>> m.usable, m.matches_value("ab"), m.model_copy(update={"equal": False}).matches_value("x")
+        (False, False, False)
+        """
+        return not self.regex or self._pattern is not None
 
     def matches_value(self, value: str | None) -> bool:
         """Whether one label value satisfies this matcher (None is ``""``).
@@ -218,6 +244,8 @@ class Matcher(StrictModel):
         >>> Matcher(name="feature", value=".+", regex=True, equal=False).matches_value(None)
         True
         """
+        if not self.usable:
+            return False  # whatever ``equal`` says: a negated unusable matcher must not match all
         v = "" if value is None else value
         hit = self._pattern.fullmatch(v) is not None if self._pattern is not None else v == self.value
         return hit == self.equal

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import Path, Query
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BaseModel, Field
 
 from detectors.policy.silence import Matcher
 from sdk.record import MAX_ID_LENGTH
@@ -35,6 +35,22 @@ ModelId = Annotated[str, Path(description="The model's id, as the SDK sends it: 
                               min_length=1, max_length=MAX_ID_LENGTH,
                               openapi_examples={"model": {"value": "fraud-v3"}}),
                     AfterValidator(valid_model_id)]
+
+
+class MatcherView(BaseModel):
+    """A matcher as the API shows it (of a silence or a receiver)."""
+
+    name: str = Field(..., description="Alert label")
+    regex: bool = Field(..., description="value is a regular expression (RE2) matching the whole label")
+    equal: bool = Field(..., description="False negates the match (!= or !~)")
+    value: str = Field(..., description="Label value or regular expression")
+    usable: bool = Field(True, description="False: a stored regular expression RE2 cannot run "
+                                           "(from an older release); it matches nothing")
+
+    @classmethod
+    def of(cls, matcher: Matcher) -> MatcherView:
+        return cls(name=matcher.name, regex=matcher.regex, equal=matcher.equal, value=matcher.value,
+                   usable=matcher.usable)
 
 
 def check_regex_lengths(matchers: Sequence[Matcher], max_length: int) -> None:

@@ -10,9 +10,9 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, Field
 
 from service.api.errors import ApiError, ErrorBody
-from service.api.params import Offset, check_regex_lengths, limit_query
+from service.api.params import MatcherView, Offset, check_regex_lengths, limit_query
 from service.outbox import Outbox, OutboxState
-from service.receiver_config import Receiver, ReceiverKind, ReceiverMatcher, ReceiverSpec
+from service.receiver_config import Receiver, ReceiverKind, ReceiverSpec
 from service.receivers import ReceiverStore
 from service.ssrf import UnsafeUrl, check_url
 
@@ -33,7 +33,7 @@ class ReceiverView(BaseModel):
     url: str = Field(..., description="Destination (slack: path hidden)")
     has_secret: bool = Field(..., description="Deliveries are HMAC-signed")
     has_routing_key: bool = Field(..., description="A PagerDuty routing key is stored")
-    matchers: list[ReceiverMatcher]
+    matchers: list[MatcherView]
     group_wait_seconds: float
     group_interval_seconds: float
     repeat_interval_seconds: float
@@ -43,7 +43,9 @@ class ReceiverView(BaseModel):
     model_config = {"json_schema_extra": {"examples": [{
         "id": "0b6f3c2a9d8e47f1b5a4c3d2e1f0a9b8", "name": "payments on-call", "kind": "pagerduty",
         "url": "https://events.pagerduty.com/v2/enqueue", "has_secret": False, "has_routing_key": True,
-        "matchers": [{"name": "team", "value": "payments"}, {"name": "severity", "value": "critical"}],
+        "matchers": [
+            {"name": "team", "value": "payments", "regex": False, "equal": True, "usable": True},
+            {"name": "severity", "value": "critical", "regex": False, "equal": True, "usable": True}],
         "group_wait_seconds": 30.0, "group_interval_seconds": 300.0, "repeat_interval_seconds": 14400.0,
         "max_per_minute": 60, "created_at": 1_714_564_800.0}]}}
 
@@ -87,7 +89,7 @@ def _shown_url(r: Receiver) -> str:
 def _view(r: Receiver) -> ReceiverView:
     return ReceiverView(
         id=r.id, name=r.name, kind=r.kind, url=_shown_url(r), has_secret=r.secret is not None,
-        has_routing_key=r.routing_key is not None, matchers=list(r.matchers),
+        has_routing_key=r.routing_key is not None, matchers=[MatcherView.of(m) for m in r.matchers],
         group_wait_seconds=r.group_wait_seconds, group_interval_seconds=r.group_interval_seconds,
         repeat_interval_seconds=r.repeat_interval_seconds, max_per_minute=r.max_per_minute,
         created_at=r.created_at)

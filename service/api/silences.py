@@ -9,9 +9,9 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
 
-from detectors.policy.silence import Matcher, Silence, SilenceSpec, SilenceState
+from detectors.policy.silence import Silence, SilenceSpec, SilenceState
 from service.api.errors import ApiError, ErrorBody
-from service.api.params import Offset, check_regex_lengths, limit_query
+from service.api.params import MatcherView, Offset, check_regex_lengths, limit_query
 from service.silences import SilenceStore
 
 router = APIRouter(prefix="/v1/silences", tags=["silences"])
@@ -25,7 +25,7 @@ class SilenceView(BaseModel):
 
     id: str
     state: SilenceState = Field(..., description="pending | active | expired, now")
-    matchers: list[Matcher]
+    matchers: list[MatcherView]
     starts_at: datetime = Field(..., description="Start, inclusive (UTC)")
     ends_at: datetime = Field(..., description="End, exclusive (UTC)")
     created_by: str
@@ -34,7 +34,8 @@ class SilenceView(BaseModel):
 
     model_config = {"json_schema_extra": {"examples": [{
         "id": "4d2c0f6e8a9b41c7a3e5d1f0b2c4e6a8", "state": "active",
-        "matchers": [{"name": "model", "value": "fraud-v3", "regex": False}],
+        "matchers": [{"name": "model", "value": "fraud-v3", "regex": False, "equal": True,
+                      "usable": True}],
         "starts_at": "2024-05-01T12:00:00Z", "ends_at": "2024-05-01T14:00:00Z", "created_by": "ana",
         "comment": "retraining fraud-v3", "created_at": "2024-05-01T12:00:00Z"}]}}
 
@@ -63,7 +64,8 @@ def _now() -> datetime:
 
 
 def _view(silence: Silence, now: datetime) -> SilenceView:
-    return SilenceView(**dict(silence), state=silence.state(now))
+    return SilenceView(**{**dict(silence), "matchers": [MatcherView.of(m) for m in silence.matchers]},
+                       state=silence.state(now))
 
 
 def _not_found(silence_id: str) -> ApiError:
