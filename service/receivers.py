@@ -19,7 +19,7 @@ import uuid
 import redis.asyncio as aioredis
 
 from service.receiver_config import Receiver, ReceiverSpec
-from service.silences import read_matching
+from service.silences import STORED, read_matching
 from service.stored import encode_stored
 
 RECEIVERS = "fw:receivers"
@@ -47,7 +47,7 @@ class ReceiverStore:
     async def create(self, spec: ReceiverSpec, now: float) -> Receiver:
         """Store a new receiver (id: a random uuid4 hex) created at ``now`` (Unix s)."""
         receiver = Receiver(**spec.model_dump(), id=uuid.uuid4().hex, created_at=now)
-        await self.r.hset(RECEIVERS, receiver.id, encode_stored(receiver))
+        await self.r.hset(RECEIVERS, receiver.id, encode_stored(receiver, context=STORED))
         return receiver
 
     async def get(self, receiver_id: str) -> Receiver | None:

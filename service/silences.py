@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from service.receiver_config import Receiver
 
 SILENCES = "fw:silences"
+STORED = {STORED_CONTEXT: True}  # the validation context of stored silences and receivers
 RETENTION = timedelta(days=7)
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ def read_matching(cls: type[M], key: bytes | str, raw: bytes, *, role: str, kind
     nothing, and this is logged.
     """
     name = key.decode() if isinstance(key, bytes) else key
-    value = read_stored(cls, raw, role=role, kind=kind, key=name, context={STORED_CONTEXT: True})
+    value = read_stored(cls, raw, role=role, kind=kind, key=name, context=STORED)
     if isinstance(value, Unreadable):
         return None
     if not all(m.usable for m in value.matchers):
@@ -99,7 +100,7 @@ class SilenceStore:
         async with self.r.pipeline(transaction=True) as p:
             if stale:
                 p.hdel(SILENCES, *stale)
-            p.hset(SILENCES, silence.id, encode_stored(silence))
+            p.hset(SILENCES, silence.id, encode_stored(silence, context=STORED))
             await p.execute()
         if stale:
             log.info("purged %d silences expired before %s", len(stale), horizon.isoformat())
@@ -121,7 +122,7 @@ class SilenceStore:
             return None
         ended = expire(silence, now)
         if ended != silence:
-            await self.r.hset(SILENCES, silence_id, encode_stored(ended))
+            await self.r.hset(SILENCES, silence_id, encode_stored(ended, context=STORED))
         return ended
 
     async def active(self, now: datetime | float) -> list[Silence]:

@@ -43,8 +43,10 @@ class Unreadable:
     error: str
 
 
-def encode_stored(value: BaseModel, *, exclude_unset: bool = False) -> str:
-    """The JSON written to Redis for ``value``.
+def encode_stored(value: BaseModel, *, exclude_unset: bool = False,
+                  context: dict[str, Any] | None = None) -> str:
+    """The JSON written to Redis for ``value`` (``context``: the validation context it is
+    read back with, see :func:`decode_stored`).
 
     Raises
     ------
@@ -60,7 +62,7 @@ def encode_stored(value: BaseModel, *, exclude_unset: bool = False) -> str:
     """
     raw = value.model_dump_json(exclude_unset=exclude_unset)
     try:
-        back = decode_stored(type(value), raw)
+        back = decode_stored(type(value), raw, context)
     except ValidationError as exc:
         raise ValueError(f"{type(value).__name__} would not read back: {describe(exc)}") from None
     if back.model_dump() != value.model_dump():
