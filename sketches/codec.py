@@ -9,7 +9,11 @@ doubles, repeated high bytes of neighbouring centroids).
 Format history
 --------------
 1. Plain MessagePack with ``"fmt": 1``; DataSketches t-digest and HLL. No longer read.
-2. This layout; t-digest with centroid extents, CPC distinct counts, slices.
+2. This layout; t-digest with centroid extents, CPC distinct counts, slices. Still read.
+3. Numeric sketches may hold ``raw`` (up to ``MAX_EXACT_VALUES`` values kept
+   exactly, in place of the digest) and ``bins`` (exact counts in the bin
+   edges derived from the model's reference, with the edges' version). A
+   format-2 document is a format-3 document without either.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
-PROFILE_FORMAT_VERSION = 2
+PROFILE_FORMAT_VERSION = 3
+READABLE_FORMAT_VERSIONS = frozenset({2, 3})
 MAGIC = b"FWP"
 ZLIB_LEVEL = 6
 
@@ -89,7 +94,7 @@ def decode(data: bytes) -> dict[str, Any]:
     """
     if data[:3] != MAGIC or len(data) < 4:
         raise ValueError("not a fleetwatch profile (format 1 profiles are no longer read)")
-    if data[3] != PROFILE_FORMAT_VERSION:
+    if data[3] not in READABLE_FORMAT_VERSIONS:
         raise ValueError(f"unknown profile format {data[3]}")
     try:
         document = msgpack.unpackb(zlib.decompress(data[4:]), raw=False, strict_map_key=False)

@@ -1,12 +1,21 @@
-"""Numeric feature sketch: exact counts while few distinct values, t-digest beyond.
+"""Numeric feature sketch: exact counts while few distinct values or few values, t-digest beyond.
 
 Holds, for the finite values of one feature in one window: count, mean and M2
-(for the variance), min, max and either an exact ``value -> count`` table (while
-the feature has at most ``MAX_EXACT_DISTINCT`` distinct values) or a t-digest
-(:mod:`sketches.tdigest`). The switch is transparent: the exact table enters the
-digest as point masses, so a zero-inflated feature keeps an exact jump at zero.
-Missing values (None, NaN) and +/-inf are counted separately and never enter
-the moments or the sketch.
+(for the variance), min, max and one of three summaries of the distribution:
+
+* an exact ``value -> count`` table while the feature has at most
+  ``MAX_EXACT_DISTINCT`` distinct values;
+* beyond that, the values themselves while there are at most
+  ``MAX_EXACT_VALUES`` of them (small windows: KS and Wasserstein on them are
+  raw-data tests);
+* beyond that, a t-digest (:mod:`sketches.tdigest`).
+
+The switches are transparent: the exact table and the kept values enter the
+digest as point masses, so a zero-inflated feature keeps an exact jump at
+zero. Missing values (None, NaN) and +/-inf are counted separately and never
+enter the moments or the sketch. Optionally (:attr:`NumericSketch.bins`) the
+sketch also counts its values exactly in fixed bins derived from the model's
+reference (:mod:`sketches.bins`), whatever the mode.
 
 CDF and quantiles
 -----------------
@@ -29,9 +38,13 @@ from typing import Any
 
 import numpy as np
 
+from sketches.bins import BinCounts
+from sketches.codec import pack_floats, unpack_floats
 from sketches.tdigest import TDigest
 
 MAX_EXACT_DISTINCT = 64
+MAX_EXACT_VALUES = 2048
+"""Values kept as they are (beyond ``MAX_EXACT_DISTINCT`` distinct ones) before the t-digest."""
 TDIGEST_RANK_ERROR = 0.005
 """Bound on |cdf error| in sketch mode for continuous data (largest measured: 0.30 %, see rank_error)."""
 
@@ -79,6 +92,8 @@ class NumericSketch:
         "mean",
         "m2",
         "exact",
+        "bins",
+        "_raw",
         "_td",
     )
 
@@ -92,7 +107,16 @@ class NumericSketch:
         self.mean = 0.0
         self.m2 = 0.0
         self.exact: dict[float, int] | None = {}
+        self.bins: BinCounts | None = None
+        self._raw: list[np.ndarray] | None = None  # the values, in raw mode
         self._td = TDigest()
+
+    @classmethod
+    def binned(cls, bins: BinCounts | None) -> NumericSketch:
+        """An empty sketch that also counts its values in ``bins`` (None: no bins)."""
+        s = cls()
+        s.bins = bins
+        return s
 
     # -- building -------------------------------------------------------------
     def update(self, values: np.ndarray) -> None:
@@ -107,10 +131,16 @@ class NumericSketch:
         n = values.size
         if n == 0:
             return
+        if self.bins is not None:
+            self.bins.add(values)
         mean, m2 = _moments(values)
         if self.exact is None:
             self._combine_moments(n, mean, m2, float(values.min()), float(values.max()))
-            self._td.update(values)
+            if self._raw is None:
+                self._td.update(values)
+            else:
+                self._raw.append(values.copy())
+                self._check_raw()
             return
         # Distinct values and their counts from one sort (what np.unique does, without its overhead).
         ordered = np.sort(values)
@@ -129,9 +159,14 @@ class NumericSketch:
         self._add_exact(dict(zip(uniq.tolist(), counts.tolist(), strict=True)))
 
     def _leave_exact(self, uniq: np.ndarray, counts: np.ndarray) -> None:
-        """Switch to sketch mode with a batch of sorted distinct values ``uniq`` seen
-        ``counts`` times: the exact table and the batch enter the digest as point masses,
-        in one vectorised step (what :meth:`_add_exact` does value by value)."""
+        """Leave the exact table with a batch of sorted distinct values ``uniq`` seen
+        ``counts`` times: to raw mode while the count allows, else the exact table and the
+        batch enter the digest as point masses, in one vectorised step (what
+        :meth:`_add_exact` does value by value)."""
+        if self.count <= MAX_EXACT_VALUES:
+            table, self.exact = self.exact or {}, None
+            self._raw = [np.repeat(uniq, counts), *self._table_values(table)]
+            return
         weights = counts.astype(np.float64)
         if self.exact:
             old = np.fromiter(self.exact, np.float64, len(self.exact))
@@ -142,14 +177,37 @@ class NumericSketch:
         self.exact = None
         self._td.update_weighted(uniq, weights, is_sorted=True)  # np.unique sorts
 
+    @staticmethod
+    def _table_values(table: dict[float, int]) -> list[np.ndarray]:
+        """The values of a ``value -> count`` table, as a list of (at most) one array."""
+        if not table:
+            return []
+        return [np.repeat(np.fromiter(table, np.float64, len(table)),
+                          np.fromiter(table.values(), np.int64, len(table)))]
+
+    def _check_raw(self) -> None:
+        """Raw mode past ``MAX_EXACT_VALUES`` values: the values enter the digest."""
+        if self._raw is not None and self.count > MAX_EXACT_VALUES:
+            raw, self._raw = self._raw, None
+            if raw:
+                self._td.update(np.concatenate(raw))
+
     def _add_exact(self, table: dict[float, int]) -> None:
-        """Add an exact ``value -> count`` table, leaving exact mode if it grows too large."""
+        """Add an exact ``value -> count`` table (its values already in the count), leaving
+        the exact table if it grows too large."""
         if self.exact is not None:
             for v, c in table.items():
                 self.exact[v] = self.exact.get(v, 0) + c
             if len(self.exact) <= MAX_EXACT_DISTINCT:
                 return
             table, self.exact = self.exact, None
+            if self.count <= MAX_EXACT_VALUES:
+                self._raw = self._table_values(table)
+                return
+        if self._raw is not None:
+            self._raw += self._table_values(table)
+            self._check_raw()
+            return
         self._td.update_weighted(np.fromiter(table, np.float64, len(table)),
                                  np.fromiter(table.values(), np.float64, len(table)))
 
@@ -171,28 +229,65 @@ class NumericSketch:
         self.min = min(self.min, lo)
         self.max = max(self.max, hi)
 
+    def _merge_bins(self, other: NumericSketch) -> None:
+        """Bin counts of the merge: added when both sides counted in the same edges; a side
+        without values and without bins is neutral; any other mix has no bins."""
+        if other.bins is None:
+            if other.count:
+                self.bins = None
+        elif self.bins is None:
+            if not self.count:
+                self.bins = other.bins.empty_like()
+                self.bins.merge(other.bins)
+        elif not self.bins.merge(other.bins):
+            self.bins = None
+
     def merge(self, other: NumericSketch) -> None:
         """Merge ``other`` into this sketch (in place); ``other`` is not modified."""
         self.null_count += other.null_count
         self.pos_inf_count += other.pos_inf_count
         self.neg_inf_count += other.neg_inf_count
+        self._merge_bins(other)
         if not other.count:
             return
         self._combine_moments(other.count, other.mean, other.m2, other.min, other.max)
         if other.exact is not None:
             self._add_exact(other.exact)
             return
+        if other._raw is not None:
+            if self.exact is not None:  # the count already includes the other's values
+                table, self.exact = self.exact, None
+                self._raw = self._table_values(table)
+            if self._raw is not None:
+                self._raw += [np.array(a) for a in other._raw]
+                self._check_raw()
+            else:
+                self._td.update(np.concatenate(other._raw))
+            return
         if self.exact is not None:
             table, self.exact = self.exact, None
             if table:
                 self._add_exact(table)
+        elif self._raw is not None:
+            raw, self._raw = self._raw, None
+            if raw:
+                self._td.update(np.concatenate(raw))
         self._td.merge(other._td)
 
     # -- reading --------------------------------------------------------------
     @property
     def is_exact(self) -> bool:
-        """True while the CDF is exact (few distinct values)."""
-        return self.exact is not None
+        """True while the CDF is exact (few distinct values, or few values)."""
+        return self.exact is not None or self._raw is not None
+
+    def _sorted_raw(self) -> np.ndarray:
+        """The kept values, sorted (raw mode), as one array from then on."""
+        raw = self._raw
+        v = np.concatenate(raw) if len(raw) != 1 else raw[0]
+        if v.size > 1 and (len(raw) != 1 or np.any(v[1:] < v[:-1])):
+            v = np.sort(v)
+        self._raw = [v]
+        return v
 
     @property
     def variance(self) -> float:
@@ -206,9 +301,26 @@ class NumericSketch:
         continuous data plus three steps of the empirical CDF, which dominate
         below a few thousand values (measured: 0.62 % at 500 values, 0.47 % at
         1,000, 0.30 % from 10,000 on; docs/profiles.md)."""
-        if self.exact is not None or self._td.is_lossless:
+        if self.is_exact or self._td.is_lossless:
             return 0.0
         return TDIGEST_RANK_ERROR + 3.0 / self.count
+
+    def cdf_error(self, xs: np.ndarray) -> np.ndarray:
+        """Bound on |cdf(x) - F_n(x)| at each x, from the data (0 while exact).
+
+        The digest's centroids keep their smallest and largest value, so the
+        number of values <= x lies between the weight of the centroids wholly
+        at or below x and the weight of those starting at or below x: the
+        bound is the distance of :meth:`cdf` to the far end of that interval,
+        at most the weight of the centroids straddling x, divided by the
+        count (0 at a cut between centroids).
+        """
+        xs = np.asarray(xs, dtype=np.float64)
+        if self.is_exact or self.count == 0:
+            return np.zeros(xs.shape)
+        lower, upper = self._td.cdf_bounds(xs)
+        est = self._td.cdf(xs)
+        return np.maximum(np.maximum(est - lower, upper - est), 0.0)
 
     def support(self) -> np.ndarray:
         """Sorted distinct values (exact mode only).
@@ -218,12 +330,18 @@ class NumericSketch:
         ValueError
             If the sketch is not in exact mode.
         """
+        if self._raw is not None:
+            return np.unique(self._sorted_raw())
         if self.exact is None:
             raise ValueError("support() needs exact mode")
         return np.array(sorted(self.exact), dtype=np.float64)
 
     def _exact_cdf_table(self) -> tuple[np.ndarray, np.ndarray]:
         """Sorted distinct values and the cumulative count at each (exact mode)."""
+        if self._raw is not None:
+            v = self._sorted_raw()
+            last = np.flatnonzero(np.append(v[1:] != v[:-1], True))
+            return v[last], (last + 1).astype(np.float64)
         vals = np.fromiter(self.exact, np.float64, len(self.exact))
         counts = np.fromiter(self.exact.values(), np.float64, len(self.exact))
         order = np.argsort(vals)
@@ -238,7 +356,7 @@ class NumericSketch:
         xs = np.asarray(xs, dtype=np.float64)
         if self.count == 0:
             return np.full(xs.shape, np.nan)
-        if self.exact is None:
+        if not self.is_exact:
             return self._td.cdf(xs)
         vals, cum = self._exact_cdf_table()
         idx = np.searchsorted(vals, xs, side="right")
@@ -262,7 +380,7 @@ class NumericSketch:
             return math.nan
         if p <= 0.0:
             return self.min
-        if self.exact is None:
+        if not self.is_exact:
             return float(np.clip(self._td.quantile(np.array([p]))[0], self.min, self.max))
         vals, cum = self._exact_cdf_table()
         i = int(np.searchsorted(cum / self.count, p - 1e-12, side="left"))
@@ -273,7 +391,8 @@ class NumericSketch:
         """Plain-data form (for MessagePack); see :meth:`from_dict`.
 
         ``compress=False`` may leave the digest's buffered values uncompressed
-        (:meth:`TDigest.to_dict <sketches.tdigest.TDigest.to_dict>`).
+        (:meth:`TDigest.to_dict <sketches.tdigest.TDigest.to_dict>`). Format 3
+        adds ``raw`` (the kept values, sorted) and ``bins`` (:class:`BinCounts`).
         """
         if self.exact is None:
             exact = None
@@ -281,7 +400,7 @@ class NumericSketch:
             vals = np.fromiter(self.exact, np.float64, len(self.exact))
             counts = np.fromiter(self.exact.values(), np.int64, len(self.exact))
             exact = [vals.astype("<f8").tobytes(), counts.astype("<i8").tobytes()]
-        return {
+        d = {
             "n": self.count,
             "null": self.null_count,
             "pinf": self.pos_inf_count,
@@ -291,8 +410,13 @@ class NumericSketch:
             "mean": self.mean,
             "m2": self.m2,
             "exact": exact,
-            "td": self._td.to_dict(compress=compress) if self.exact is None else None,
+            "td": self._td.to_dict(compress=compress) if not self.is_exact else None,
         }
+        if self._raw is not None:
+            d["raw"] = pack_floats(self._sorted_raw())
+        if self.bins is not None:
+            d["bins"] = self.bins.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> NumericSketch:
@@ -301,7 +425,11 @@ class NumericSketch:
         s.count, s.null_count = d["n"], d["null"]
         s.pos_inf_count, s.neg_inf_count = d["pinf"], d["ninf"]
         s.min, s.max, s.mean, s.m2 = d["min"], d["max"], d["mean"], d["m2"]
-        if d["exact"] is None:
+        if "bins" in d:
+            s.bins = BinCounts.from_dict(d["bins"])
+        if d.get("raw") is not None:
+            s.exact, s._raw = None, [unpack_floats(d["raw"])]
+        elif d["exact"] is None:
             s.exact = None
             s._td = TDigest.from_dict(d["td"])
         else:

@@ -16,13 +16,14 @@ Serialized form: :mod:`sketches.codec` (versioned, zlib-compressed MessagePack).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord
+from sketches.bins import SCORE_EDGES, BinCounts
 from sketches.categorical import CategoricalSketch, category_key
 from sketches.codec import PROFILE_FORMAT_VERSION, decode, encode
 from sketches.columns import subset
@@ -70,6 +71,10 @@ class WindowProfile:
     max_slice_values : int
         Slice values per slice key with their own sub-profile; the rest share
         ``"__other__"``.
+    bins : Mapping[str, BinCounts], optional
+        Per numeric feature (``"__score__"`` for the score), the bin edges its
+        values are also counted in exactly (:mod:`sketches.bins`; empty
+        templates, copied for each feature). Not applied to slice sub-profiles.
 
     Examples
     --------
@@ -87,8 +92,10 @@ class WindowProfile:
 
     def __init__(self, model_id: str, window_start: int, window_seconds: int, *,
                  slice_features: Sequence[str] = (),
-                 max_slice_values: int = MAX_SLICE_VALUES) -> None:
+                 max_slice_values: int = MAX_SLICE_VALUES,
+                 bins: Mapping[str, BinCounts] | None = None) -> None:
         self.model_id = model_id
+        self.bins = dict(bins or {})
         self.window_start = window_start
         self.window_seconds = window_seconds
         self.slice_features = tuple(slice_features)
@@ -96,7 +103,7 @@ class WindowProfile:
         self.count = 0
         self.versions: Counter[str] = Counter()
         self.features: dict[str, FeatureProfile] = {}
-        self.score = NumericSketch()
+        self.score = NumericSketch.binned(self._bins_of(SCORE_EDGES))
         self.prediction = CategoricalSketch()
         self.latency = NumericSketch()
         self.slices: dict[str, SliceSet[WindowProfile]] = {}
@@ -111,6 +118,18 @@ class WindowProfile:
         """True when the profile holds no record: "insufficient data"."""
         return self.count == 0
 
+    def _bins_of(self, name: str) -> BinCounts | None:
+        t = self.bins.get(name)
+        return None if t is None else t.empty_like(source=t.source)
+
+    def edge_set(self) -> dict[str, np.ndarray]:
+        """Per numeric feature (and ``"__score__"``) counted in bins, its inner edges."""
+        out = {name: f.numeric.bins.edges for name, f in self.features.items()
+               if f.numeric.bins is not None and f.kind == "numeric"}
+        if self.score.bins is not None and self.score.count:
+            out[SCORE_EDGES] = self.score.bins.edges
+        return out
+
     def _sub_profile(self) -> WindowProfile:
         return WindowProfile(self.model_id, self.window_start, self.window_seconds)
 
@@ -118,6 +137,7 @@ class WindowProfile:
         feature = self.features.get(name)
         if feature is None:
             feature = self.features[name] = FeatureProfile()
+            feature.numeric.bins = self._bins_of(name)
             feature.missing += self.count  # earlier records lacked it
         return feature
 

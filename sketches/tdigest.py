@@ -592,6 +592,39 @@ class TDigest:
         self._flush()
         return bool(np.all(self._centroids.lo == self._centroids.hi))
 
+    def cdf_bounds(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Certain bounds on the fraction of values <= x, for each x.
+
+        Each centroid keeps its smallest and largest value (``lo``, ``hi``), so
+        the values <= x include every centroid with ``hi <= x`` and are within
+        the centroids with ``lo <= x``: lower = weight(hi <= x) / total,
+        upper = weight(lo <= x) / total. They differ by the weight of the
+        centroids straddling x (0 between centroids).
+
+        Raises
+        ------
+        ValueError
+            If the digest is empty.
+
+        Examples
+        --------
+        >>> d = TDigest(); d.update(np.arange(100.0))
+        >>> lo, hi = d.cdf_bounds(np.array([-1.0, 49.5, 99.0]))
+        >>> lo[[0, 2]].tolist(), hi[[0, 2]].tolist(), bool(lo[1] <= 0.5 <= hi[1])
+        ([0.0, 1.0], [0.0, 1.0], True)
+        """
+        if not self.total_weight:
+            raise ValueError("empty digest")
+        c = self._centroids
+        x = np.asarray(x, dtype=np.float64)
+        total = float(c.w.sum())
+        by_hi, by_lo = np.argsort(c.hi, kind="stable"), np.argsort(c.lo, kind="stable")
+        cum_hi = np.concatenate(([0.0], np.cumsum(c.w[by_hi])))
+        cum_lo = np.concatenate(([0.0], np.cumsum(c.w[by_lo])))
+        lower = cum_hi[np.searchsorted(c.hi[by_hi], x, side="right")] / total
+        upper = cum_lo[np.searchsorted(c.lo[by_lo], x, side="right")] / total
+        return lower, upper
+
     @property
     def centroid_count(self) -> int:
         """Number of centroids after compression."""

@@ -1,8 +1,9 @@
-"""Serialized profiles: the golden file of format 2 keeps reading, bad bytes are refused, and a
-20-feature window profile is small.
+"""Serialized profiles: the golden files of formats 2 and 3 keep reading, bad bytes are refused,
+and a 20-feature window profile is small.
 
-The golden file tests/golden/profile_v2.fwp was written by :func:`golden_profile` with this
-version (``python tests/test_sketch_format.py`` rewrites it; do that only when adding a new
+The golden file tests/golden/profile_v2.fwp was written by :func:`golden_profile` with format 2,
+tests/golden/profile_v3.fwp by :func:`golden_profile_v3` with format 3 (``python
+tests/test_sketch_format.py`` writes the current format's file; do that only when adding a new
 golden file for a new format, never to make this test pass). The expected values below were
 computed from the raw data when the file was written, so the test does not depend on
 regenerating the data.
@@ -17,15 +18,19 @@ import numpy as np
 import pytest
 
 from sdk.columns import RecordColumns
+from sketches.bins import SCORE_EDGES, BinCounts, derive_edges, edge_version
 from sketches.codec import PROFILE_FORMAT_VERSION
 from sketches.numeric import TDIGEST_RANK_ERROR
 from sketches.profile import WindowProfile
 
 GOLDEN = Path(__file__).parent / "golden" / "profile_v2.fwp"
+GOLDEN_V3 = Path(__file__).parent / "golden" / "profile_v3.fwp"
 
 
-def golden_profile() -> WindowProfile:
-    """2,000 records: continuous, integer-coded, high- and low-cardinality, mixed, and sliced."""
+def golden_profile(bins: bool = False) -> WindowProfile:
+    """2,000 records: continuous, integer-coded, high- and low-cardinality, mixed, and sliced;
+    with ``bins``, "amount" and the score also counted in 20 quantile bins of a lognormal
+    reference of 5,000 values (seed 7), and a continuous feature of 3,000 values."""
     rng = np.random.default_rng(20_260_101)
     n = 2_000
     x = rng.lognormal(0, 1, n)
@@ -42,9 +47,51 @@ def golden_profile() -> WindowProfile:
                          predicted_label=rng.choice(["yes", "no"], n).tolist(),
                          slices={"country": rng.choice(["DE", "FR", "US", "IT"], n).tolist()},
                          latency_ms=rng.exponential(10.0, n).tolist())
-    p = WindowProfile("golden", 1_767_225_600, 300, slice_features=["amount"], max_slice_values=3)
+    templates = {}
+    if bins:
+        ref = np.random.default_rng(7).lognormal(0, 1, 5_000)
+        templates = {"amount": BinCounts(derive_edges(ref, 20)),
+                     SCORE_EDGES: BinCounts(derive_edges(np.linspace(0, 1, 101), 20))}
+        cols.features["wide"] = np.concatenate([rng.normal(size=1_500), np.full(500, np.nan)])
+    p = WindowProfile("golden", 1_767_225_600, 300, slice_features=["amount"], max_slice_values=3,
+                      bins=templates)
     p.add_columns(cols)
+    if bins:
+        p.add_columns(RecordColumns("golden", ["v1"] * 1_000, [str(i) for i in range(n, n + 1_000)],
+                                    [0.0] * 1_000, {"wide": rng.normal(size=1_000)}))
     return p
+
+
+def golden_profile_v3() -> WindowProfile:
+    """The profile of :func:`golden_profile` with bins."""
+    return golden_profile(bins=True)
+
+
+def test_golden_profile_of_format_3_reads_back_with_bins_and_kept_values():
+    data = GOLDEN_V3.read_bytes()
+    assert data[:4] == b"FWP" + bytes([3])
+    p = WindowProfile.from_bytes(data)
+    assert (p.count, p.features.keys()) == (3_000, {"amount", "items", "merchant", "channel", "mixed", "wide"})
+    amount = p.features["amount"].numeric
+    assert (amount.count, amount.null_count) == (1960, 40)
+    assert amount.is_exact and amount.rank_error == 0.0  # 1,960 values <= MAX_EXACT_VALUES: kept
+    truth = {0.5: 0.2393, 1.0: 0.5020, 2.0: 0.7643, 5.0: 0.9418}  # F_n(x) of the raw data
+    for v, f in truth.items():
+        assert abs(amount.cdf(v) - f) <= 1e-4
+    # counted from the raw data with (lo < x <= hi) per bin when the file was written
+    assert amount.bins.counts.tolist() == [
+        92, 95, 103, 96, 81, 117, 98, 93, 95, 95, 88, 94, 105, 115, 115, 77, 101, 89, 109, 102]
+    assert amount.bins.version == edge_version(amount.bins.edges) == "980fc59605ba"
+    assert amount.bins.edges.size == 19 and not amount.bins.source
+    assert p.score.bins.total == 2_000 and p.score.bins.counts.size == 20
+    wide = p.features["wide"].numeric
+    assert (wide.count, wide.null_count, wide.is_exact, wide.bins) == (2_500, 500, False, None)
+    assert p.slices["country"].profiles["IT"].features["amount"].numeric.bins is None
+    assert p.features["items"].numeric.exact == {0.0: 382, 1.0: 420, 2.0: 403, 3.0: 400, 4.0: 395}
+    again = WindowProfile.from_bytes(p.to_bytes())
+    for name in ("amount", "wide", "items"):
+        assert again.features[name].numeric.to_dict() == p.features[name].numeric.to_dict()
+    assert again.score.to_dict() == p.score.to_dict()
 
 
 def test_golden_profile_of_format_2_reads_back():
@@ -76,7 +123,7 @@ def test_golden_profile_of_format_2_reads_back():
 
 
 def test_bad_bytes_are_refused_with_a_reason():
-    good = GOLDEN.read_bytes()
+    good = GOLDEN_V3.read_bytes()
     assert good[:4] == b"FWP" + bytes([PROFILE_FORMAT_VERSION])
     for bad, reason in ((b"\x8b\xa3fmt\x01", "format 1"), (good[:40], "corrupt"),
                         (good[:3] + b"\x09" + good[4:], "unknown profile format 9")):
@@ -112,6 +159,6 @@ def test_twenty_feature_window_profile_is_small():
 
 
 if __name__ == "__main__":
-    GOLDEN.parent.mkdir(exist_ok=True)
-    GOLDEN.write_bytes(golden_profile().to_bytes())
-    print(f"wrote {GOLDEN} ({GOLDEN.stat().st_size} bytes)")
+    GOLDEN_V3.parent.mkdir(exist_ok=True)
+    GOLDEN_V3.write_bytes(golden_profile_v3().to_bytes())
+    print(f"wrote {GOLDEN_V3} ({GOLDEN_V3.stat().st_size} bytes)")

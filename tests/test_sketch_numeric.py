@@ -147,7 +147,8 @@ def test_repeated_batches_of_tied_values_keep_centroids_sorted():
     assert abs(float(t.cdf(np.array([0.5]))[0]) - 0.5) <= TDIGEST_RANK_ERROR + 1 / 700
 
 
-def test_small_sketches_are_lossless():
+def test_small_sketches_are_lossless(monkeypatch):
+    monkeypatch.setattr("sketches.numeric.MAX_EXACT_VALUES", 0)  # the digest, not the values kept
     rng = np.random.default_rng(3)
     x = rng.normal(size=TDIGEST_DELTA)
     s = NumericSketch()
@@ -187,9 +188,10 @@ def test_serialized_sketch_reads_back_within_quantisation():
     assert (r.count, r.min, r.max, r.mean, r.m2) == (s.count, s.min, s.max, s.mean, s.m2)
 
 
-def test_batch_that_overflows_the_exact_table_enters_the_digest_as_the_table_would():
+def test_batch_that_overflows_the_exact_table_enters_the_digest_as_the_table_would(monkeypatch):
     """A batch with more than MAX_EXACT_DISTINCT distinct values goes to the digest in one
     vectorised step: the same point masses as adding the values to the table one by one."""
+    monkeypatch.setattr("sketches.numeric.MAX_EXACT_VALUES", 0)  # the digest, not the values kept
     rng = np.random.default_rng(6)
     old = rng.integers(0, 20, 300).astype(float)
     batch = np.concatenate([rng.integers(0, 200, 500).astype(float), [np.nan, np.inf]])
