@@ -7,6 +7,7 @@ from typing import Any
 
 from detectors.catalog import CATEGORICAL_CHECKS, FEATURE_CHECKS, GRID_CHECKS, NUMERIC_CHECKS
 from detectors.config import DetectorConfig, TestPlan, merge, plan, service_defaults
+from detectors.drift.binned import aligned_bins
 from detectors.drift.divergence import MIN_COUNT
 from detectors.drift.grid import JointCdf, joint_cdf
 from detectors.quality.volume import volume_test
@@ -18,6 +19,8 @@ from sketches.profile import FeatureProfile, WindowProfile
 SCORE_FEATURE = "__score__"
 PREDICTION_FEATURE = "__prediction__"
 WINDOW_FEATURE = ""
+BIN_CHECKS = frozenset({"psi", "js", "ks", "wasserstein"})
+"""Grid checks that read exact reference bins instead of the grid when both sides have them."""
 
 
 def _guarded(fn: Callable[..., TestResult], check: str, feature: str, n_cur: int, n_ref: int,
@@ -32,13 +35,16 @@ def _guarded(fn: Callable[..., TestResult], check: str, feature: str, n_cur: int
 def _numeric(name: str, ref: NumericSketch, cur: NumericSketch, p: TestPlan,
              alpha: float) -> list[TestResult]:
     grid: JointCdf | None = None
+    binned = not (ref.is_exact and cur.is_exact) and aligned_bins(ref, cur) is not None
     out = []
     for check in p.checks:
         fn = NUMERIC_CHECKS.get(check)
         if fn is None:
             continue
         kwargs: dict[str, Any] = {"floor": p.floors[check], "alpha": alpha}
-        if check in GRID_CHECKS and min(ref.count, cur.count) >= MIN_COUNT:
+        if binned and check in BIN_CHECKS:
+            pass  # read the exact bin counts, no grid
+        elif check in GRID_CHECKS and min(ref.count, cur.count) >= MIN_COUNT:
             if grid is None:
                 grid = joint_cdf(ref, cur)
             kwargs["grid"] = grid

@@ -52,6 +52,7 @@ from service.model_config import ModelConfig
 from service.settings import Settings
 from service.store import ClosedWindow, PartitionCheckpoint, Store, window_member
 from service.stored import ConfigCache
+from sketches.bins import BinCounts, bin_templates
 from sketches.profile import WindowProfile
 from sketches.window import window_starts
 
@@ -262,6 +263,8 @@ class Aggregator:
         self._configs = ConfigCache(
             lambda ids: self._retrying(lambda: store.model_configs(ids, "aggregator")),
             lambda _m: ModelConfig(window_seconds=settings.window_seconds), CONFIG_TTL_SECONDS)
+        self._bin_edges = ConfigCache(self._edge_templates, lambda _m: {}, CONFIG_TTL_SECONDS)
+        self._bins: dict[str, dict[str, BinCounts]] = {}  # per model, its reference's bin edges
         self._admitted: set[str] = set()  # models registered or created (never deleted)
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
@@ -437,7 +440,7 @@ class Aggregator:
             if profile is None:
                 profile = state.open[key] = WindowProfile(
                     model_id, key[3], length, slice_features=layout.slice_features,
-                    max_slice_values=layout.max_slice_values)
+                    max_slice_values=layout.max_slice_values, bins=self._bins.get(model_id))
             profile.add_columns(part)
             state.dirty.add(key)
             metrics.RECORDS_AGGREGATED.inc(len(part))
@@ -486,8 +489,14 @@ class Aggregator:
     async def _layouts(self, model_ids: set[str]) -> dict[str, ModelConfig]:
         """Each model's configuration (window length, slices), cached for a while; an
         unreadable one is counted and replaced by the model's last good one (else the
-        defaults), so the model's records are still aggregated."""
+        defaults), so the model's records are still aggregated. With it, each model's
+        reference bin edges (:mod:`sketches.bins`), which new window profiles count in."""
+        self._bins.update(await self._bin_edges.get(model_ids))
         return await self._configs.get(model_ids)
+
+    async def _edge_templates(self, model_ids: list[str]) -> dict[str, dict[str, BinCounts]]:
+        edges = await self._retrying(lambda: self.store.edge_sets(model_ids))
+        return {m: bin_templates(e) for m, e in edges.items()}
 
     # -- checkpoints --------------------------------------------------------------------
     async def checkpoint_all(self, close_windows: bool = True) -> None:

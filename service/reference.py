@@ -5,7 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
+from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord, RecordError, validate_record
+from sketches.bins import SCORE_EDGES, EdgeSet, bin_templates, derive_edges
 from sketches.profile import WindowProfile
 
 REFERENCE_VERSION = "reference"
@@ -43,21 +47,51 @@ def reference_records(
     return out
 
 
+def _numbers(column: Any) -> np.ndarray:
+    """The int and float values of a column (bools, strings and None left out), as float64."""
+    if isinstance(column, np.ndarray) and column.dtype.kind in "fiu":
+        return column.astype(np.float64)
+    return np.array([v for v in column if type(v) is float or type(v) is int], dtype=np.float64)
+
+
+def reference_edges(cols: RecordColumns) -> dict[str, np.ndarray]:
+    """Per feature holding numbers (and the score), the bin edges derived from its raw values
+    (:func:`sketches.bins.derive_edges`)."""
+    out = {}
+    columns = dict(cols.features)
+    if cols.score is not None:
+        columns[SCORE_EDGES] = cols.score
+    for name, column in columns.items():
+        edges = derive_edges(_numbers(column))
+        if edges is not None:
+            out[name] = edges
+    return out
+
+
 def build_reference(
     model_id: str,
     rows: Iterable[Mapping[str, Any]],
     score_column: str | None = None,
     label_column: str | None = None,
+    edges: EdgeSet | None = None,
 ) -> WindowProfile:
     """A reference profile (window start and length 0) of the rows.
+
+    Its numeric features and score also count their values in fixed bins
+    (:mod:`sketches.bins`): ``edges`` when given (rows added to an existing
+    reference keep its edges), else edges derived from these rows, of which
+    the profile is then the source.
 
     Raises
     ------
     RecordError
         Naming the first bad row and field.
     """
-    profile = WindowProfile(model_id, 0, 0)
-    profile.add_records(reference_records(model_id, rows, score_column, label_column))
+    cols = RecordColumns.from_records(model_id, reference_records(model_id, rows, score_column,
+                                                                  label_column))
+    bins = bin_templates(edges) if edges is not None else bin_templates(reference_edges(cols), source=True)
+    profile = WindowProfile(model_id, 0, 0, bins=bins)
+    profile.add_columns(cols)
     return profile
 
 

@@ -7,6 +7,8 @@ Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
 ``fw:models``                       SET of model ids
 ``fw:{m}:config``                   JSON :class:`ModelConfig`
 ``fw:{m}:ref``                      reference profile (bytes)
+``fw:{m}:edges``                    the reference's bin edges per numeric feature (MessagePack,
+                                    :mod:`sketches.bins`), written with the reference
 ``fw:{m}:idx``                      ZSET ``"{len}:{start}:{version}"`` by start
 ``fw:{m}:p:{len}:{start}:{ver}``    closed window or rollup profile (bytes, expires after
                                     its granularity's retention)
@@ -30,6 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -41,6 +44,7 @@ from detectors.config import DetectorConfig
 from service import metrics
 from service.model_config import ModelConfig
 from service.stored import Unreadable, encode_stored, read_stored
+from sketches.bins import edge_set_from_bytes, edge_set_to_bytes
 from sketches.profile import WindowProfile
 
 MODELS = "fw:models"
@@ -61,6 +65,10 @@ def config_key(m: str) -> str:
 
 def reference_key(m: str) -> str:
     return f"fw:{{{m}}}:ref"
+
+
+def edges_key(m: str) -> str:
+    return f"fw:{{{m}}}:edges"
 
 
 def index_key(m: str, granularity: int | None = None) -> str:
@@ -267,8 +275,17 @@ class Store:
     async def put_reference(self, model_id: str, profile: WindowProfile) -> None:
         async with self.r.pipeline(transaction=True) as p:
             p.set(reference_key(model_id), profile.to_bytes())
+            p.set(edges_key(model_id), edge_set_to_bytes(profile.edge_set()))
             p.sadd(MODELS, model_id)
             await p.execute()
+
+    async def edge_sets(self, model_ids: Iterable[str]) -> dict[str, dict[str, np.ndarray]]:
+        """Each model's bin edges (empty when it has no reference)."""
+        ids = list(model_ids)
+        if not ids:
+            return {}
+        raw = await self.r.mget([edges_key(m) for m in ids])
+        return {m: {} if v is None else edge_set_from_bytes(v) for m, v in zip(ids, raw, strict=True)}
 
     async def reference(self, model_id: str) -> WindowProfile | None:
         raw = await self.r.get(reference_key(model_id))

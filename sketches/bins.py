@@ -19,6 +19,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+import msgpack
 import numpy as np
 
 from sketches.codec import pack_floats, unpack_floats
@@ -163,18 +164,24 @@ EdgeSet = Mapping[str, np.ndarray]
 SCORE_EDGES = "__score__"
 
 
-def edge_set_to_dict(edges: EdgeSet) -> dict[str, bytes]:
-    """Plain-data form of an edge set (for MessagePack).
+def edge_set_to_bytes(edges: EdgeSet) -> bytes:
+    """MessagePack bytes of an edge set (what is stored with a model's reference).
 
     Examples
     --------
     >>> e = {"x": np.array([1.0, 2.0])}
-    >>> edge_set_from_dict(edge_set_to_dict(e))["x"].tolist()
+    >>> edge_set_from_bytes(edge_set_to_bytes(e))["x"].tolist()
     [1.0, 2.0]
     """
-    return {k: pack_floats(v) for k, v in edges.items()}
+    return msgpack.packb({k: pack_floats(v) for k, v in edges.items()}, use_bin_type=True)
 
 
-def edge_set_from_dict(d: Mapping[str, bytes]) -> dict[str, np.ndarray]:
-    """Inverse of :func:`edge_set_to_dict`."""
-    return {k: unpack_floats(v) for k, v in d.items()}
+def edge_set_from_bytes(data: bytes) -> dict[str, np.ndarray]:
+    """Inverse of :func:`edge_set_to_bytes`."""
+    return {k: unpack_floats(v) for k, v in msgpack.unpackb(data, raw=False).items()}
+
+
+def bin_templates(edges: EdgeSet, *, source: bool = False) -> dict[str, BinCounts]:
+    """Empty :class:`BinCounts` per feature of an edge set (``source``: counts of the data the
+    edges were derived from)."""
+    return {k: BinCounts(e, source=source) for k, e in edges.items()}

@@ -306,21 +306,42 @@ class NumericSketch:
         return TDIGEST_RANK_ERROR + 3.0 / self.count
 
     def cdf_error(self, xs: np.ndarray) -> np.ndarray:
-        """Bound on |cdf(x) - F_n(x)| at each x, from the data (0 while exact).
+        """Bound on |cdf(x) - F_n(x)| at each x (0 while exact): the smaller of two bounds.
 
-        The digest's centroids keep their smallest and largest value, so the
-        number of values <= x lies between the weight of the centroids wholly
-        at or below x and the weight of those starting at or below x: the
-        bound is the distance of :meth:`cdf` to the far end of that interval,
-        at most the weight of the centroids straddling x, divided by the
-        count (0 at a cut between centroids).
+        The certain one from the data: the digest's centroids keep their
+        smallest and largest value, so the number of values <= x lies between
+        the weight of the centroids wholly at or below x and the weight of
+        those starting at or below x (:meth:`TDigest.cdf_bounds
+        <sketches.tdigest.TDigest.cdf_bounds>`); the bound is the distance of
+        :meth:`cdf` to the far end of that interval, at most the weight of the
+        centroids straddling x divided by the count, and 0 at a cut between
+        centroids (tails: a few 1e-4). And :attr:`rank_error`, the
+        interpolation error measured on continuous data, smaller where
+        centroids are heaviest (around the median the certain bound reaches
+        1-1.7 % of the count for 1e4-1e6 normal values, the measured one 0.5 %).
+
+        Examples
+        --------
+        >>> s = NumericSketch(); s.update(np.random.default_rng(0).normal(size=100_000))
+        >>> e = s.cdf_error(np.array([-4.0, 0.0]))
+        >>> bool(e[0] < 1e-3), bool(e[1] <= s.rank_error)
+        (True, True)
         """
         xs = np.asarray(xs, dtype=np.float64)
-        if self.is_exact or self.count == 0:
+        if self.rank_error == 0 or self.count == 0:
             return np.zeros(xs.shape)
-        lower, upper = self._td.cdf_bounds(xs)
+        lower, upper = self.cdf_bounds(xs)
         est = self._td.cdf(xs)
-        return np.maximum(np.maximum(est - lower, upper - est), 0.0)
+        certain = np.maximum(np.maximum(est - lower, upper - est), 0.0)
+        return np.minimum(certain, self.rank_error)
+
+    def cdf_bounds(self, xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Certain lower and upper bounds on F_n(x) at each x (both :meth:`cdf_many` while exact;
+        see :meth:`TDigest.cdf_bounds <sketches.tdigest.TDigest.cdf_bounds>`)."""
+        if self.is_exact or self.count == 0:
+            f = self.cdf_many(xs)
+            return f, f
+        return self._td.cdf_bounds(np.asarray(xs, dtype=np.float64))
 
     def support(self) -> np.ndarray:
         """Sorted distinct values (exact mode only).

@@ -125,7 +125,7 @@ def test_sketch_error_makes_large_windows_conservative_not_alarming(seed):
     for f in GRID_TESTS:
         r = f(ref, cur, grid=g)
         assert r.status != Status.DRIFT, r
-    assert ks_test(ref, cur, grid=g).error_bound == pytest.approx(ref.rank_error + cur.rank_error)
+    assert 0 < ks_test(ref, cur, grid=g).error_bound <= ref.rank_error + cur.rank_error
 
 
 # -- the small-sample null law of PSI and JS, against simulated statistics ----------------

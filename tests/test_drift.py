@@ -57,7 +57,9 @@ def test_ks_from_sketches_matches_scipy_on_raw_data(shift):
     a, b = sketch(ref), sketch(cur)
     got = ks_test(a, b)
     assert abs(got.statistic - expected.statistic) <= 0.01
-    assert got.error_bound == pytest.approx(a.rank_error + b.rank_error) and got.error_bound >= 0.01
+    # the data-dependent bound: never above the global one, and an honest bound on D's error
+    assert 0 < got.error_bound <= a.rank_error + b.rank_error
+    assert expected.statistic >= got.statistic - got.error_bound
     if shift == 0.3:
         assert got.p_value < 1e-10
     if shift == 0.0:

@@ -70,6 +70,17 @@ async def test_injected_shift_raises_an_alert_on_the_api(settings, store):
 
 async def test_control_run_without_shift_raises_no_alert(settings, store):
     assert await replay(settings, store, shift=0.0) == []
+    # the reference's bin edges reached the aggregator: every window counted in them exactly
+    ref = await store.reference(MODEL)
+    assert (await store.edge_sets([MODEL]))[MODEL].keys() == {"income", "age"}
+    windows = await store.window_profiles(MODEL, await store.window_members(MODEL, 0, float("inf")))
+    assert len(windows) == 2
+    for w in windows:
+        for name in ("income", "age"):
+            rb, wb = ref.features[name].numeric.bins, w.features[name].numeric.bins
+            assert rb.source and rb.total == 3_000 and not wb.source
+            assert wb.version == rb.version and wb.total == w.features[name].numeric.count > 0
+        assert w.features["segment"].numeric.bins is None
 
 
 @pytest.mark.parametrize("params,field", [
@@ -125,7 +136,8 @@ async def test_profiles_and_models_endpoints(settings, store):
         [w] = body["windows"]
         assert (w["window_start"], w["window_end"], w["count"]) == (T0, T0 + 60, 600)
         x = w["features"]["x"]
-        assert x["null_rate"] == 0.0 and x["exact"] is False and (x["min"], x["max"]) == (0.0, 99.0)
+        # 600 values of 100 distinct ones: kept as they are (<= MAX_EXACT_VALUES), so exact
+        assert x["null_rate"] == 0.0 and x["exact"] is True and (x["min"], x["max"]) == (0.0, 99.0)
         assert abs(x["quantiles"]["p50"] - 49.0) <= 1.0 and x["quantiles"]["p99"] >= 97.0
         [model] = (await http.get("/v1/models")).json()
         assert (model["model_id"], model["has_reference"]) == (MODEL, True)

@@ -34,7 +34,7 @@ def quantile_binned(reference: NumericSketch | CategoricalSketch, bins: int = DE
     """
     if not isinstance(reference, NumericSketch):
         return False
-    return not (reference.is_exact and len(reference.exact) <= bins)
+    return not (reference.is_exact and reference.support().size <= bins)
 
 
 def _quantile_edge_index(grid: JointCdf, bins: int) -> np.ndarray:
@@ -186,10 +186,13 @@ def aligned_masses(
     -------
     ref, cur : np.ndarray of float64
         Masses, each summing to 1 (up to sketch error).
-    eta : float
-        Bound on |estimated - true| of any one bin's mass difference
-        (cur - ref): numeric 2 (eps_ref + eps_cur) (two edges per bin, rank
-        error eps each); categorical err_ref / n_ref + err_cur / n_cur.
+    eta : float or np.ndarray
+        Bound on |estimated - true| of a bin's mass difference (cur - ref):
+        numeric, per bin, the sum over its two edges of both sketches'
+        data-dependent CDF error there
+        (:meth:`~sketches.numeric.NumericSketch.cdf_error`: the weight of the
+        digest centroids straddling the edge; 0 for exact sketches);
+        categorical err_ref / n_ref + err_cur / n_cur.
 
     Examples
     --------
@@ -203,13 +206,28 @@ def aligned_masses(
         _cats, r, c = aligned_counts(reference, current)
         eta = count_error(reference) / reference.count + count_error(current) / current.count
         return r / reference.count, c / current.count, eta
-    eta = 2.0 * (reference.rank_error + current.rank_error)
     if grid is not None and quantile_binned(reference, bins):
         # the edges are grid points: both CDFs there are already on the grid
         idx = _quantile_edge_index(grid, bins)
-        return _masses(grid.ref[idx]), _masses(grid.cur[idx]), eta
-    edges = baseline_edges(reference, bins, grid)
-    return bin_masses(reference, edges), bin_masses(current, edges), eta
+        edges = grid.x[idx]
+        r, c = _masses(grid.ref[idx]), _masses(grid.cur[idx])
+    else:
+        edges = baseline_edges(reference, bins, grid)
+        r, c = bin_masses(reference, edges), bin_masses(current, edges)
+    return r, c, edge_errors(reference, current, edges)
+
+
+def edge_errors(reference: NumericSketch, current: NumericSketch, edges: np.ndarray) -> np.ndarray:
+    """Per bin ``(-inf, e_1], ..., (e_k, inf)``, the bound on its mass difference's sketch error.
+
+    Examples
+    --------
+    >>> s = NumericSketch(); s.update(np.array([1.0, 2.0]))
+    >>> edge_errors(s, s, np.array([1.5])).tolist()
+    [0.0, 0.0]
+    """
+    at = reference.cdf_error(edges) + current.cdf_error(edges)
+    return np.concatenate(([0.0], at)) + np.concatenate((at, [0.0]))
 
 
 def pool_sparse(ref: np.ndarray, cur: np.ndarray, n_min: int,

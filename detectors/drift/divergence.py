@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from detectors.drift.binned import aligned_bins, coarse_masses
 from detectors.drift.bins import DEFAULT_BINS, aligned_masses, pool_sparse, quantile_binned
 from detectors.drift.grid import JointCdf
 from detectors.result import TestResult, insufficient, judged
@@ -40,6 +41,35 @@ def shrink(ref: np.ndarray, cur: np.ndarray, eta: float) -> np.ndarray:
     """
     d = cur - ref
     return ref + np.sign(d) * np.maximum(np.abs(d) - eta, 0.0)
+
+
+def _masses(reference: NumericSketch | CategoricalSketch, current: NumericSketch | CategoricalSketch,
+            bins: int, grid: JointCdf | None) -> tuple[np.ndarray, np.ndarray, float | np.ndarray, bool]:
+    """Both sides' bin masses, their error bound (per bin or one for all) and whether the
+    baseline's masses are fixed by the cut (its own quantiles).
+
+    Exact reference bins (:mod:`sketches.bins`) when both numeric sides counted in the same
+    edges and are not both exact: fine bins grouped at ``bins`` quantiles, no sketch error.
+    """
+    if isinstance(reference, NumericSketch) and not (reference.is_exact and current.is_exact):
+        counts = aligned_bins(reference, current)
+        if counts is not None:
+            source = reference.bins.source
+            r, c = coarse_masses(*counts, bins, source)
+            return r, c, 0.0, source
+    r, c, eta = aligned_masses(reference, current, bins, grid)
+    return r, c, eta, quantile_binned(reference, bins)
+
+
+def _pooled_error(eta: float | np.ndarray, keep: np.ndarray, r: np.ndarray, c: np.ndarray,
+                  n_min: int) -> float:
+    """One bound for every bin after sparse bins are merged: the largest bin's, or the sum over
+    the sparse bins (which :func:`~detectors.drift.bins.pool_sparse` merges into one)."""
+    eta = np.broadcast_to(np.asarray(eta, dtype=np.float64), r.shape)[keep]
+    if not eta.size:
+        return 0.0
+    sparse = n_min * (r[keep] + c[keep]) / 2 < 5.0
+    return float(max(eta.max(), eta[sparse].sum()))
 
 
 def divergence_test(
@@ -114,8 +144,9 @@ def divergence_test(
     if n_ref < min_count or n_cur < min_count:
         return insufficient(check, feature, n_cur, n_ref,
                             f"needs >= {min_count} non-missing values on each side")
-    r, c, eta = aligned_masses(reference, current, bins, grid)
+    r, c, eta, quantiles = _masses(reference, current, bins, grid)
     keep = (r > 0) | (c > 0)
+    eta = _pooled_error(eta, keep, r, c, min(n_ref, n_cur))
     r_all, c_all = r[keep], c[keep]
     if r_all.size < 2:
         return judged(check, feature, 0.0, 0.0, 1.0, n_cur, n_ref, floor=floor, alpha=alpha)
@@ -126,10 +157,9 @@ def divergence_test(
 
     def asymptotic_p(r: np.ndarray, c: np.ndarray, *values: float) -> list[float]:
         """p-values of ``values`` against the null law of the bins ``r``, ``c``."""
-        quantiles = quantile_binned(reference, bins) and bool(np.all(r > 0))
-        shares = r if quantiles else (n_ref * r + n_cur * c) / (n_ref + n_cur)
-        law = divergence_null(shares, n_ref, n_cur, quartic, reference_quantiles=quantiles,
-                              terms=terms)
+        fixed = quantiles and bool(np.all(r > 0))
+        shares = r if fixed else (n_ref * r + n_cur * c) / (n_ref + n_cur)
+        law = divergence_null(shares, n_ref, n_cur, quartic, reference_quantiles=fixed, terms=terms)
         return [chi2_interval_p(n_eff * to_chi2(v), law.df, nc, law.scale) for v in values]
 
     small = None

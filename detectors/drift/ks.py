@@ -7,6 +7,7 @@ import math
 import numpy as np
 from scipy import special
 
+from detectors.drift.binned import aligned_bins, binned_ks, discrete_ks_shift
 from detectors.drift.grid import JointCdf, joint_cdf
 from detectors.result import TestResult, insufficient, judged
 from detectors.stats.ks_exact import MAX_TOTAL, ks_exact_p
@@ -32,12 +33,14 @@ def ks_statistic(reference: NumericSketch, current: NumericSketch, grid: JointCd
     return float(np.max(np.abs(g.ref - g.cur)))
 
 
-def kolmogorov_p(d: float, n_eff: float) -> float:
+def kolmogorov_p(d: float, n_eff: float, shift: float = 0.0) -> float:
     """Asymptotic two-sample KS p-value with Stephens' small-sample correction.
 
-    p = Q_KS((sqrt(n_eff) + 0.12 + 0.11 / sqrt(n_eff)) d), Q_KS the Kolmogorov
-    survival function (Stephens, "Use of the Kolmogorov-Smirnov, Cramer-von
-    Mises and related statistics without extensive tables", 1970).
+    p = Q_KS((sqrt(n_eff) + 0.12 + 0.11 / sqrt(n_eff)) d + shift), Q_KS the
+    Kolmogorov survival function (Stephens, "Use of the Kolmogorov-Smirnov,
+    Cramer-von Mises and related statistics without extensive tables", 1970);
+    ``shift``: the discrete-grid correction of a binned distance
+    (:func:`~detectors.drift.binned.discrete_ks_shift`).
 
     Examples
     --------
@@ -47,7 +50,7 @@ def kolmogorov_p(d: float, n_eff: float) -> float:
     if d <= 0.0:
         return 1.0
     s = math.sqrt(n_eff)
-    return float(special.kolmogorov((s + 0.12 + 0.11 / s) * d))
+    return float(special.kolmogorov((s + 0.12 + 0.11 / s) * d + shift))
 
 
 def ks_test(
@@ -79,10 +82,11 @@ def ks_test(
     -------
     TestResult
         ``statistic`` = ``effect_size`` = D; ``p_value`` at
-        ``max(D - eps_ref - eps_cur - floor, 0)``; ``error_bound`` =
-        eps_ref + eps_cur. Status ``inconclusive`` when D alone would be
-        significant but D minus the sketch error is not. With no sketch
-        error and at most ``MAX_TOTAL`` (200) values in all, the exact
+        ``max(D - eps - floor, 0)``; ``error_bound`` = eps, the sketches'
+        CDF error at the point of the largest lower bound on D (0 on exact
+        sketches and on exact bins). Status ``inconclusive`` when D alone
+        would be significant but D minus the sketch error is not. With no
+        sketch error and at most ``MAX_TOTAL`` (200) values in all, the exact
         permutation p-value of :func:`~detectors.stats.ks_exact.ks_exact_p`
         (conditional on the ties when both sketches hold exact counts).
 
@@ -90,10 +94,17 @@ def ks_test(
     -----
     D = sup_x |F_ref(x) - F_cur(x)| (Smirnov, 1939). Under H0 and continuous
     data sqrt(N_eff) D, N_eff = n m / (n + m), follows the Kolmogorov
-    distribution; with the sketches' CDFs within eps of the sample CDFs, the
-    sample D >= D_sketch - eps_ref - eps_cur, so the p-value at that lower
-    bound never exceeds the sample test's false-alarm rate. With ties
-    (discrete data) the test is conservative. The interval null shifts D by
+    distribution. Three paths, by what the sketches hold: both exact (few
+    distinct values, or few values kept): D of the samples. Both counted in
+    the same reference bins (:mod:`sketches.bins`): D at the bin edges,
+    exact, whose null is the Kolmogorov law shifted for the grid
+    (:func:`~detectors.drift.binned.discrete_ks_shift`). Otherwise the
+    digests: with each CDF within its data-dependent bound eps(x) of the
+    sample's (:meth:`~sketches.numeric.NumericSketch.cdf_error`, the weight
+    of the centroids straddling x), the sample D >= max_x (|F_ref - F_cur|
+    - eps_ref(x) - eps_cur(x)), so the p-value at that lower bound never
+    exceeds the sample test's false-alarm rate. With ties (discrete data)
+    the test is conservative. The interval null shifts D by
     the floor (the relevance-test construction of Wellek, "Testing Statistical
     Hypotheses of Equivalence and Noninferiority", 2010, ch. 11). Small
     samples: the asymptotic law is liberal for balanced samples (exact 0.071
@@ -115,17 +126,25 @@ def ks_test(
     if n_ref < min_count or n_cur < min_count:
         return insufficient("ks", feature, n_cur, n_ref,
                             f"needs >= {min_count} finite values on each side")
-    grid = grid if grid is not None else joint_cdf(reference, current)
-    d = ks_statistic(reference, current, grid)
-    eps = reference.rank_error + current.rank_error
     n_eff = n_ref * n_cur / (n_ref + n_cur)
-    if eps == 0 and n_ref + n_cur <= MAX_TOTAL:
+    counts = None if reference.is_exact and current.is_exact else aligned_bins(reference, current)
+    if counts is not None:
+        d, spacing = binned_ks(*counts)
+        p = kolmogorov_p(d - floor, n_eff, discrete_ks_shift(spacing, n_ref + n_cur))
+        return judged("ks", feature, d, d, p, n_cur, n_ref, p_exact=p, error_bound=0.0,
+                      floor=floor, alpha=alpha)
+    grid = grid if grid is not None else joint_cdf(reference, current)
+    gap = np.abs(grid.ref - grid.cur)
+    d = float(np.max(gap))
+    if reference.rank_error + current.rank_error == 0 and n_ref + n_cur <= MAX_TOTAL:
         # D is the samples' own: exact permutation p-value (conditional on ties when known)
         p = ks_exact_p(d - floor, n_ref, n_cur, _block_ends(reference, current, grid))
         return judged("ks", feature, d, d, p, n_cur, n_ref, p_exact=p, floor=floor, alpha=alpha)
+    eps = reference.cdf_error(grid.x) + current.cdf_error(grid.x)
+    lower = float(np.max(gap - eps))
     return judged(
-        "ks", feature, d, d, kolmogorov_p(d - eps - floor, n_eff), n_cur, n_ref,
-        p_exact=kolmogorov_p(d - floor, n_eff), error_bound=eps, floor=floor, alpha=alpha,
+        "ks", feature, d, d, kolmogorov_p(lower - floor, n_eff), n_cur, n_ref,
+        p_exact=kolmogorov_p(d - floor, n_eff), error_bound=d - lower, floor=floor, alpha=alpha,
     )
 
 

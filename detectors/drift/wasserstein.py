@@ -7,6 +7,7 @@ import math
 import numpy as np
 from scipy import special
 
+from detectors.drift.binned import aligned_bins, binned_grid
 from detectors.drift.grid import JointCdf, joint_cdf
 from detectors.drift.spread import baseline_spread
 from detectors.result import TestResult, insufficient, judged
@@ -16,11 +17,15 @@ MIN_COUNT = 30
 NULL_POINTS = 96
 
 
-def wasserstein_distance(grid: JointCdf) -> float:
-    """W1 = integral |F_ref(x) - F_cur(x)| dx on the grid (left Riemann sum).
+def wasserstein_distance(grid: JointCdf, linear: bool = False) -> float:
+    """W1 = integral |F_ref(x) - F_cur(x)| dx on the grid.
 
-    Exact for two exact-mode sketches (step CDFs are constant between grid
-    points); otherwise within resolution * range of the sketches' W1.
+    A left Riemann sum: exact for two exact-mode sketches (step CDFs are
+    constant between grid points); otherwise within resolution * range of
+    the sketches' W1. ``linear``: both CDFs linear between grid points (the
+    binned CDFs of :func:`~detectors.drift.binned.binned_grid`), integrated
+    exactly: on an interval of width w where the difference goes from a to b,
+    w (|a| + |b|) / 2 without a sign change, else w (a^2 + b^2) / (2 (|a| + |b|)).
 
     Examples
     --------
@@ -28,8 +33,36 @@ def wasserstein_distance(grid: JointCdf) -> float:
     >>> a.update(np.array([0.0, 1.0])); b.update(np.array([1.0, 2.0]))
     >>> wasserstein_distance(joint_cdf(a, b))
     1.0
+    >>> g = JointCdf(np.array([0.0, 1.0, 2.0]), np.array([0.0, 1.0, 1.0]), np.array([0.0, 0.0, 1.0]), 0.0)
+    >>> wasserstein_distance(g, linear=True)
+    1.0
     """
-    return float(np.sum(np.abs(grid.ref - grid.cur)[:-1] * np.diff(grid.x)))
+    d = grid.ref - grid.cur
+    w = np.diff(grid.x)
+    if not linear:
+        return float(np.sum(np.abs(d)[:-1] * w))
+    a, b = d[:-1], d[1:]
+    total = np.abs(a) + np.abs(b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        crossing = np.where(total > 0, (a * a + b * b) / (2 * total), 0.0)
+    return float(np.sum(w * np.where(a * b >= 0, total / 2, crossing)))
+
+
+def digest_w1_error(sketch: NumericSketch, x: np.ndarray) -> np.ndarray:
+    """Per grid interval (x_i, x_i+1), a bound on |cdf - F_n| anywhere inside it (0 while exact).
+
+    With L, U the certain bounds of the sample CDF
+    (:meth:`~sketches.numeric.NumericSketch.cdf_bounds`) and the
+    estimate F monotone, inside the interval
+    |F - F_n| <= max(F(x_i+1) - L(x_i), U(x_i+1) - F(x_i)); capped, as in
+    :meth:`~sketches.numeric.NumericSketch.cdf_error`, by the measured
+    :attr:`~sketches.numeric.NumericSketch.rank_error`.
+    """
+    if sketch.is_exact or sketch.rank_error == 0:
+        return np.zeros(x.size - 1)
+    lower, upper = sketch.cdf_bounds(x)
+    f = sketch.cdf_many(x)
+    return np.minimum(np.maximum(f[1:] - lower[:-1], upper[1:] - f[:-1]).clip(0.0), sketch.rank_error)
 
 
 def null_moments(grid: JointCdf, n_ref: int, n_cur: int, exact: bool = False) -> tuple[float, float]:
@@ -100,8 +133,9 @@ def wasserstein_test(
     TestResult
         ``statistic`` = W1 (in the feature's unit), ``effect_size`` = W1 / s
         with s from :func:`~detectors.drift.spread.baseline_spread` (0 when
-        both sides are the same constant), ``error_bound`` =
-        (eps_ref + eps_cur) * (max - min) / s, the sketches' worst-case W1 error.
+        both sides are the same constant), ``error_bound`` = the sketches'
+        worst-case W1 error / s: the integral of both digests' data-dependent
+        CDF bounds (:func:`digest_w1_error`), 0 on exact sketches and bins.
 
     Notes
     -----
@@ -110,6 +144,11 @@ def wasserstein_test(
     1974). p-value: sqrt(N_eff) (W1 - error - floor * s) against a gamma law
     with the mean and variance of its asymptotic null distribution
     (:func:`null_moments`; two-moment approximation as in Satterthwaite, 1946).
+    When both sides count their values in the same reference bins
+    (:mod:`sketches.bins`) and are not both exact, W1 is that of the binned
+    distributions (mass spread evenly in each bin, the CDFs exact at the
+    edges: :func:`~detectors.drift.binned.binned_grid`), with the null
+    moments on the same piecewise-linear pooled CDF, and no sketch error.
 
     Examples
     --------
@@ -123,14 +162,19 @@ def wasserstein_test(
     if n_ref < min_count or n_cur < min_count:
         return insufficient("wasserstein", feature, n_cur, n_ref,
                             f"needs >= {min_count} finite values on each side")
-    g = grid if grid is not None else joint_cdf(reference, current)
-    w1 = wasserstein_distance(g)
+    exact = reference.is_exact and current.is_exact
+    counts = None if exact else aligned_bins(reference, current)
+    if counts is not None:
+        g = binned_grid(reference, current, *counts)
+        w1, err = wasserstein_distance(g, linear=True), 0.0
+    else:
+        g = grid if grid is not None else joint_cdf(reference, current)
+        w1 = wasserstein_distance(g)
+        err = float(np.sum((digest_w1_error(reference, g.x) + digest_w1_error(current, g.x)) * np.diff(g.x)))
     spread = baseline_spread(reference, current)
     if spread == 0:
         return judged("wasserstein", feature, w1, 0.0, 1.0, n_cur, n_ref, floor=floor, alpha=alpha)
-    width = max(reference.max, current.max) - min(reference.min, current.min)
-    err = (reference.rank_error + current.rank_error) * width
-    mean, var = null_moments(g, n_ref, n_cur, reference.is_exact and current.is_exact)
+    mean, var = null_moments(g, n_ref, n_cur, exact)
     root_n = math.sqrt(n_ref * n_cur / (n_ref + n_cur))
 
     def p_at(excess: float) -> float:

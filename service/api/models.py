@@ -151,14 +151,14 @@ async def put_model(
 )
 async def upload_reference(model_id: ModelId, body: ReferenceUpload, request: Request) -> dict[str, Any]:
     store = store_of(request)
+    existing = None if body.replace else await store.reference(model_id)
     try:
-        profile = build_reference(model_id, body.rows, body.score_column, body.label_column)
+        profile = build_reference(model_id, body.rows, body.score_column, body.label_column,
+                                  edges=None if existing is None else existing.edge_set())
     except RecordError as exc:
         raise ApiError(422, "invalid_row", exc.message, exc.field) from None
-    if not body.replace:
-        existing = await store.reference(model_id)
-        if existing is not None:
-            profile = existing.merge(profile)
+    if existing is not None:
+        profile = existing.merge(profile)
     await store.put_reference(model_id, profile)
     return {"model_id": model_id, "count": profile.count, "features": sorted(profile.features)}
 
