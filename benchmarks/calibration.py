@@ -1,13 +1,24 @@
-"""Calibration of the tier-1 tests computed from profiles: false-positive rate under H0 and power.
+"""Calibration of the tier-1 tests computed from profiles: false-positive rate under H0, and
+power as a ratio to the same test on the raw data.
 
 Under H0 the baseline and the current window are independent samples of one
 distribution; every test runs through :func:`detectors.suite.evaluate_window`
-on profiles (t-digest for the continuous feature, exact counts for the
-discrete and categorical ones, sketches for the high-cardinality one) with
-all floors 0 and alpha = 0.05. A calibrated test alarms in ~5 % of pairs.
+on profiles with all floors 0 and alpha = 0.05. The baseline is built as the
+service builds a reference: the continuous feature and the score count their
+values in 100 quantile bins derived from the baseline's own values
+(:mod:`sketches.bins`), which the current window counts in too (the binned
+path; below ``MAX_EXACT_VALUES`` values both sides are kept exactly: the raw
+path). ``unbinned`` is the same continuous feature without edges (the digest
+fallback with its data-dependent error bound); ``discrete`` an integer-coded
+feature (exact tables), ``categorical`` 8 categories, ``wide`` 2,000 Zipf
+categories (sketches beyond 256). A calibrated test alarms in ~5 % of pairs.
 
-Power: a small fixed shift (0.05 sd) of the continuous feature, KS and PSI on
-profiles against scipy's KS on the raw values of the same samples.
+Power (``power``): for a fixed set of alternatives at n = 1e3 ... 1e6 per side,
+the share of pairs with status drift of each profile test, and of the same
+test on the raw values of the same pairs: scipy's ``ks_2samp``, Welch's
+``ttest_ind`` and ``chi2_contingency``; PSI, JS and Wasserstein with the same
+statistic and null law computed on every raw value (sketches that keep all
+values). ``power_ratio`` = profile / raw (1 when both are 0).
 
 Small-sample null law of PSI and JS (``--small-sample``): N_eff * PSI and
 8 N_eff * JSD simulated under H0 on 10 equiprobable bins, for two multinomial
@@ -20,12 +31,14 @@ N(0, 1) x 5,000 against N(0.5, 1) x 250, with both laws on the same pairs.
 
 Usage::
 
-    python benchmarks/calibration.py                 # n = 100 ... 1e6
+    python benchmarks/calibration.py                 # n = 100 ... 1e6 (a few minutes)
     python benchmarks/calibration.py --quick         # n = 100, 1000 (seconds)
     python benchmarks/calibration.py --small-sample  # the PSI/JS null law and power (minutes)
 
-The last line printed is JSON: ``fpr`` (per test and n), ``fpr_max`` (per
-test), ``power`` and ``sketch_dominates_n``; with ``--small-sample``:
+The last line printed is JSON: ``fpr`` (flat: ``"feature/check/n"`` -> rate),
+``fpr_max`` (per feature/check), ``inconclusive_rate`` (flat, as ``fpr``),
+``power`` (``"alternative/check/n"`` -> profile and raw rates),
+``power_ratio`` (flat) and ``power_ratio_min``; with ``--small-sample``:
 ``small_sample`` (per case and check: simulated and predicted moments, rate /
 alpha per level for each law) and ``power_at_1e-6``.
 """
@@ -33,6 +46,7 @@ alpha per level for each law) and ``power_at_1e-6``.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import time
@@ -43,16 +57,23 @@ from scipy import stats
 
 from detectors.catalog import DEFAULT_FLOORS
 from detectors.config import DetectorConfig
+from detectors.drift.binned import aligned_bins
 from detectors.drift.bins import aligned_masses, pool_sparse
+from detectors.drift.chi2 import chi2_test
 from detectors.drift.divergence import shrink
 from detectors.drift.grid import joint_cdf
 from detectors.drift.js import js_terms, js_test
+from detectors.drift.ks import ks_test
+from detectors.drift.mean_shift import mean_shift_test
 from detectors.drift.psi import psi, psi_terms
+from detectors.drift.wasserstein import wasserstein_test
 from detectors.result import Status
 from detectors.stats.divergence_null import JS_QUARTIC, PSI_QUARTIC, divergence_null
 from detectors.stats.interval import chi2_interval_p
 from detectors.suite import evaluate_window
-from sketches.numeric import TDIGEST_RANK_ERROR, NumericSketch
+from sketches.bins import BinCounts, derive_edges
+from sketches.categorical import CategoricalSketch
+from sketches.numeric import NumericSketch
 from sketches.profile import FeatureProfile, WindowProfile
 
 ALPHA = 0.05
@@ -60,12 +81,23 @@ SHIFT = 0.05
 WIDE_CATEGORIES = 2_000
 CATEGORY_P = np.array([0.3, 0.2, 0.15, 0.1, 0.1, 0.08, 0.05, 0.02])
 NULL_P = 0.1
+SPLIT = 0.5
+"""Bimodal split: the current is +/-0.5 sd mixed half and half, each with sd sqrt(1 - 0.25)."""
+NEW_SHARE = 0.02
 CONFIG = DetectorConfig(alpha=ALPHA, floors=dict.fromkeys(DEFAULT_FLOORS, 0.0))
 KS_CRIT = 1.358  # sqrt(N_eff) D at alpha = 0.05 (Kolmogorov distribution)
 
 
-def _numeric(values: np.ndarray, nulls: int = 0) -> FeatureProfile:
+RAW_ALTERNATIVES = ("mean_shift", "scale", "vanished_decile", "bimodal_split")
+CATEGORY_ALTERNATIVES = ("category_swap", "new_category")
+NUMERIC_TESTS = (("ks", ks_test), ("psi", psi), ("js", js_test), ("wasserstein", wasserstein_test),
+                 ("mean_shift", mean_shift_test))
+CATEGORY_TESTS = (("chi2", chi2_test), ("psi", psi), ("js", js_test))
+
+
+def _numeric(values: np.ndarray, nulls: int = 0, bins: BinCounts | None = None) -> FeatureProfile:
     f = FeatureProfile()
+    f.numeric = NumericSketch.binned(bins)
     f.numeric.update(values)
     f.missing = nulls
     return f
@@ -78,24 +110,41 @@ def _categorical(counts: np.ndarray, nulls: int = 0) -> FeatureProfile:
     return f
 
 
-def window(n: int, rng: np.random.Generator, shift: float = 0.0) -> tuple[WindowProfile, np.ndarray]:
-    """One window of ``n`` records; returns it and the continuous feature's raw values."""
+def _bins(values: np.ndarray, edges: dict[str, BinCounts] | None, name: str) -> BinCounts:
+    """The baseline's bins (derived from its own values, as at reference upload) or the
+    current's (counted in the baseline's edges)."""
+    if edges is None:
+        return BinCounts(derive_edges(values), source=True)
+    return edges[name].empty_like()
+
+
+def window(n: int, rng: np.random.Generator,
+           edges: dict[str, BinCounts] | None = None) -> tuple[WindowProfile, dict[str, BinCounts]]:
+    """One H0 window of ``n`` records; ``edges`` None: a baseline, whose bins are returned."""
     p = WindowProfile("calibration", 0, 300)
     p.count = n
     nulls = int(rng.binomial(n, NULL_P))
-    cont = rng.normal(shift, 1.0, n - nulls)
+    cont = rng.normal(0.0, 1.0, n - nulls)
     zipf = rng.zipf(1.3, n)
+    score = rng.beta(2.0, 5.0, n)
+    bins = {"continuous": _bins(cont, edges, "continuous"), "score": _bins(score, edges, "score")}
+    continuous = _numeric(cont, nulls, bins["continuous"])
+    unbinned = FeatureProfile()  # the same values without edges: shares the digest
+    unbinned.numeric, unbinned.missing = copy.copy(continuous.numeric), nulls
+    unbinned.numeric.bins = None
     p.features = {
-        "continuous": _numeric(cont, nulls),
+        "continuous": continuous,
+        "unbinned": unbinned,
         "discrete": _numeric(rng.poisson(4.0, n).astype(np.float64)),
         "categorical": _categorical(rng.multinomial(n, CATEGORY_P)),
         "wide": _categorical(np.bincount(zipf[zipf <= WIDE_CATEGORIES], minlength=WIDE_CATEGORIES),
                              int((zipf > WIDE_CATEGORIES).sum())),
     }
-    p.score.update(rng.beta(2.0, 5.0, n))
+    p.score = NumericSketch.binned(bins["score"])
+    p.score.update(score)
     labels = rng.binomial(n, 0.3)
     p.prediction.update_counts({"true": int(labels), "false": int(n - labels)})
-    return p, cont
+    return p, bins
 
 
 def fpr(n_ref: int, n_cur: int, reps: int, seed: int) -> tuple[dict[str, float], dict[str, float]]:
@@ -105,8 +154,13 @@ def fpr(n_ref: int, n_cur: int, reps: int, seed: int) -> tuple[dict[str, float],
     inconclusive: dict[str, int] = defaultdict(int)
     seen: set[str] = set()
     for _ in range(reps):
-        base, _ = window(n_ref, rng)
-        cur, _ = window(n_cur, rng)
+        base, edges = window(n_ref, rng)
+        cur, _ = window(n_cur, rng, edges)
+        table = np.vstack([[w.features["categorical"].categorical.exact.get(f"c{i}", 0)
+                            for i in range(CATEGORY_P.size)] for w in (base, cur)])
+        p = stats.chi2_contingency(table[:, table.sum(axis=0) > 0], correction=False).pvalue
+        seen.add("categorical/chi2_raw_scipy")
+        drift["categorical/chi2_raw_scipy"] += p < ALPHA
         for r in evaluate_window(cur, base, CONFIG):
             key = f"{r.feature or 'window'}/{r.check}"
             if r.status in (Status.INSUFFICIENT_DATA, Status.ERROR):
@@ -117,20 +171,101 @@ def fpr(n_ref: int, n_cur: int, reps: int, seed: int) -> tuple[dict[str, float],
     return ({k: drift[k] / reps for k in sorted(seen)}, {k: inconclusive[k] / reps for k in sorted(seen)})
 
 
-def power(n: int, reps: int, seed: int) -> dict[str, float]:
-    """Share of pairs with a 0.05 sd shift detected: profiles' KS/PSI vs scipy KS on raw values."""
+def alternative(name: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Baseline and current raw values of ``n`` per side under one alternative (numeric:
+    float64 values; categorical: int64 category indices)."""
+    if name == "mean_shift":  # 0.05 sd
+        return rng.normal(0, 1, n), rng.normal(SHIFT, 1, n)
+    if name == "scale":  # sd x 1.1
+        return rng.normal(0, 1, n), rng.normal(0, 1.1, n)
+    if name == "vanished_decile":  # U(0, 1) against U(0, 0.9), 0.9 n values
+        return rng.uniform(0, 1, n), rng.uniform(0, 0.9, int(0.9 * n))
+    if name == "bimodal_split":  # one mode split in two, same mean and variance
+        half = rng.integers(0, 2, n) * 2 - 1
+        return rng.normal(0, 1, n), half * SPLIT + rng.normal(0, math.sqrt(1 - SPLIT**2), n)
+    k = CATEGORY_P.size
+    if name == "category_swap":  # two categories' shares swapped (0.10 <-> 0.08)
+        q = CATEGORY_P.copy()
+        q[[4, 5]] = q[[5, 4]]
+        return rng.choice(k, n, p=CATEGORY_P), rng.choice(k, n, p=q)
+    if name == "new_category":  # a category of 2 % never seen in the baseline
+        q = np.append(CATEGORY_P * (1 - NEW_SHARE), NEW_SHARE)
+        return rng.choice(k, n, p=CATEGORY_P), rng.choice(k + 1, n, p=q)
+    raise ValueError(name)
+
+
+def _sketch(values: np.ndarray, bins: BinCounts | None = None, batch: int = 1_000) -> NumericSketch:
+    """A window's sketch, built from batches as the aggregator does."""
+    s = NumericSketch.binned(bins)
+    for part in np.array_split(values, max(1, values.size // batch)):
+        s.update(part)
+    return s
+
+
+def _counts(indices: np.ndarray) -> CategoricalSketch:
+    s = CategoricalSketch()
+    counts = np.bincount(indices)
+    s.update_counts({f"c{i}": int(c) for i, c in enumerate(counts) if c})
+    return s
+
+
+def raw_decisions(name: str, a: np.ndarray, b: np.ndarray) -> dict[str, bool]:
+    """Drift at ALPHA of each test on the raw values (scipy, or the same statistic and law on
+    sketches keeping every value)."""
+    if name in CATEGORY_ALTERNATIVES:
+        ca, cb = _counts(a), _counts(b)
+        k = max(a.max(), b.max()) + 1
+        table = np.vstack([np.bincount(a, minlength=k), np.bincount(b, minlength=k)])
+        table = table[:, table.sum(axis=0) > 0]
+        return {"chi2": bool(stats.chi2_contingency(table, correction=False).pvalue < ALPHA),
+                "psi": psi(ca, cb).status == Status.DRIFT, "js": js_test(ca, cb).status == Status.DRIFT}
+    ra, rb = NumericSketch.of_values(a), NumericSketch.of_values(b)
+    return {"ks": bool(stats.ks_2samp(a, b).pvalue < ALPHA),
+            "psi": psi(ra, rb).status == Status.DRIFT, "js": js_test(ra, rb).status == Status.DRIFT,
+            "wasserstein": wasserstein_test(ra, rb).status == Status.DRIFT,
+            "mean_shift": bool(stats.ttest_ind(a, b, equal_var=False).pvalue < ALPHA)}
+
+
+def profile_decisions(name: str, a: np.ndarray, b: np.ndarray) -> dict[str, Status]:
+    """Status of each test on profiles: the baseline counted in the bins derived from its own
+    values (a reference), the current in the same edges."""
+    if name in CATEGORY_ALTERNATIVES:
+        ca, cb = _counts(a), _counts(b)
+        return {check: fn(ca, cb).status for check, fn in CATEGORY_TESTS}
+    bins = BinCounts(derive_edges(a), source=True)
+    sa, sb = _sketch(a, bins), _sketch(b, bins.empty_like())
+    binned = aligned_bins(sa, sb) is not None and not (sa.is_exact and sb.is_exact)
+    grid = None if binned else joint_cdf(sa, sb)
+    out = {}
+    for check, fn in NUMERIC_TESTS:
+        kwargs = {"grid": grid} if check != "mean_shift" and grid is not None else {}
+        out[check] = fn(sa, sb, **kwargs).status
+    return out
+
+
+def power(n: int, reps: int, seed: int) -> dict[str, dict[str, float]]:
+    """Per "alternative/check": the profile test's and the raw-data test's share of drift."""
     rng = np.random.default_rng(seed)
-    hits: dict[str, int] = defaultdict(int)
-    for _ in range(reps):
-        base, raw_b = window(n, rng)
-        cur, raw_c = window(n, rng, SHIFT)
-        by = {r.check: r for r in evaluate_window(cur, base, CONFIG) if r.feature == "continuous"}
-        hits["ks_profile"] += by["ks"].status == Status.DRIFT
-        hits["ks_profile_inconclusive"] += by["ks"].status == Status.INCONCLUSIVE
-        hits["psi_profile"] += by["psi"].status == Status.DRIFT
-        hits["mean_shift_profile"] += by["mean_shift"].status == Status.DRIFT
-        hits["ks_raw_scipy"] += stats.ks_2samp(raw_b, raw_c).pvalue < ALPHA
-    return {k: v / reps for k, v in sorted(hits.items())}
+    out: dict[str, dict[str, float]] = {}
+    for name in RAW_ALTERNATIVES + CATEGORY_ALTERNATIVES:
+        hits: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        for _ in range(reps):
+            a, b = alternative(name, n, rng)
+            prof, raw = profile_decisions(name, a, b), raw_decisions(name, a, b)
+            for check, status in prof.items():
+                hits[check][0] += status == Status.DRIFT
+                hits[check][1] += raw[check]
+                hits[check][2] += status == Status.INCONCLUSIVE
+        for check, (p, r, inc) in hits.items():
+            out[f"{name}/{check}"] = {"profile": p / reps, "raw": r / reps, "inconclusive": inc / reps}
+    return out
+
+
+def power_ratio(row: dict[str, float]) -> float:
+    """Profile power / raw power (1 when both are 0)."""
+    if row["raw"] == 0:
+        return 1.0 if row["profile"] == 0 else math.inf
+    return row["profile"] / row["raw"]
 
 
 LEVELS = (0.05, 0.01, 1e-3, 1e-4, 1e-5)
@@ -219,8 +354,11 @@ def power_small_window(reps: int, seed: int, alpha: float = 1e-6, shift: float =
 
 
 def reps_for(n: int, budget: int) -> int:
-    """Replications at window size n: ``budget`` pairs at small n, fewer as n grows."""
-    return int(max(40, min(budget, budget * 10_000 // max(n, 1))))
+    """H0 pairs at window size n: ``budget`` at small n, fewer as n grows (at least 100)."""
+    return int(max(100, min(budget, budget * 3_000 // max(n, 1))))
+
+
+POWER_REPS = {1_000: 300, 10_000: 150, 100_000: 40, 1_000_000: 12}
 
 
 def main() -> None:
@@ -246,25 +384,28 @@ def main() -> None:
     sizes = [100, 1000] if args.quick else [100, 1000, 10_000, 100_000, 1_000_000]
     t0 = time.perf_counter()
     out: dict[str, dict] = {"fpr": {}, "inconclusive_rate": {}, "reps": {}}
-    for n in sizes:
-        reps = reps_for(n, args.reps)
-        f, inc = fpr(n, n, reps, args.seed + n)
-        out["fpr"][str(n)], out["inconclusive_rate"][str(n)], out["reps"][str(n)] = f, inc, reps
-        print(f"n={n:>9} reps={reps:>5} " + " ".join(f"{k}={v:.3f}" for k, v in f.items()), flush=True)
-    unequal = "50000x561000"
-    f, inc = fpr(50_000, 561_000, 20 if args.quick else 60, args.seed)
-    out["fpr"][unequal], out["inconclusive_rate"][unequal] = f, inc
-    print(f"n={unequal} " + " ".join(f"{k}={v:.3f}" for k, v in f.items()), flush=True)
-    checks = sorted({k for per_n in out["fpr"].values() for k in per_n})
-    out["fpr_max"] = {k: max(per_n.get(k, 0.0) for per_n in out["fpr"].values()) for k in checks}
-    # Equal sizes n: the sketch error 2 eps exceeds the KS critical distance when
-    # KS_CRIT / sqrt(n / 2) < 2 eps.
-    n_star = math.ceil(2 * (KS_CRIT / (2 * TDIGEST_RANK_ERROR)) ** 2)
-    out["sketch_dominates_n"] = n_star
-    power_sizes = [1000, 10_000, n_star, 100_000] if not args.quick else [1000]
-    out["power"] = {str(n): power(n, 50 if n > 20_000 else 200, args.seed + 7 * n) for n in power_sizes}
-    for n, pw in out["power"].items():
-        print(f"power n={n}: " + " ".join(f"{k}={v:.2f}" for k, v in pw.items()), flush=True)
+    cases = [(n, n, reps_for(n, args.reps), str(n)) for n in sizes]
+    cases.append((50_000, 561_000, 20 if args.quick else 60, "50000x561000"))
+    for n_ref, n_cur, reps, label in cases:
+        f, inc = fpr(n_ref, n_cur, reps, args.seed + n_cur)
+        out["reps"][label] = reps
+        out["fpr"].update({f"{k}/{label}": v for k, v in f.items()})
+        out["inconclusive_rate"].update({f"{k}/{label}": v for k, v in inc.items()})
+        print(f"n={label:>12} reps={reps:>5} fpr " + " ".join(f"{k}={v:.3f}" for k, v in f.items()),
+              flush=True)
+        print(f"{'':>14} inconclusive " + " ".join(f"{k}={v:.3f}" for k, v in inc.items() if v),
+              flush=True)
+    checks = sorted({k.rsplit("/", 1)[0] for k in out["fpr"]})
+    out["fpr_max"] = {c: max(v for k, v in out["fpr"].items() if k.rsplit("/", 1)[0] == c) for c in checks}
+    out["power"], out["power_ratio"] = {}, {}
+    for n in [1000] if args.quick else sorted(POWER_REPS):
+        for key, row in power(n, POWER_REPS[n], args.seed + 7 * n).items():
+            out["power"][f"{key}/{n}"] = row
+            out["power_ratio"][f"{key}/{n}"] = round(power_ratio(row), 3)
+        print(f"power n={n}: " + " ".join(
+            f"{k.rsplit('/', 1)[0]}={v['profile']:.2f}/{v['raw']:.2f}"
+            for k, v in out["power"].items() if k.endswith(f"/{n}")), flush=True)
+    out["power_ratio_min"] = min(out["power_ratio"].values())
     out["seconds"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(out))
 

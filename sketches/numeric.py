@@ -118,6 +118,25 @@ class NumericSketch:
         s.bins = bins
         return s
 
+    @classmethod
+    def of_values(cls, values: np.ndarray) -> NumericSketch:
+        """A sketch keeping all of the finite ``values`` whatever their number, so that the
+        tests read the raw data (for comparisons with sketches; profiles never hold one).
+
+        Examples
+        --------
+        >>> s = NumericSketch.of_values(np.arange(10_000.0))
+        >>> s.is_exact, s.cdf(4_999.0)
+        (True, 0.5)
+        """
+        s = cls()
+        values = np.asarray(values, dtype=np.float64).ravel()
+        values = values[np.isfinite(values)]
+        if values.size:
+            s._combine_moments(values.size, *_moments(values), float(values.min()), float(values.max()))
+            s.exact, s._raw = None, [np.sort(values)]
+        return s
+
     # -- building -------------------------------------------------------------
     def update(self, values: np.ndarray) -> None:
         """Add a float64 array of values; NaN counts as missing, +/-inf separately."""
