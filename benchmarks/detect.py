@@ -2,7 +2,9 @@
 
 A fleet of models (default 1,000) with 20 features each (14 numeric, 6
 categorical), a score and a predicted label: each model's reference profile
-(5,000 records) and one current window (1,000 records) are built, serialised
+(5,000 records; numeric features and the score counted in the 100 quantile
+bins derived from its values, as at a reference upload) and one current
+window (1,000 records, counted in the same bins) are built, serialised
 as stored (``WindowProfile.to_bytes``), then the timed part deserialises both
 and runs every tier-1 check (:func:`detectors.suite.evaluate_window`, all
 checks, floors and alpha of the defaults, a volume history). ``ms_per_test``
@@ -59,26 +61,37 @@ def raw_columns(rng: np.random.Generator, n: int, shift: float) -> dict[str, np.
     return cols
 
 
-def profile_of(model: str, cols: dict[str, np.ndarray], start: int):
+def profile_of(model: str, cols: dict[str, np.ndarray], start: int, bins: dict | None = None):
+    """A window's profile; ``bins`` None: a reference, whose bin edges are derived from its
+    values (as at upload) and returned with it, else the reference's bins to count in."""
+    from sketches.bins import BinCounts, derive_edges
+    from sketches.numeric import NumericSketch
     from sketches.profile import FeatureProfile, WindowProfile
 
     n = cols["score"].size
     p = WindowProfile(model, start, 300)
     p.count = n
+    if bins is None:
+        bins = {k: BinCounts(derive_edges(v), source=True)
+                for k, v in cols.items() if not k.startswith("cat")}
+    else:
+        bins = {k: b.empty_like() for k, b in bins.items()}
     for name, values in cols.items():
         if name == "score":
             continue
         f = FeatureProfile()
         if name.startswith("num"):
+            f.numeric = NumericSketch.binned(bins[name])
             f.numeric.update(values)
         else:
             codes, counts = np.unique(values, return_counts=True)
             f.categorical.update_counts({f"v{c}": int(k) for c, k in zip(codes, counts, strict=True)})
         p.features[name] = f
+    p.score = NumericSketch.binned(bins["score"])
     p.score.update(cols["score"])
     positives = int((cols["score"] >= 0.5).sum())
     p.prediction.update_counts({"true": positives, "false": n - positives})
-    return p
+    return p, bins
 
 
 def fleetwatch_side(models: int, keep_raw: int, seed: int) -> tuple[dict, list]:
@@ -91,8 +104,8 @@ def fleetwatch_side(models: int, keep_raw: int, seed: int) -> tuple[dict, list]:
     for m in range(models):
         shift = 0.3 if m % 10 == 0 else 0.0  # one model in ten drifts
         ref_cols, cur_cols = raw_columns(rng, N_REF, 0.0), raw_columns(rng, N_CUR, shift)
-        stored.append((profile_of(f"m{m}", ref_cols, 0).to_bytes(),
-                       profile_of(f"m{m}", cur_cols, 300).to_bytes()))
+        ref, bins = profile_of(f"m{m}", ref_cols, 0)
+        stored.append((ref.to_bytes(), profile_of(f"m{m}", cur_cols, 300, bins)[0].to_bytes()))
         if m < keep_raw:
             raw.append((ref_cols, cur_cols))
     build = time.perf_counter() - t0

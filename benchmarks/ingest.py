@@ -11,6 +11,11 @@ for one counter only, which costs them little CPU. The reference, measured in
 the same run, is the broker's own consume rate: one plain aiokafka consumer
 reading every message without decoding it. Goal: >= 200k records/s per process.
 
+Every model has a reference's bin edges (100 quantile bins per numeric feature
+and the score, as after a reference upload), so the aggregators count each
+numeric column in them; the same 1-process run without edges is measured in
+the same run for comparison (``*_without_edges``).
+
     python benchmarks/ingest.py [--models 200] [--per-model 500] [--repeat 5]
 
 Last line: JSON.
@@ -28,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import harness
+import numpy as np
 import redis
 import workload
 from aiokafka import AIOKafkaConsumer
@@ -36,6 +42,8 @@ from service.embedded import free_port
 from service.kafka import ensure_topics
 from service.runtime import infrastructure
 from service.settings import Settings
+from service.store import edges_key
+from sketches.bins import SCORE_EDGES, derive_edges, edge_set_to_bytes
 
 
 async def broker_consume_rate(bootstrap: str, topic: str, messages: int, per_message: int) -> float:
@@ -74,15 +82,28 @@ class Run:
         return [round(r / c) if c > 0 else None for r, c in zip(self.records, self.cpu_s, strict=True)]
 
 
-def aggregate_rate(s: Settings, processes: int, total: int) -> Run:
-    """Start ``processes`` aggregators in a fresh group and time the workload through them.
+def reference_edges(models: list[str]) -> dict[str, bytes]:
+    """Per model, the stored edge set of a reference of 10,000 records of the workload's law."""
+    recs = workload.records(1, 10_000, seed=1)
+    columns = {k: np.array([r.features[k] for r in recs]) for k in workload.NUMERIC}
+    columns[SCORE_EDGES] = np.array([r.score for r in recs])
+    blob = edge_set_to_bytes({k: derive_edges(v) for k, v in columns.items()})
+    return {edges_key(m): blob for m in models}
+
+
+def aggregate_rate(s: Settings, processes: int, total: int, edges: dict[str, bytes] | None = None) -> Run:
+    """Start ``processes`` aggregators in a fresh group and time the workload through them
+    (with ``edges``: each model's reference bin edges stored first).
 
     Wall clock: from the first poll that sees records aggregated (counting only the records
     aggregated after it) to the midpoint between the last poll short of ``total`` and the
     first at ``total``. CPU: each process's user + system time from the first poll that
     sees it aggregate to the first poll at ``total`` (idle between the two after it is done).
     """
-    redis.Redis.from_url(s.redis_url).flushdb()
+    r = redis.Redis.from_url(s.redis_url)
+    r.flushdb()
+    if edges:
+        r.mset(edges)
     env = {"FLEETWATCH_KAFKA_BOOTSTRAP": s.kafka_bootstrap, "FLEETWATCH_REDIS_URL": s.redis_url,
            "FLEETWATCH_AGGREGATOR_GROUP": f"bench-{uuid.uuid4().hex}",
            "FLEETWATCH_IDLE_CLOSE_SECONDS": "3600", "FLEETWATCH_CHECKPOINT_INTERVAL_SECONDS": "2"}
@@ -141,7 +162,9 @@ def main() -> None:
                                                     per_message, args.repeat))
             reference = asyncio.run(broker_consume_rate(s.kafka_bootstrap, s.predictions_topic,
                                                         messages, per_message))
-            rates = {n: aggregate_rate(s, n, total) for n in (1, 2)}
+            edges = reference_edges(sorted({r.model_id for r in recs}))
+            rates = {n: aggregate_rate(s, n, total, edges) for n in (1, 2)}
+            plain = aggregate_rate(s, 1, total)
     one, two = rates[1], rates[2]
     result = {
         "records": total, "features": 20,
@@ -160,11 +183,15 @@ def main() -> None:
         "records_per_cpu_s_2_processes": two.records_per_cpu_s,
         "wall_s_1_process": round(one.wall_s, 3),
         "wall_s_2_processes": round(two.wall_s, 3),
+        "records_per_s_1_process_without_edges": round(plain.records_per_s),
+        "records_per_cpu_s_1_process_without_edges": plain.records_per_cpu_s[0],
     }
     print(f"aggregator: {one.records_per_s:,.0f} records/s (1 process), "
           f"{two.records_per_s:,.0f} records/s (2 processes); "
           f"broker consume reference {reference:,.0f} records/s; per CPU-second: "
-          f"{one.records_per_cpu_s[0]:,} (1 process), {two.records_per_cpu_s} (2 processes)")
+          f"{one.records_per_cpu_s[0]:,} (1 process), {two.records_per_cpu_s} (2 processes); "
+          f"without edges: {plain.records_per_s:,.0f} records/s, "
+          f"{plain.records_per_cpu_s[0]:,} per CPU-second")
     print(json.dumps(result))
 
 

@@ -7,7 +7,10 @@ columnar batches of ``--batch`` records, four ways over the same data:
 profile
     ``WindowProfile.add_columns`` per batch (numeric columns as float64 arrays,
     categorical columns as lists of str), then ``to_dict()`` (which flushes
-    buffered values into the sketches).
+    buffered values into the sketches); also with reference bins (each
+    numeric feature counted in the 100 quantile bins of a reference of
+    ``--records`` values of the same distributions, as for a model with a
+    reference: ``binned_*``).
 pure
     The practical limit: the sketches' own updates, with the same batching and
     nothing else. Per batch ``TDigest.update`` on each numeric column's non-NaN
@@ -156,6 +159,7 @@ def main() -> None:
 
     from sdk.columns import RecordColumns
     from sdk.record import PredictionRecord
+    from sketches.bins import bin_templates, derive_edges
     from sketches.categorical import _Sketches
     from sketches.profile import WindowProfile
     from sketches.tdigest import TDigest
@@ -182,8 +186,11 @@ def main() -> None:
                for i, row in enumerate(rows)]
     record_batches = [records[s] for s in parts]
 
-    def build(add, inputs) -> WindowProfile:
-        p = WindowProfile("model-1", 1_700_000_100, 300)
+    ref_numeric, _c, _m = make_data(n, args.seed + 1)  # a reference of the same distributions
+    templates = bin_templates({k: derive_edges(v) for k, v in ref_numeric.items()})
+
+    def build(add, inputs, bins=None) -> WindowProfile:
+        p = WindowProfile("model-1", 1_700_000_100, 300, bins=bins)
         for b in inputs:
             add(p, b)
         p.to_dict()  # flushes buffered values into the sketches
@@ -205,10 +212,13 @@ def main() -> None:
             _Sketches().update(c)
 
     t_profile, profile = best_of(args.repeat, lambda: build(WindowProfile.add_columns, array_batches))
+    t_binned, binned = best_of(args.repeat,
+                               lambda: build(WindowProfile.add_columns, array_batches, templates))
     t_pure, _ = best_of(args.repeat, pure)
     t_lists, _ = best_of(args.repeat, lambda: build(WindowProfile.add_columns, list_batches))
     t_records, _ = best_of(args.repeat, lambda: build(WindowProfile.add_records, record_batches))
     t_bytes, blob = best_of(args.repeat, profile.to_bytes)
+    binned_blob = binned.to_bytes()
     raw_json = sum(len(json.dumps({"model_id": r.model_id, "model_version": r.model_version,
                                    "prediction_id": r.prediction_id, "event_time": r.event_time,
                                    "features": r.features})) + 1 for r in records)
@@ -220,9 +230,12 @@ def main() -> None:
         "list_columns_records_per_s": n / t_lists,
         "add_records_records_per_s": n / t_records, "add_records_values_per_s": values / t_records,
         "profile_bytes": len(blob), "to_bytes_ms": t_bytes * 1e3,
+        "binned_records_per_s": n / t_binned, "binned_profile_bytes": len(binned_blob),
         "raw_json_bytes": raw_json, "compression_ratio": raw_json / len(blob),
     }
     print(f"profile (add_columns): {n / t_profile:,.0f} records/s, {values / t_profile:,.0f} values/s")
+    print(f"profile with reference bins: {n / t_binned:,.0f} records/s, {len(binned_blob):,} bytes "
+          f"({len(binned_blob) / 1024:.1f} KiB)")
     print(f"pure sketch-update loop: {n / t_pure:,.0f} records/s (profile / pure = {t_pure / t_profile:.2f})")
     print(f"add_columns (Python lists): {n / t_lists:,.0f} records/s")
     print(f"add_records: {n / t_records:,.0f} records/s")

@@ -227,3 +227,25 @@ def test_checkpoint_form_keeps_the_buffer_and_reads_back_the_same(buffered):
     r.update(more)
     grid = np.linspace(-3.0, 3.0, 61)
     assert np.max(np.abs(r.cdf_many(grid) - s.cdf_many(grid))) < 1e-4
+
+
+@pytest.mark.parametrize("dist", ["normal", "lognormal", "bimodal"])
+def test_digest_cdf_bounds_are_certain_and_the_data_dependent_error_honest(dist):
+    """F_n(x) always lies within the centroid-extent bounds; cdf_error is at most rank_error,
+    tiny in the tails, and bounds the digest's actual error wherever the certain bound is the
+    smaller one."""
+    rng = np.random.default_rng(11)
+    x = {"normal": rng.normal(size=200_000), "lognormal": rng.lognormal(0, 2, 200_000),
+         "bimodal": np.concatenate([rng.normal(-5, 1, 100_000), rng.normal(5, 0.5, 100_000)])}[dist]
+    s = NumericSketch()
+    for part in np.array_split(x, 200):
+        s.update(part)
+    points = np.quantile(x, np.linspace(0.0005, 0.9995, 400))
+    truth = np.searchsorted(np.sort(x), points, side="right") / x.size
+    lower, upper = s.cdf_bounds(points)
+    assert np.all(lower <= truth + 1e-12) and np.all(truth <= upper + 1e-12)
+    err = s.cdf_error(points)
+    assert np.all(err <= s.rank_error) and err[0] < 0.2 * s.rank_error and err[-1] < 0.2 * s.rank_error
+    certain = np.maximum(s.cdf_many(points) - lower, upper - s.cdf_many(points))
+    tight = certain < s.rank_error
+    assert tight.sum() > 20 and np.all(np.abs(s.cdf_many(points) - truth)[tight] <= err[tight] + 1e-12)
