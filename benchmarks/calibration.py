@@ -31,8 +31,9 @@ N(0, 1) x 5,000 against N(0.5, 1) x 250, with both laws on the same pairs.
 
 Usage::
 
-    python benchmarks/calibration.py                 # n = 100 ... 1e6 (a few minutes)
-    python benchmarks/calibration.py --quick         # n = 100, 1000 (seconds)
+    python benchmarks/calibration.py                 # n = 100 ... 1e6 (~8 CPU-minutes)
+    python benchmarks/calibration.py --quick         # n = 100, 1000 (~1 CPU-minute)
+    python benchmarks/calibration.py --sizes 1000000 --power-sizes ""   # one part of it
     python benchmarks/calibration.py --small-sample  # the PSI/JS null law and power (minutes)
 
 The last line printed is JSON: ``fpr`` (flat: ``"feature/check/n"`` -> rate),
@@ -354,17 +355,21 @@ def power_small_window(reps: int, seed: int, alpha: float = 1e-6, shift: float =
 
 
 def reps_for(n: int, budget: int) -> int:
-    """H0 pairs at window size n: ``budget`` at small n, fewer as n grows (at least 100)."""
-    return int(max(100, min(budget, budget * 3_000 // max(n, 1))))
+    """H0 pairs at window size n: ``budget`` at small n, fewer as n grows (100 at 1e5, 60 at 1e6)."""
+    return int(max(60 if n >= 1_000_000 else 100, min(budget, budget * 3_000 // max(n, 1))))
 
 
-POWER_REPS = {1_000: 300, 10_000: 150, 100_000: 40, 1_000_000: 12}
+POWER_REPS = {1_000: 200, 10_000: 100, 100_000: 30, 1_000_000: 8}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="n = 100 and 1000 only")
-    ap.add_argument("--reps", type=int, default=1000, help="H0 pairs at small n")
+    ap.add_argument("--reps", type=int, default=300, help="H0 pairs at small n")
+    ap.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",")], default=None,
+                    help="comma-separated n of the H0 part (default 100 ... 1e6 and 50k x 561k)")
+    ap.add_argument("--power-sizes", type=lambda v: [int(x) for x in v.split(",") if x], default=None,
+                    help="comma-separated n of the power part (default 1e3 ... 1e6; empty: none)")
     ap.add_argument("--seed", type=int, default=20240605)
     ap.add_argument("--small-sample", action="store_true",
                     help="only the PSI/JS small-sample null law and the power at alpha 1e-6")
@@ -381,11 +386,12 @@ def main() -> None:
         out["seconds"] = round(time.perf_counter() - t0, 1)
         print(json.dumps(out))
         return
-    sizes = [100, 1000] if args.quick else [100, 1000, 10_000, 100_000, 1_000_000]
+    sizes = args.sizes or ([100, 1000] if args.quick else [100, 1000, 10_000, 100_000, 1_000_000])
     t0 = time.perf_counter()
     out: dict[str, dict] = {"fpr": {}, "inconclusive_rate": {}, "reps": {}}
     cases = [(n, n, reps_for(n, args.reps), str(n)) for n in sizes]
-    cases.append((50_000, 561_000, 20 if args.quick else 60, "50000x561000"))
+    if args.sizes is None:
+        cases.append((50_000, 561_000, 20 if args.quick else 40, "50000x561000"))
     for n_ref, n_cur, reps, label in cases:
         f, inc = fpr(n_ref, n_cur, reps, args.seed + n_cur)
         out["reps"][label] = reps
@@ -398,14 +404,16 @@ def main() -> None:
     checks = sorted({k.rsplit("/", 1)[0] for k in out["fpr"]})
     out["fpr_max"] = {c: max(v for k, v in out["fpr"].items() if k.rsplit("/", 1)[0] == c) for c in checks}
     out["power"], out["power_ratio"] = {}, {}
-    for n in [1000] if args.quick else sorted(POWER_REPS):
-        for key, row in power(n, POWER_REPS[n], args.seed + 7 * n).items():
+    power_sizes = args.power_sizes if args.power_sizes is not None else (
+        [1000] if args.quick else sorted(POWER_REPS))
+    for n in power_sizes:
+        for key, row in power(n, POWER_REPS.get(n, 50), args.seed + 7 * n).items():
             out["power"][f"{key}/{n}"] = row
             out["power_ratio"][f"{key}/{n}"] = round(power_ratio(row), 3)
         print(f"power n={n}: " + " ".join(
             f"{k.rsplit('/', 1)[0]}={v['profile']:.2f}/{v['raw']:.2f}"
             for k, v in out["power"].items() if k.endswith(f"/{n}")), flush=True)
-    out["power_ratio_min"] = min(out["power_ratio"].values())
+    out["power_ratio_min"] = min(out["power_ratio"].values(), default=None)
     out["seconds"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(out))
 
