@@ -10,6 +10,9 @@ Keys (model keys hash-tagged ``{m}``):
 ``fw:{m}:dq``                    HASH alert id -> JSON [feature, lo, hi]: the event-time
                                  span of each recent data-quality alert (hi null
                                  while it fires), for inhibition
+``fw:{m}:gate:{member}``         JSON the FDR gate's answer for one window (batch level,
+                                 granted, reward, per test discovered / breach), kept
+                                 8 days for the dashboard's window view
 ``fw:alert:{id}``                HASH ``body`` (JSON alert written by the policy,
                                  compare-and-set on the model's ``seq`` so a stale
                                  view never overwrites), ``created_at``,
@@ -167,6 +170,10 @@ def series_key(m: str) -> str:
     return f"fw:{{{m}}}:series"
 
 
+def gate_key(m: str, member: str) -> str:
+    return f"fw:{{{m}}}:gate:{member}"
+
+
 def alert_key(alert_id: str) -> str:
     return f"fw:alert:{alert_id}"
 
@@ -279,6 +286,18 @@ class AlertStore:
         await self.r.xadd(EVENTS, {"kind": kind, "alert_id": alert_id,
                                    "incident_id": incident_id or ""},
                           maxlen=EVENTS_MAXLEN, approximate=True)
+
+    # -- FDR gate answers per window (the dashboard's "why did this page?") -------------
+    async def put_gate(self, model_id: str, member: str, record: dict[str, Any]) -> None:
+        """Keep what the gate answered for one window (:func:`service.alerting.gate_record`)
+        for :data:`SPAN_MEMORY_SECONDS`. Idempotent: the gate answers a window the same way
+        each time it is evaluated."""
+        await self.r.set(gate_key(model_id, member), json.dumps(record), ex=SPAN_MEMORY_SECONDS)
+
+    async def gate(self, model_id: str, member: str) -> dict[str, Any] | None:
+        """The gate's answer for one window, or None (not gated, or forgotten)."""
+        raw = await self.r.get(gate_key(model_id, member))
+        return None if raw is None else json.loads(raw)
 
     # -- data-quality alert spans (inhibition) ----------------------------------------
     async def quality_spans(self, model_id: str) -> dict[str, tuple[str, float, float]]:

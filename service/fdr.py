@@ -126,3 +126,28 @@ class FdrGate:
         metrics.FDR_TESTS.inc(n)
         metrics.FDR_DISCOVERIES.inc(int(found.sum()))
         return GateDecision(found, level, granted, rewarded)
+
+
+@dataclass(frozen=True)
+class SlotUse:
+    """One slot of an epoch as the gate recorded it."""
+
+    slot: int
+    granted: int  # tests granted (at most the capacity)
+    discoveries: int
+
+
+async def epochs(r: aioredis.Redis) -> list[int]:
+    """The epochs whose gate counters are still kept, oldest first."""
+    return sorted({int(k.decode().split(":")[2]) async for k in r.scan_iter(match="fw:fdr:*:used")})
+
+
+async def slot_use(r: aioredis.Redis, epoch: int) -> list[SlotUse]:
+    """Every slot of ``epoch`` that granted tests or made discoveries, in order."""
+    async with r.pipeline(transaction=False) as p:
+        p.hgetall(_key(epoch, "used"))
+        p.hgetall(_key(epoch, "disc"))
+        used, disc = await p.execute()
+    slots = sorted({int(s) for s in (*used, *disc)})
+    return [SlotUse(s, int(used.get(str(s).encode(), 0)), int(disc.get(str(s).encode(), 0)))
+            for s in slots]

@@ -54,7 +54,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from service import metrics
 from service.alert_store import EVENTS, AlertStore
 from service.outbox import Guard, NewItem, Outbox, OutboxItem, RetryPolicy
-from service.payloads import DELIVERY_HEADER, SIGNATURE_HEADER, Notice, encode, render, sign
+from service.payloads import DELIVERY_HEADER, SIGNATURE_HEADER, Notice, encode, incident_url, render, sign
 from service.receiver_config import SIGNED_KINDS, Receiver
 from service.receivers import ReceiverStore
 from service.settings import Settings
@@ -474,7 +474,8 @@ class Notifier:
         meta = {k: v for k, v in incident.items() if k != "alerts"}
         items = []
         for action in decision.actions:
-            body = render(receiver.kind, Notice(action, receiver.id, receiver.name, meta, view, now))
+            body = render(receiver.kind, Notice(action, receiver.id, receiver.name, meta, view, now,
+                                                incident_url(self.settings.public_url, incident_id)))
             if body is not None:
                 items.append(NewItem(uuid.uuid4().hex, receiver.id, receiver.kind, incident_id, action,
                                      encode(body).decode(), now, now))

@@ -54,6 +54,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
+from urllib.parse import quote
 
 from detectors.policy.severity import highest
 
@@ -85,6 +86,9 @@ class Notice:
         already notified), as ``AlertStore`` returns them.
     sent_at : float
         When the notification was decided, Unix seconds.
+    url : str or None
+        The incident's dashboard page (:func:`incident_url`), when a public URL is
+        configured (``FLEETWATCH_PUBLIC_URL``); every body then links to it.
     """
 
     action: Action
@@ -93,6 +97,7 @@ class Notice:
     incident: Mapping[str, Any]
     alerts: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
     sent_at: float = 0.0
+    url: str | None = None
 
     @property
     def firing(self) -> list[Mapping[str, Any]]:
@@ -110,7 +115,22 @@ class Notice:
         return highest([a["severity"] for a in (self.firing or self.alerts)])
 
 
-def example_notice(action: Action = "trigger") -> Notice:
+def incident_url(public_url: str | None, incident_id: str) -> str | None:
+    """The incident's dashboard page under ``public_url`` (None when unset).
+
+    Examples
+    --------
+    >>> incident_url("https://fw.example.com/", "inc1")
+    'https://fw.example.com/ui/incidents/inc1'
+    >>> incident_url(None, "inc1") is None
+    True
+    """
+    if not public_url:
+        return None
+    return f"{public_url.rstrip('/')}/ui/incidents/{quote(incident_id, safe='')}"
+
+
+def example_notice(action: Action = "trigger", url: str | None = None) -> Notice:
     """A small notice for examples: one incident of two alerts, one resolved.
 
     Examples
@@ -130,7 +150,7 @@ def example_notice(action: Action = "trigger") -> Notice:
         alerts=({**base, "id": "a1", "feature": "amount", "severity": "critical", "state": "firing"},
                 {**base, "id": "a2", "feature": "country", "severity": "warning", "state": "resolved",
                  "check": "js"}),
-        sent_at=1_714_565_100.0)
+        sent_at=1_714_565_100.0, url=url)
 
 
 def encode(body: Any) -> bytes:
@@ -211,7 +231,8 @@ def webhook_body(n: Notice) -> dict[str, Any]:
     source, severity, models, features, checks, created_at}, ``alerts`` (id,
     model_id, feature, check, severity, state, owner, routing, effect_size,
     floor, p_value, window_start, started_at, ended_at, acked_by) and
-    ``sent_at``. Sent as :func:`encode` bytes, signed (:func:`sign`).
+    ``sent_at``; with a public URL, ``incident.url`` (the incident's dashboard page).
+    Sent as :func:`encode` bytes, signed (:func:`sign`).
 
     Examples
     --------
@@ -220,9 +241,11 @@ def webhook_body(n: Notice) -> dict[str, Any]:
     ('trigger', 'firing', 'inc1', ['firing', 'resolved'])
     >>> b["alerts"][1]["ended_at"]
     '2024-05-01T12:05:00Z'
+    >>> webhook_body(example_notice(url="https://fw.example.com/ui/incidents/inc1"))["incident"]["url"]
+    'https://fw.example.com/ui/incidents/inc1'
     """
     inc = n.incident
-    return {
+    body = {
         "version": "1", "action": n.action, "status": n.status, "summary": summary(n),
         "receiver": {"id": n.receiver_id, "name": n.receiver_name},
         "incident": {"id": inc["id"], "title": inc.get("title"), "group_key": inc.get("group_key"),
@@ -231,6 +254,9 @@ def webhook_body(n: Notice) -> dict[str, Any]:
         "alerts": [_alert_view(a) for a in n.alerts],
         "sent_at": rfc3339(n.sent_at),
     }
+    if n.url:
+        body["incident"]["url"] = n.url
+    return body
 
 
 def slack_body(n: Notice) -> dict[str, Any]:
@@ -238,7 +264,8 @@ def slack_body(n: Notice) -> dict[str, Any]:
 
     A header (status and title, at most 150 characters), a section with the
     summary, one field per alert (at most 10, each at most 2000 characters)
-    and a context line naming the incident and the receiver.
+    and a context line naming the incident and the receiver (linking to its dashboard
+    page when a public URL is configured).
 
     Examples
     --------
@@ -249,6 +276,8 @@ def slack_body(n: Notice) -> dict[str, Any]:
     'FIRING: upstream source payments_db failing'
     >>> b["blocks"][2]["fields"][0]["text"]
     '*fraud* amount psi\\ncritical, firing, effect 0.61 (floor 0.2)'
+    >>> slack_body(example_notice(url="https://fw/ui/incidents/inc1"))["blocks"][-1]["elements"][0]["text"]
+    'fleetwatch · incident <https://fw/ui/incidents/inc1|inc1> · receiver payments on-call'
     """
     title = n.incident.get("title") or n.incident["id"]
     tag = {"resolve": "RESOLVED", "acknowledge": "ACKNOWLEDGED"}.get(n.action, "FIRING")
@@ -263,7 +292,8 @@ def slack_body(n: Notice) -> dict[str, Any]:
     ]
     if fields:
         blocks.append({"type": "section", "fields": fields})
-    context = f"fleetwatch · incident `{n.incident['id']}` · receiver {n.receiver_name}"
+    shown = f"<{n.url}|{n.incident['id']}>" if n.url else f"`{n.incident['id']}`"
+    context = f"fleetwatch · incident {shown} · receiver {n.receiver_name}"
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context}]})
     return {"text": summary(n), "blocks": blocks}
 
@@ -276,8 +306,9 @@ def pagerduty_event(n: Notice) -> dict[str, Any]:
     trigger carries ``payload`` {summary (≤ 1024), source (the models,
     ≤ 255), severity, timestamp (the incident's creation), component (the
     features), group (the incident key), class (the checks), custom_details};
-    acknowledge and resolve carry only the key. The notifier adds
-    ``routing_key`` when it sends.
+    acknowledge and resolve carry only the key. With a public URL a trigger
+    also carries ``links`` [{href: the incident's dashboard page, text}]. The notifier
+    adds ``routing_key`` when it sends.
 
     Examples
     --------
@@ -286,11 +317,13 @@ def pagerduty_event(n: Notice) -> dict[str, Any]:
     ('trigger', 'inc1', 'critical', 'fraud')
     >>> pagerduty_event(example_notice("resolve"))
     {'event_action': 'resolve', 'dedup_key': 'inc1'}
+    >>> pagerduty_event(example_notice(url="https://fw/ui/incidents/inc1"))["links"][0]["href"]
+    'https://fw/ui/incidents/inc1'
     """
     if n.action in ("acknowledge", "resolve"):
         return {"event_action": n.action, "dedup_key": n.incident["id"]}
     scope = _scope(n)
-    return {
+    event: dict[str, Any] = {
         "event_action": "trigger", "dedup_key": n.incident["id"], "client": "fleetwatch",
         "payload": {
             "summary": summary(n)[:SUMMARY_MAX],
@@ -304,6 +337,9 @@ def pagerduty_event(n: Notice) -> dict[str, Any]:
                                "alerts": [_alert_view(a) for a in n.alerts]},
         },
     }
+    if n.url:
+        event["links"] = [{"href": n.url, "text": "fleetwatch incident"}]
+    return event
 
 
 def fingerprint(labels: Mapping[str, str]) -> str:
@@ -322,7 +358,7 @@ def fingerprint(labels: Mapping[str, str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _am_alert(a: Mapping[str, Any], incident_id: str) -> dict[str, Any]:
+def _am_alert(a: Mapping[str, Any], incident_id: str, url: str | None) -> dict[str, Any]:
     labels = {str(k): str(v) for k, v in (a.get("routing") or {}).items()}
     labels.update({"alertname": a["check"], "model": a["model_id"], "feature": a.get("feature") or "",
                    "check": a["check"], "severity": a["severity"], "owner": a.get("owner") or "",
@@ -337,7 +373,7 @@ def _am_alert(a: Mapping[str, Any], incident_id: str) -> dict[str, Any]:
                         "floor": f"{a.get('floor')}", "p_value": f"{a.get('p_value')}"},
         "startsAt": rfc3339(float(a["created_at"])),
         "endsAt": ZERO_TIME if ended is None else rfc3339(ended),
-        "generatorURL": "",
+        "generatorURL": url or "",
         "fingerprint": fingerprint(labels),
     }
 
@@ -356,7 +392,8 @@ def alertmanager_body(n: Notice) -> dict[str, Any]:
     ``labels`` (alertname = the check, model, feature, check, severity,
     owner, incident_id and the routing labels; empty ones left out),
     ``annotations``, ``startsAt``, ``endsAt`` (``0001-01-01T00:00:00Z``
-    while firing), ``generatorURL`` and ``fingerprint``.
+    while firing), ``generatorURL`` (the incident's dashboard page when a public URL
+    is configured, else empty) and ``fingerprint``; ``externalURL`` is the page too.
 
     Examples
     --------
@@ -369,7 +406,7 @@ def alertmanager_body(n: Notice) -> dict[str, Any]:
     ('payments', False)
     """
     iid = n.incident["id"]
-    alerts = [_am_alert(a, iid) for a in n.alerts]
+    alerts = [_am_alert(a, iid, n.url) for a in n.alerts]
     return {
         "version": "4",
         "groupKey": f'{{}}/{{receiver="{n.receiver_id}"}}:{{incident_id="{iid}"}}',
@@ -379,7 +416,7 @@ def alertmanager_body(n: Notice) -> dict[str, Any]:
         "groupLabels": {"incident_id": iid},
         "commonLabels": _common([a["labels"] for a in alerts]),
         "commonAnnotations": _common([a["annotations"] for a in alerts]),
-        "externalURL": "",
+        "externalURL": n.url or "",
         "alerts": alerts,
     }
 

@@ -201,6 +201,20 @@ class Settings(BaseSettings):
         description="Largest body of POST /v1/models/{id}/reference (up to 100,000 rows per request)",
     )
 
+    public_url: str | None = Field(
+        None, pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$",
+        description="The dashboard's public base URL (e.g. `https://fleetwatch.example.com`): paging "
+                    "payloads link to the incident page under it; unset, they carry no link",
+    )
+    ui_cookie_secure: bool = Field(
+        True, description="Mark the dashboard's cookies Secure (sent over HTTPS only; browsers also send "
+                          "them to http://localhost and http://127.0.0.1). Turn off only behind a plain-HTTP "
+                          "proxy on a trusted network",
+    )
+    ui_page_size: int = Field(50, ge=5, le=500, description="Models per page of the dashboard's fleet overview")
+    ui_recent_windows: int = Field(
+        48, ge=2, le=1_000, description="Windows the dashboard's sparklines and effect charts show")
+
     @field_validator("metrics_token", mode="before")
     @classmethod
     def _empty_token_is_none(cls, v: object) -> object:

@@ -497,3 +497,39 @@ class Store:
                     out += found
                     break
         return out
+
+    # -- reads of the dashboard ------------------------------------------------------------
+    async def latest_members(self, model_ids: list[str], n: int = 1) -> dict[str, list[tuple[str, int]]]:
+        """Per model, its ``n`` latest closed windows (member, start), oldest first, in
+        one round trip."""
+        async with self.r.pipeline(transaction=False) as p:
+            for m in model_ids:
+                p.zrange(index_key(m), -n, -1, withscores=True)
+            got = await p.execute()
+        return {m: [(k.decode(), int(s)) for k, s in rows] for m, rows in zip(model_ids, got, strict=True)}
+
+    async def window_counts(self, model_id: str, members: list[str]) -> list[int | None]:
+        """Record counts of closed windows (None: expired), read through
+        ``fw:{m}:counts`` (HASH member -> count), which caches the count of each
+        profile read once: a closed window's profile never changes, so its count is
+        read from the profile only the first time. Cached members no longer in the
+        index are dropped when new ones are added."""
+        if not members:
+            return []
+        key = f"fw:{{{model_id}}}:counts"
+        cached = await self.r.hmget(key, members)
+        missing = [m for m, c in zip(members, cached, strict=True) if c is None]
+        found: dict[str, int] = {}
+        if missing:
+            raws = await self.r.mget([profile_key(model_id, m) for m in missing])
+            found = {m: WindowProfile.from_bytes(b).count for m, b in zip(missing, raws, strict=True)
+                     if b is not None}
+            if found:
+                live = set(await self.window_members(model_id, 0, "+inf"))
+                stale = [k.decode() for k in await self.r.hkeys(key) if k.decode() not in live]
+                async with self.r.pipeline(transaction=True) as p:
+                    p.hset(key, mapping=found)
+                    if stale:
+                        p.hdel(key, *stale)
+                    await p.execute()
+        return [int(c) if c is not None else found.get(m) for m, c in zip(members, cached, strict=True)]

@@ -31,6 +31,7 @@ from service.api.limits import BodySizeLimit, RouteLimit
 from service.auth import Scope, document_scopes, include_secured, same_secret
 from service.settings import Settings
 from service.store import Store
+from service.ui import routes as ui
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,8 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         include_secured(app, router)
     include_secured(app, keys.router, Scope.admin)
     document_scopes(app)
+    # The dashboard: its pages check the same keys and scopes themselves (service.ui.session).
+    ui.install(app)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness and Redis reachability (no API key needed)",
              responses={200: {"content": {"application/json": {"example": {"status": "ok", "redis": True}}}},

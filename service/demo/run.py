@@ -25,6 +25,7 @@ import math
 import tempfile
 import time
 from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from sdk import AsyncClient, upload_reference
 from service.demo import data
 from service.demo.fault import WeatherFeedFault
 from service.demo.report import classify, render
-from service.runtime import ApiServer, infrastructure, run_roles
+from service.runtime import ApiServer, infrastructure, install_signal_handlers, run_roles
 from service.settings import Settings
 from service.store import Store
 
@@ -51,6 +52,10 @@ FAULT = WeatherFeedFault(
     end=datetime(2013, 3, 11, 12, tzinfo=UTC).timestamp(),
 )
 SECONDS_PER_REPLAYED_DAY = 0.25
+#: The pipeline's settings for a replay: one-day windows close 3 s after their last record;
+#: a day's records arrive together, so lateness allows the hour a day's replay takes.
+PIPELINE_SETTINGS: dict[str, Any] = {"idle_close_seconds": 3.0, "allowed_lateness_seconds": 3600,
+                                     "checkpoint_interval_seconds": 0.5}
 
 
 def _clean(v: Any) -> Any:
@@ -112,25 +117,31 @@ def registration(m: data.DemoModel) -> dict[str, Any]:
     }
 
 
-async def _replay(settings: Settings, api_url: str, store: Store) -> dict[str, Any]:
+async def replay(settings: Settings, api_url: str, store: Store, api_key: str | None = None,
+                  start: float = REPLAY_START, end: float = REPLAY_END) -> dict[str, Any]:
+    """Register the models, upload their references and replay the flights of [start, end)
+    (default February and March 2013) through the SDK; wait until every record is stored and
+    every window evaluated; read the alerts and incidents back. ``api_key``: the key the
+    API calls send (when the API needs one)."""
+    headers = {} if api_key is None else {"X-API-Key": api_key}
     flights = data.load_flights()
     train = flights[(flights.event_time >= TRAIN_START) & (flights.event_time < REPLAY_START)]
     models = data.train_models(train, REPLAY_START)
-    live = flights[(flights.event_time >= REPLAY_START) & (flights.event_time < REPLAY_END)]
-    async with httpx.AsyncClient(base_url=api_url, timeout=60) as http:
+    live = flights[(flights.event_time >= start) & (flights.event_time < end)]
+    async with httpx.AsyncClient(base_url=api_url, timeout=60, headers=headers) as http:
         for m in models:
             resp = await http.post("/v1/models", json=registration(m))
             resp.raise_for_status()
             ref = data.feature_frame(m, train[train.carrier == m.carrier]).assign(
                 score=data.score(m, train[train.carrier == m.carrier]))
             await asyncio.to_thread(upload_reference, api_url, m.model_id, ref,
-                                    score_column="score")
+                                    score_column="score", api_key=api_key)
     produced = {m.model_id: 0 for m in models}
     fault_sent_at: dict[str, float] = {}
     t_replay = time.monotonic()
     async with AsyncClient(settings.kafka_bootstrap, settings.predictions_topic,
                            linger_ms=50, compression_type="gzip") as client:
-        for day in np.arange(REPLAY_START, REPLAY_END, DAY):
+        for day in np.arange(start, end, DAY):
             today = live[(live.event_time >= day) & (live.event_time < day + DAY)]
             for m in models:
                 rows = today[today.carrier == m.carrier]
@@ -156,7 +167,7 @@ async def _replay(settings: Settings, api_url: str, store: Store) -> dict[str, A
         await client.flush()
         dropped = client.stats.dropped
 
-    async with httpx.AsyncClient(base_url=api_url, timeout=60) as http:
+    async with httpx.AsyncClient(base_url=api_url, timeout=60, headers=headers) as http:
         async def stored() -> bool:
             for model_id, n in produced.items():
                 body = (await http.get(f"/v1/models/{model_id}/profiles",
@@ -188,37 +199,56 @@ async def _replay(settings: Settings, api_url: str, store: Store) -> dict[str, A
     }
 
 
-async def _main(settings: Settings) -> dict[str, Any]:
+async def _main(settings: Settings, done: Callable[[dict[str, Any], str], None],
+                serve: bool = False) -> dict[str, Any]:
+    """Run the pipeline, replay the flights and call ``done(result, dashboard URL)``; with
+    ``serve``, keep the pipeline and the dashboard up until SIGINT / SIGTERM."""
     stop = asyncio.Event()
     store = Store(settings.redis_url)
-    api = ApiServer(settings, store, port=0)
-    roles = asyncio.create_task(run_roles(settings, ("aggregator", "detector", "api"), stop, api))
+    api = ApiServer(settings, store, port=settings.api_port if serve else 0)
+    roles = asyncio.create_task(run_roles(settings, ("aggregator", "detector", "notifier", "api"), stop, api))
     try:
         while not api.server.started:
             if roles.done():
                 roles.result()
             await asyncio.sleep(0.05)
-        return await _replay(settings, f"http://127.0.0.1:{api.port}", store)
+        result = await replay(settings, f"http://127.0.0.1:{api.port}", store)
+        done(result, f"http://{settings.api_host}:{api.port}/ui")
+        if serve:
+            install_signal_handlers(stop)
+            await stop.wait()
+        return result
     finally:
         stop.set()
         await roles
         await store.close()
 
 
-def run_demo(settings: Settings, json_path: Path | None = None) -> dict[str, Any]:
-    """Run the demo on an embedded broker and Redis; print the report; return it."""
+def run_demo(settings: Settings, json_path: Path | None = None, serve: bool = False) -> dict[str, Any]:
+    """Run the demo on an embedded broker and Redis; print the report; return it. With
+    ``serve``, the pipeline and the dashboard stay up after the report (on
+    ``FLEETWATCH_API_HOST:FLEETWATCH_API_PORT``) until interrupted."""
     t0 = time.monotonic()
+    out: dict[str, Any] = {}
+
+    def done(result: dict[str, Any], url: str) -> None:
+        report = classify(result, FAULT)
+        report["total_seconds"] = round(time.monotonic() - t0, 1)
+        report["dashboard_url"] = url
+        print(render(report))
+        if json_path is not None:
+            json_path.write_text(json.dumps(report, indent=2, default=str))
+        if serve:
+            print(f"\nDashboard: {url} (the fault's incident under Incidents); the pipeline keeps running. "
+                  "Ctrl-C stops.", flush=True)
+        else:
+            print("\nThe dashboard served these results at /ui while the demo ran; `fleetwatch demo --serve` "
+                  "keeps the pipeline and the dashboard up afterwards and prints their URL.")
+        out.update(report)
+
     with tempfile.TemporaryDirectory(prefix="fleetwatch-demo-") as tmp:
         demo_settings = settings.model_copy(update={
-            "kafka_bootstrap": None, "redis_url": None, "data_dir": Path(tmp),
-            "idle_close_seconds": 3.0, "allowed_lateness_seconds": 3600,
-            "checkpoint_interval_seconds": 0.5,
-        })
+            "kafka_bootstrap": None, "redis_url": None, "data_dir": Path(tmp), **PIPELINE_SETTINGS})
         with infrastructure(demo_settings) as s:
-            result = asyncio.run(_main(s))
-    report = classify(result, FAULT)
-    report["total_seconds"] = round(time.monotonic() - t0, 1)
-    print(render(report))
-    if json_path is not None:
-        json_path.write_text(json.dumps(report, indent=2, default=str))
-    return report
+            asyncio.run(_main(s, done, serve))
+    return out
