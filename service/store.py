@@ -19,6 +19,8 @@ Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
 ``fw:implicit``                     SET of the models created implicitly (by records of a
                                     model never registered)
 ``fw:implicit:{minute}``            models created implicitly in that minute (expires)
+``fw:{m}:counts``                   HASH member -> record count: the dashboard's cache of the
+                                    counts of closed windows (profiles never change once closed)
 ==================================  ==============================================
 
 Alerts, alert series and incidents: ``service.alert_store``; the FDR gate:
@@ -34,6 +36,7 @@ from typing import Any
 
 import msgpack
 import numpy as np
+import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -85,6 +88,11 @@ def window_member(window_seconds: int, start: int, version: str) -> str:
 def parse_member(member: str) -> tuple[int, int, str]:
     length, start, version = member.split(":", 2)
     return int(length), int(start), version
+
+
+def counts_key(m: str) -> str:
+    """HASH member -> record count of the model's closed windows (a cache of the profiles')."""
+    return f"fw:{{{m}}}:counts"
 
 
 def pending_key(m: str) -> str:
@@ -509,27 +517,45 @@ class Store:
         return {m: [(k.decode(), int(s)) for k, s in rows] for m, rows in zip(model_ids, got, strict=True)}
 
     async def window_counts(self, model_id: str, members: list[str]) -> list[int | None]:
-        """Record counts of closed windows (None: expired), read through
-        ``fw:{m}:counts`` (HASH member -> count), which caches the count of each
-        profile read once: a closed window's profile never changes, so its count is
-        read from the profile only the first time. Cached members no longer in the
+        """Record counts of one model's closed windows (:meth:`window_counts_many`)."""
+        return (await self.window_counts_many({model_id: members}))[model_id]
+
+    async def window_counts_many(self, members: dict[str, list[str]]) -> dict[str, list[int | None]]:
+        """Record counts of closed windows per model (None: expired), in one round trip
+        once cached: ``fw:{m}:counts`` (HASH member -> count) keeps the count of each
+        profile read once -- a closed window's profile never changes, so its count is read
+        from the profile only the first time. Cached members no longer in the model's
         index are dropped when new ones are added."""
-        if not members:
-            return []
-        key = f"fw:{{{model_id}}}:counts"
-        cached = await self.r.hmget(key, members)
-        missing = [m for m, c in zip(members, cached, strict=True) if c is None]
-        found: dict[str, int] = {}
-        if missing:
-            raws = await self.r.mget([profile_key(model_id, m) for m in missing])
-            found = {m: WindowProfile.from_bytes(b).count for m, b in zip(missing, raws, strict=True)
-                     if b is not None}
-            if found:
-                live = set(await self.window_members(model_id, 0, "+inf"))
-                stale = [k.decode() for k in await self.r.hkeys(key) if k.decode() not in live]
-                async with self.r.pipeline(transaction=True) as p:
-                    p.hset(key, mapping=found)
-                    if stale:
-                        p.hdel(key, *stale)
-                    await p.execute()
-        return [int(c) if c is not None else found.get(m) for m, c in zip(members, cached, strict=True)]
+        models = [m for m, ms in members.items() if ms]
+        async with self.r.pipeline(transaction=False) as p:
+            for m in models:
+                p.hmget(counts_key(m), members[m])
+            cached = dict(zip(models, await p.execute(), strict=True))
+        out: dict[str, list[int | None]] = {m: [] for m in members}
+        for m in models:
+            missing = [k for k, c in zip(members[m], cached[m], strict=True) if c is None]
+            found: dict[str, int] = {}
+            if missing:
+                raws = await self.r.mget([profile_key(m, k) for k in missing])
+                found = {k: WindowProfile.from_bytes(b).count for k, b in zip(missing, raws, strict=True)
+                         if b is not None}
+                if found:
+                    live = set(await self.window_members(m, 0, "+inf"))
+                    stale = [k.decode() for k in await self.r.hkeys(counts_key(m)) if k.decode() not in live]
+                    async with self.r.pipeline(transaction=True) as p:
+                        p.hset(counts_key(m), mapping=found)
+                        if stale:
+                            p.hdel(counts_key(m), *stale)
+                        await p.execute()
+            out[m] = [int(c) if c is not None else found.get(k)
+                      for k, c in zip(members[m], cached[m], strict=True)]
+        return out
+
+    async def results_each(self, pairs: list[tuple[str, str]]) -> list[list[dict[str, Any]] | None]:
+        """:meth:`results` of (model, member) pairs of any models, in one round trip (decoded
+        with orjson: the dashboard reads many windows' results per page)."""
+        async with self.r.pipeline(transaction=False) as p:
+            for m, member in pairs:
+                p.get(f"fw:{{{m}}}:res:{member}")
+            raws = await p.execute()
+        return [None if raw is None else orjson.loads(raw) for raw in raws]

@@ -157,7 +157,8 @@ async def fleet(request: Request, s: SessionDep) -> HTMLResponse:
     data = await views.fleet(_ctx(request), q)
     base = {k: v for k, v in request.query_params.items() if k in ("owner", "tier", "source", "health", "q") and v}
     return page(request, s, "fleet.html", data=data, query=q, base=base, health_levels=views.HEALTH_ORDER,
-                sorts=views.SORTS, urlencode=urlencode)
+                sorts=views.SORTS, urlencode=urlencode,
+                heat=[(f, quote(f, safe="")) for f in data.heat_features])
 
 
 def _start(text: str) -> int:

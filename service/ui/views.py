@@ -13,6 +13,7 @@ for the page shown only.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -85,8 +86,13 @@ class FleetQuery:
 class Cell:
     feature: str
     ratio: float | None
-    status: str  # breach, drift, inconclusive, ok, none
+    status: str  # breach, drift, inconclusive, ok
     title: str
+
+    @property
+    def level(self) -> int:
+        """Shade 0..5: the ratio in steps of 0.4, 5 from a ratio of 2 (twice the floor) on."""
+        return 0 if self.ratio is None else min(5, math.ceil(self.ratio / 0.4))
 
 
 @dataclass
@@ -178,42 +184,54 @@ async def fleet(ctx: Ctx, q: FleetQuery) -> FleetPage:
 
 
 async def _fill_rows(ctx: Ctx, rows: list[FleetRow]) -> None:
-    """Volume sparkline and latest results (heatmap cells, insufficient traffic) of one page."""
+    """Volume sparkline and latest results (heatmap cells, insufficient traffic) of one page,
+    in a few pipelined round trips."""
     n = ctx.settings.ui_recent_windows
     recent = await ctx.store.latest_members([r.model_id for r in rows], n)
+    members = {m: [k for k, _s in ws] for m, ws in recent.items()}
+    counts = await ctx.store.window_counts_many(members)
+    # the latest evaluated window: the newest, or the one before while the detector catches up
+    latest = [(r.model_id, members[r.model_id][-1]) for r in rows if members[r.model_id]]
+    got = dict(zip(latest, await ctx.store.results_each(latest), strict=True))
+    retry = [(m, members[m][-2]) for (m, k), res in got.items() if res is None and len(members[m]) > 1]
+    got.update({(m, members[m][-1]): res for (m, _k), res in
+                zip(retry, await ctx.store.results_each(retry), strict=True)})
     for row in rows:
-        members = [m for m, _s in recent[row.model_id]]
-        row.counts = await ctx.store.window_counts(row.model_id, members)
-        if members:
-            row.spark = charts.sparkline([float(c) if c is not None else None for c in row.counts])
-            # the latest evaluated window (the newest may still be waiting for the detector)
-            got = [r for r in await ctx.store.results_many(row.model_id, members[-2:]) if r is not None]
-            if got:
-                row.cells = cells(got[-1])
-                if row.health == "ok":
-                    row.health = _status_of(got[-1])
+        row.counts = counts[row.model_id]
+        if not members[row.model_id]:
+            continue
+        row.spark = charts.sparkline([float(c) if c is not None else None for c in row.counts])
+        results = got.get((row.model_id, members[row.model_id][-1]))
+        if results is not None:
+            row.cells = cells(results)
+            if row.health == "ok":
+                row.health = _status_of(results)
+
+
+_RANK = {"ok": 0, "inconclusive": 1, "drift": 2, "breach": 3}
 
 
 def cells(results: list[dict[str, Any]]) -> dict[str, Cell]:
-    """Per feature, the largest |effect| / floor of its drift and quality checks in one window,
-    and whether any of them drifted or was inconclusive."""
-    out: dict[str, Cell] = {}
+    """Per feature, the largest |effect| / floor of its checks in one window, and the worst
+    of their states (breach: drifted with the effect at or past the floor; drift;
+    inconclusive; ok)."""
+    best: dict[str, float | None] = {}
+    state: dict[str, str] = {}
     for r in results:
         f = r["feature"]
         if f == "":
             continue
-        rt = ratio(r)
+        e, fl = r.get("effect_size"), r.get("floor") or 0.0
+        rt = abs(e) / fl if e is not None and fl > 0 else None
         status = r["status"]
-        old = out.get(f)
-        best = max(rt or 0.0, (old.ratio or 0.0) if old else 0.0)
-        flag = ("breach" if status == "drift" and (rt or 0) >= 1 else status) if status in (
-            "drift", "inconclusive") else "ok"
-        rank = {"ok": 0, "inconclusive": 1, "drift": 2, "breach": 3}
-        if old is not None and rank[old.status] > rank[flag]:
-            flag = old.status
-        out[f] = Cell(f, best if (rt is not None or old) else None, flag,
-                      f"{feature_label(f)}: largest effect/floor {best:.2f}, {flag}")
-    return out
+        flag = ("breach" if rt is not None and rt >= 1 else "drift") if status == "drift" else (
+            "inconclusive" if status == "inconclusive" else "ok")
+        old = best.get(f)
+        best[f] = rt if old is None else (old if rt is None else max(old, rt))
+        if _RANK[flag] > _RANK[state.get(f, "ok")] or f not in state:
+            state[f] = flag
+    return {f: Cell(f, best[f], state[f], f"{feature_label(f)}: largest effect/floor "
+                    f"{'n/a' if best[f] is None else format(best[f], '.2f')}, {state[f]}") for f in best}
 
 
 # -- model page -----------------------------------------------------------------------------
@@ -252,15 +270,18 @@ class ModelView:
     perf_chart: charts.LineChart | None
 
 
-def _row(feature: str, history: list[list[dict[str, Any]]], last: list[dict[str, Any]],
-         source: str | None) -> FeatureRow:
+Indexed = dict[tuple[str, str], dict[str, Any]]
+
+
+def _row(feature: str, history: list[Indexed], last: list[dict[str, Any]], source: str | None) -> FeatureRow:
     """A feature's row: its check with the largest effect/floor in the latest evaluated window
-    (``last``), and that check's effect over the recent windows."""
+    (``last``), and that check's effect over the recent windows (``history``: each window's
+    results by feature and check)."""
     latest = [r for r in last if r["feature"] == feature]
     main = max(latest, key=lambda r: (ratio(r) or -1.0, r["check"]))
     series = []
     for results in history:
-        got = next((r for r in results if r["feature"] == feature and r["check"] == main["check"]), None)
+        got = results.get((feature, main["check"]))
         series.append(None if got is None or got.get("effect_size") is None else abs(got["effect_size"]))
     floor = main.get("floor")
     spark = charts.sparkline(series, include=[floor] if floor else [])
@@ -275,12 +296,13 @@ async def model_view(ctx: Ctx, model_id: str, performance: dict[str, Any] | None
     n = ctx.settings.ui_recent_windows
     windows = (await ctx.store.latest_members([model_id], n))[model_id]
     members = [m for m, _s in windows]
-    history = [r or [] for r in await ctx.store.results_many(model_id, members)]
+    history = [r or [] for r in await ctx.store.results_each([(model_id, k) for k in members])]
     counts = await ctx.store.window_counts(model_id, members)
     features, outputs = [], []
     last = next((h for h in reversed(history) if h), [])  # the latest window with results
+    indexed = [{(r["feature"], r["check"]): r for r in results} for results in history]
     for f in sorted({r["feature"] for r in last}):
-        row = _row(f, history, last, cfg.source_of(f))
+        row = _row(f, indexed, last, cfg.source_of(f))
         (outputs if f in OUTPUTS else features).append(row)
     features.sort(key=lambda r: (-(r.ratio or 0.0), r.feature))
     expected = []
@@ -366,7 +388,7 @@ async def feature_view(ctx: Ctx, model_id: str, feature: str, window: int | None
     n = ctx.settings.ui_recent_windows
     windows = (await ctx.store.latest_members([model_id], n))[model_id]
     members = [m for m, _s in windows]
-    history = [r or [] for r in await ctx.store.results_many(model_id, members)]
+    history = [r or [] for r in await ctx.store.results_each([(model_id, k) for k in members])]
     if not any(r["feature"] == feature for results in history for r in results):
         if await ctx.store.reference(model_id) is None or feature not in (await ctx.store.reference(model_id)).features:
             return None
@@ -389,7 +411,7 @@ async def feature_view(ctx: Ctx, model_id: str, feature: str, window: int | None
                   if a.get("incident_id") else None) for a in alerts if a["check"] == check]
         chart = charts.line_chart(starts, ys, kinds, titles, floor=floor, window_seconds=cfg.window_seconds,
                                   hrefs=[f"/ui/models/{model_id}/windows/{s}" for s in starts], bands=bands,
-                                  y_label=f"{check} effect")
+                                  y_label=f"{check} effect", width=600, height=170)
         out.append(CheckChart(check, floor, chart, next((r for r in reversed(rows) if r is not None), None)))
     chosen = window if window is not None else (starts[-1] if starts else None)
     dist = await distribution(ctx, model_id, feature, chosen)
@@ -602,7 +624,8 @@ async def incident_view(ctx: Ctx, summary: dict[str, Any]) -> IncidentView:
     """The incident page from its summary (``service.api.incidents.summarize``)."""
     configs = await ctx.store.model_configs(summary["models"])
     rows = []
-    alerts = sorted(summary["alerts"], key=lambda a: (a["window_start"], a["model_id"], a["feature"], a["check"]))
+    alerts = sorted(summary["alerts"], key=lambda a: (a["state"] == "resolved", a["window_start"], a["model_id"],
+                                                      a["feature"], a["check"]))
     for a in alerts:
         length = _config(configs.get(a["model_id"])).window_seconds
         end = (a.get("resolved_window_start") or a["last_window_start"]) + length
@@ -622,7 +645,11 @@ async def incident_view(ctx: Ctx, summary: dict[str, Any]) -> IncidentView:
 
 @dataclass(frozen=True)
 class SlotLine:
+    """A run of consecutive slots with the same counts (a window longer than a slot is
+    granted the same in each slot it spans)."""
+
     slot: int
+    last_slot: int
     start: int
     granted: int
     discoveries: int
@@ -655,10 +682,15 @@ async def fdr_view(ctx: Ctx, epoch: int | None) -> FdrView:
         disc = {u.slot: u.discoveries for u in uses}
         for u in uses:
             reward = sum(d for s, d in disc.items() if s <= u.slot - params.reward_lag_slots)
-            lines.append(SlotLine(u.slot, epoch * params.epoch_seconds + u.slot * params.slot_seconds,
-                                  u.granted, u.discoveries, reward,
-                                  params.alpha / params.slots * min(u.granted, params.tests_per_slot)
-                                  / params.tests_per_slot,
+            spent = params.alpha / params.slots * min(u.granted, params.tests_per_slot) / params.tests_per_slot
+            prev = lines[-1] if lines else None
+            if prev is not None and prev.last_slot == u.slot - 1 and (prev.granted, prev.discoveries, prev.reward) \
+                    == (u.granted, u.discoveries, reward):
+                lines[-1] = dataclasses.replace(prev, last_slot=u.slot, spent=prev.spent + spent,
+                                                wealth=params.wealth(u.slot, u.granted))
+                continue
+            lines.append(SlotLine(u.slot, u.slot, epoch * params.epoch_seconds + u.slot * params.slot_seconds,
+                                  u.granted, u.discoveries, reward, spent,
                                   params.wealth(u.slot, u.granted), params.level(1, 1, reward)))
     chart = None
     if lines:
