@@ -63,12 +63,16 @@ SICK_EVERY = 20
 
 
 def config_of(m: int) -> ModelConfig:
-    features = {f"num{j}": {"type": "numeric", "source": SOURCES[(m + j) % len(SOURCES)]}
-                for j in range(N_NUMERIC)}
-    features |= {f"cat{j}": {"type": "categorical", "source": SOURCES[(m + j) % len(SOURCES)]}
-                 for j in range(N_CATEGORICAL)}
-    return ModelConfig.model_validate({"window_seconds": WINDOW, "owner": OWNERS[m % len(OWNERS)],
-                                       "tier": 1 + m % 3, "features": features})
+    features = {
+        f"num{j}": {"type": "numeric", "source": SOURCES[(m + j) % len(SOURCES)]} for j in range(N_NUMERIC)
+    }
+    features |= {
+        f"cat{j}": {"type": "categorical", "source": SOURCES[(m + j) % len(SOURCES)]}
+        for j in range(N_CATEGORICAL)
+    }
+    return ModelConfig.model_validate(
+        {"window_seconds": WINDOW, "owner": OWNERS[m % len(OWNERS)], "tier": 1 + m % 3, "features": features}
+    )
 
 
 async def populate(store: Store, settings: Settings, models: int, windows: int, seed: int) -> dict:
@@ -93,15 +97,25 @@ async def populate(store: Store, settings: Settings, models: int, windows: int, 
         await store.r.set(f"fw:{{{model_id}}}:ref", ref_bytes)
         bad = m % SICK_EVERY == 0
         series = sick if bad else healthy
-        closed = [ClosedWindow(model_id, window_member(WINDOW, T0 + w * WINDOW, "1"), T0 + w * WINDOW, b)
-                  for w, (b, _r, _s) in enumerate(series)]
-        assert await store.checkpoint("bench", 0, checkpoint.epoch, {}, [], closed, settings.retention_window_seconds)
+        closed = [
+            ClosedWindow(model_id, window_member(WINDOW, T0 + w * WINDOW, "1"), T0 + w * WINDOW, b)
+            for w, (b, _r, _s) in enumerate(series)
+        ]
+        assert await store.checkpoint(
+            "bench", 0, checkpoint.epoch, {}, [], closed, settings.retention_window_seconds
+        )
         for w, (_b, results, stored) in enumerate(series):
             member = closed[w].member
             await store.put_results(model_id, member, stored, settings.retention_window_seconds)
             if bad:
-                await policy.apply(WindowRef(model_id, member, T0 + w * WINDOW, WINDOW, "1"), results,
-                                   alerting, cfg, [], time.time())
+                await policy.apply(
+                    WindowRef(model_id, member, T0 + w * WINDOW, WINDOW, "1"),
+                    results,
+                    alerting,
+                    cfg,
+                    [],
+                    time.time(),
+                )
             written += 1
     await store.r.delete("fw:windows")  # no detector reads the window-closed events here
     return {"windows_written": written}
@@ -126,7 +140,10 @@ async def bench(args: argparse.Namespace) -> dict:
             alerts = AlertStore(store.r)
             incidents = [i["id"] for i in await alerts.incidents(0, 100)]
             rnd = random.Random(args.seed)
-            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://bench") as http:
+            async with httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://bench"
+            ) as http:
+
                 async def timed(path: str) -> float:
                     t = time.perf_counter()
                     got = await http.get(path)
@@ -137,8 +154,12 @@ async def bench(args: argparse.Namespace) -> dict:
                 fleet_paths = ["/ui", "/ui?sort=model&page=7", "/ui?health=critical"]
                 pages = {
                     "fleet": [fleet_paths[i % 3] for i in range(args.requests)],
-                    "model": [f"/ui/models/model-{rnd.randrange(args.models):04d}" for _ in range(args.requests)],
-                    "incident": [f"/ui/incidents/{incidents[i % len(incidents)]}" for i in range(args.requests)],
+                    "model": [
+                        f"/ui/models/model-{rnd.randrange(args.models):04d}" for _ in range(args.requests)
+                    ],
+                    "incident": [
+                        f"/ui/incidents/{incidents[i % len(incidents)]}" for i in range(args.requests)
+                    ],
                 }
                 out: dict = {}
                 for name, paths in pages.items():
@@ -147,10 +168,18 @@ async def bench(args: argparse.Namespace) -> dict:
             await store.close()
         finally:
             server.stop()
-    return {"models": args.models, "features_per_model": N_NUMERIC + N_CATEGORICAL, "windows_per_model": args.windows,
-            "incidents": len(incidents), "build_seconds": round(build, 1), "fleet_cold_ms": round(cold, 1),
-            **written, **out,
-            "goal_p95_ms": 300, "meets_goal": all(v["p95_ms"] <= 300 for v in out.values())}
+    return {
+        "models": args.models,
+        "features_per_model": N_NUMERIC + N_CATEGORICAL,
+        "windows_per_model": args.windows,
+        "incidents": len(incidents),
+        "build_seconds": round(build, 1),
+        "fleet_cold_ms": round(cold, 1),
+        **written,
+        **out,
+        "goal_p95_ms": 300,
+        "meets_goal": all(v["p95_ms"] <= 300 for v in out.values()),
+    }
 
 
 def main() -> None:

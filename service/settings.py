@@ -211,7 +211,8 @@ class Settings(BaseSettings):
                           "them to http://localhost and http://127.0.0.1). Turn off only behind a plain-HTTP "
                           "proxy on a trusted network",
     )
-    ui_page_size: int = Field(50, ge=5, le=500, description="Models per page of the dashboard's fleet overview")
+    ui_page_size: int = Field(
+        50, ge=5, le=500, description="Models per page of the dashboard's fleet overview")
     ui_recent_windows: int = Field(
         48, ge=2, le=1_000, description="Windows the dashboard's sparklines and effect charts show")
 

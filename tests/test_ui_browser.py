@@ -34,16 +34,25 @@ from service.store import Store
 from tests.conftest import wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 # A week of flights around the fault (2013-03-04 12:00 to 03-11 12:00): enough for the
 # reference comparison, the breach, the persistence and the incident, in a fraction of the demo's time.
 START = datetime(2013, 3, 1, tzinfo=UTC).timestamp()
 END = datetime(2013, 3, 9, tzinfo=UTC).timestamp()
 SHOTS = os.environ.get("FLEETWATCH_UI_SCREENSHOTS")
 
-pytestmark = [pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)"),
-              pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)"),
+    pytest.mark.timeout(900),
+]
 
 
 def free_port() -> int:
@@ -63,8 +72,13 @@ class Sink:
             self.bodies.append(await request.json())
             return Response(status_code=204)
 
-        config = uvicorn.Config(Starlette(routes=[Route("/hook", hook, methods=["POST"])]),
-                                host="127.0.0.1", port=self.port, log_level="warning", lifespan="off")
+        config = uvicorn.Config(
+            Starlette(routes=[Route("/hook", hook, methods=["POST"])]),
+            host="127.0.0.1",
+            port=self.port,
+            log_level="warning",
+            lifespan="off",
+        )
         self.server = uvicorn.Server(config)
 
 
@@ -75,12 +89,23 @@ async def pipeline(kafka_bootstrap: str, redis_url: str):
     port = free_port()
     admin = secrets.token_urlsafe(32)
     settings = Settings(
-        kafka_bootstrap=kafka_bootstrap, redis_url=redis_url.rsplit("/", 1)[0] + "/9",
-        predictions_topic=f"ui-pred-{tag}", dead_letter_topic=f"ui-dlq-{tag}", labels_topic=f"ui-lab-{tag}",
-        aggregator_group=f"ui-agg-{tag}", detector_group=f"ui-det-{tag}", joiner_group=f"ui-join-{tag}",
-        notifier_group=f"ui-not-{tag}", topic_partitions=2, api_port=port, api_auth=True,
-        api_admin_key=admin, receiver_allow_nets=["127.0.0.0/8"], public_url=f"http://127.0.0.1:{port}",
-        **demo.PIPELINE_SETTINGS)
+        kafka_bootstrap=kafka_bootstrap,
+        redis_url=redis_url.rsplit("/", 1)[0] + "/9",
+        predictions_topic=f"ui-pred-{tag}",
+        dead_letter_topic=f"ui-dlq-{tag}",
+        labels_topic=f"ui-lab-{tag}",
+        aggregator_group=f"ui-agg-{tag}",
+        detector_group=f"ui-det-{tag}",
+        joiner_group=f"ui-join-{tag}",
+        notifier_group=f"ui-not-{tag}",
+        topic_partitions=2,
+        api_port=port,
+        api_auth=True,
+        api_admin_key=admin,
+        receiver_allow_nets=["127.0.0.0/8"],
+        public_url=f"http://127.0.0.1:{port}",
+        **demo.PIPELINE_SETTINGS,
+    )
     store = Store(settings.redis_url)
     await store.r.flushdb()
     sink = Sink()
@@ -92,9 +117,16 @@ async def pipeline(kafka_bootstrap: str, redis_url: str):
     try:
         await wait_for(lambda: _started(api, roles), timeout=30)
         async with httpx.AsyncClient(base_url=base, headers={"X-API-Key": admin}, timeout=60) as http:
-            got = await http.post("/v1/receivers", json={
-                "name": "on-call hook", "kind": "webhook", "url": f"http://127.0.0.1:{sink.port}/hook",
-                "secret": secrets.token_hex(16), "group_wait_seconds": 0.5})
+            got = await http.post(
+                "/v1/receivers",
+                json={
+                    "name": "on-call hook",
+                    "kind": "webhook",
+                    "url": f"http://127.0.0.1:{sink.port}/hook",
+                    "secret": secrets.token_hex(16),
+                    "group_wait_seconds": 0.5,
+                },
+            )
             assert got.status_code == 201, got.text
             keys = {}
             for scope in ("write", "read"):
@@ -108,8 +140,16 @@ async def pipeline(kafka_bootstrap: str, redis_url: str):
                 return any(b["incident"]["id"] == fault["id"] for b in sink.bodies)
 
             await wait_for(paged, timeout=60)
-            yield {"base": base, "settings": settings, "admin": admin, "keys": keys, "result": result,
-                   "fault": fault, "sink": sink, "store": store}
+            yield {
+                "base": base,
+                "settings": settings,
+                "admin": admin,
+                "keys": keys,
+                "result": result,
+                "fault": fault,
+                "sink": sink,
+                "store": store,
+            }
     finally:
         stop.set()
         await roles
@@ -222,8 +262,11 @@ async def test_fault_is_an_incident_with_its_alerts_and_notification_log(writer,
 async def test_ack_and_silence_through_the_ui_change_what_the_api_returns(writer, pipeline):
     fault = pipeline["fault"]
     async with api(pipeline) as http:
-        firing = [a for a in (await http.get(f"/v1/incidents/{fault['id']}")).json()["alerts"]
-                  if a["state"] == "firing"]
+        firing = [
+            a
+            for a in (await http.get(f"/v1/incidents/{fault['id']}")).json()["alerts"]
+            if a["state"] == "firing"
+        ]
         target = firing[0]
         await writer.goto(f"{pipeline['base']}/ui/incidents/{fault['id']}")
         await writer.locator(f"#alert-{target['id']}").get_by_role("button", name="Ack").click()
@@ -255,8 +298,11 @@ async def test_read_only_key_cannot_ack(browser, pipeline):
     try:
         fault = pipeline["fault"]
         async with api(pipeline) as http:
-            firing = [a for a in (await http.get(f"/v1/incidents/{fault['id']}")).json()["alerts"]
-                      if a["state"] == "firing"]
+            firing = [
+                a
+                for a in (await http.get(f"/v1/incidents/{fault['id']}")).json()["alerts"]
+                if a["state"] == "firing"
+            ]
             target = firing[-1]
             await page.goto(f"{pipeline['base']}/ui/incidents/{fault['id']}")
             async with page.expect_response(lambda r: r.request.method == "POST") as answer:
@@ -265,8 +311,10 @@ async def test_read_only_key_cannot_ack(browser, pipeline):
             assert "scope 'write'" in await page.get_by_role("alert").inner_text()
             assert (await http.get(f"/v1/alerts/{target['id']}")).json()["state"] == "firing"
             # A form without the session's CSRF token is refused even with a write key.
-            forged = await page.request.post(f"{pipeline['base']}/ui/incidents/{fault['id']}/ack",
-                                             form={"csrf": "0" * 64, "alert": target["id"]})
+            forged = await page.request.post(
+                f"{pipeline['base']}/ui/incidents/{fault['id']}/ack",
+                form={"csrf": "0" * 64, "alert": target["id"]},
+            )
             assert forged.status == 403
     finally:
         await ctx.close()
@@ -278,7 +326,10 @@ async def test_feature_page_draws_the_reference_beside_the_window(writer, pipeli
     await writer.goto(f"{pipeline['base']}/ui/models/{m}/features/wind_speed?window={fault_day}")
     assert await writer.locator("rect.bar-ref").count() > 3
     assert await writer.locator("rect.bar-win").count() > 3
-    assert await writer.locator("path.ecdf-ref").count() == 1 and await writer.locator("path.ecdf-win").count() == 1
+    assert (
+        await writer.locator("path.ecdf-ref").count() == 1
+        and await writer.locator("path.ecdf-win").count() == 1
+    )
     assert await writer.locator("line.floor").count() >= 1  # effect over time against the floor
     await shot(writer, "feature-numeric")
     await writer.goto(f"{pipeline['base']}/ui/models/{m}/features/origin")
@@ -312,14 +363,18 @@ async def test_unknown_model_is_a_404_page(writer, pipeline):
     assert "no-such-model" in await writer.get_by_role("alert").inner_text()
 
 
+# Form controls without a label, an aria-label or (buttons) a text.
+UNLABELLED = """() => [...document.querySelectorAll('input, select, button')]
+    .filter(e => e.type !== 'hidden')
+    .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.textContent.trim())
+    .map(e => e.outerHTML)"""
+
+
 async def test_pages_are_usable_by_keyboard_with_labelled_controls(writer, pipeline):
     fault = pipeline["fault"]
     for path in ("/ui", f"/ui/incidents/{fault['id']}", f"/ui/models/{fault['models'][0]}/features/visib"):
         await writer.goto(pipeline["base"] + path)
-        unlabelled = await writer.evaluate("""() => [...document.querySelectorAll('input, select, button')]
-            .filter(e => e.type !== 'hidden')
-            .filter(e => !(e.labels && e.labels.length) && !e.getAttribute('aria-label') && !e.textContent.trim())
-            .map(e => e.outerHTML)""")
+        unlabelled = await writer.evaluate(UNLABELLED)
         assert unlabelled == [], (path, unlabelled)
     await writer.goto(pipeline["base"] + "/ui")
     await writer.keyboard.press("Tab")

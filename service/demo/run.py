@@ -24,8 +24,8 @@ import json
 import math
 import tempfile
 import time
-from datetime import UTC, datetime
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 

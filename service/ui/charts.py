@@ -70,8 +70,9 @@ class Spark:
     height: int
 
 
-def sparkline(values: Sequence[float | None], width: int = 120, height: int = 24,
-              include: Sequence[float] = ()) -> Spark:
+def sparkline(
+    values: Sequence[float | None], width: int = 120, height: int = 24, include: Sequence[float] = ()
+) -> Spark:
     """A sparkline of ``values`` in order (None: no value, a gap); ``include`` widens the
     value range (e.g. to keep a floor in view).
 
@@ -79,7 +80,7 @@ def sparkline(values: Sequence[float | None], width: int = 120, height: int = 24
     --------
     >>> s = sparkline([0, 1, None, 2], width=30, height=10)
     >>> s.d, s.last
-    ('M1,9L10.3,5M28.9,1', (28.9, 1.0))
+    ('M1,9L10.3,5M29,1', (29.0, 1.0))
     """
     lo, hi = _domain([v for v in values if v is not None], include)
     x = Scale(0, max(len(values) - 1, 1), 1, width - 1)
@@ -153,11 +154,20 @@ def time_label(t: float, seconds: int) -> str:
     return d.strftime("%Y-%m-%d") if seconds >= 86_400 else d.strftime("%m-%d %H:%M")
 
 
-def line_chart(xs: Sequence[float], ys: Sequence[float | None], kinds: Sequence[str],
-               titles: Sequence[str], *, floor: float | None, window_seconds: int,
-               hrefs: Sequence[str | None] | None = None,
-               bands: Sequence[tuple[float, float, str, str | None]] = (),
-               y_label: str = "effect", width: int = 720, height: int = 220) -> LineChart:
+def line_chart(
+    xs: Sequence[float],
+    ys: Sequence[float | None],
+    kinds: Sequence[str],
+    titles: Sequence[str],
+    *,
+    floor: float | None,
+    window_seconds: int,
+    hrefs: Sequence[str | None] | None = None,
+    bands: Sequence[tuple[float, float, str, str | None]] = (),
+    y_label: str = "effect",
+    width: int = 720,
+    height: int = 220,
+) -> LineChart:
     """Effect ``ys`` at window starts ``xs`` (Unix s), one marker per window of kind
     ``kinds[i]``; a dashed line at ``floor``; ``bands`` (start, end, title, link) shade
     alert spans."""
@@ -167,16 +177,32 @@ def line_chart(xs: Sequence[float], ys: Sequence[float | None], kinds: Sequence[
     y = Scale(lo, hi, height - bottom, top)
     pts = [None if v is None else (x(t), y(v)) for t, v in zip(xs, ys, strict=True)]
     hrefs = hrefs or [None] * len(xs)
-    markers = [Marker(p[0], p[1], k, ti, h) for p, k, ti, h in zip(pts, kinds, titles, hrefs, strict=True)
-               if p is not None]
+    markers = [
+        Marker(p[0], p[1], k, ti, h)
+        for p, k, ti, h in zip(pts, kinds, titles, hrefs, strict=True)
+        if p is not None
+    ]
     n_x = min(6, len(xs))
     step = max(1, math.ceil(len(xs) / max(n_x, 1)))
     x_ticks = [Tick(x(t), time_label(t, window_seconds)) for t in list(xs)[::step]]
     y_ticks = [Tick(y(lo + (hi - lo) * i / 4), _fmt(lo + (hi - lo) * i / 4)) for i in range(5)]
     spans = [Band(x(max(a, x.lo)), x(min(b, x.hi)), t, h) for a, b, t, h in bands if b >= x.lo and a <= x.hi]
-    return LineChart(width, height, left, bottom, top, right, path(pts),
-                     None if floor is None else y(floor), markers, spans, x_ticks, y_ticks,
-                     "window start (UTC)", y_label)
+    return LineChart(
+        width,
+        height,
+        left,
+        bottom,
+        top,
+        right,
+        path(pts),
+        None if floor is None else y(floor),
+        markers,
+        spans,
+        x_ticks,
+        y_ticks,
+        "window start (UTC)",
+        y_label,
+    )
 
 
 @dataclass(frozen=True)
@@ -208,8 +234,14 @@ class DistributionChart:
     y_label: str = "share of values"
 
 
-def histogram_chart(edges: Sequence[float], ref_mass: Sequence[float], win_mass: Sequence[float],
-                    feature: str, width: int = 720, height: int = 240) -> DistributionChart:
+def histogram_chart(
+    edges: Sequence[float],
+    ref_mass: Sequence[float],
+    win_mass: Sequence[float],
+    feature: str,
+    width: int = 720,
+    height: int = 240,
+) -> DistributionChart:
     """Overlaid histograms of two distributions over the same bins (``len(edges) - 1``
     masses each, shares summing to at most 1), side by side within each bin; bins are
     drawn equally wide (quantile bins of the reference), labelled by their edges."""
@@ -222,19 +254,44 @@ def histogram_chart(edges: Sequence[float], ref_mass: Sequence[float], win_mass:
     for i in range(n):
         x0 = left + i * slot
         label = f"[{_fmt(edges[i])}, {_fmt(edges[i + 1])})"
-        for bars, mass, off, who in ((ref_bars, ref_mass[i], 0.1, "reference"),
-                                     (win_bars, win_mass[i], 0.5, "window")):
-            bars.append(Bar(round(x0 + off * slot, 1), y(mass), round(0.4 * slot, 1),
-                            round(y(0) - y(mass), 1), f"{who} {label}: {mass:.1%}"))
+        for bars, mass, off, who in (
+            (ref_bars, ref_mass[i], 0.1, "reference"),
+            (win_bars, win_mass[i], 0.5, "window"),
+        ):
+            bars.append(
+                Bar(
+                    round(x0 + off * slot, 1),
+                    y(mass),
+                    round(0.4 * slot, 1),
+                    round(y(0) - y(mass), 1),
+                    f"{who} {label}: {mass:.1%}",
+                )
+            )
     step = max(1, math.ceil(n / 8))
     x_ticks = [Tick(round(left + i * slot, 1), _fmt(edges[i])) for i in range(0, n + 1, step)]
     y_ticks = [Tick(y(top_mass * i / 4), f"{top_mass * i / 4:.0%}") for i in range(5)]
-    return DistributionChart(width, height, left, bottom, top, ref_bars, win_bars, x_ticks=x_ticks,
-                             y_ticks=y_ticks, x_label=f"{feature} (quantile bins of the reference)")
+    return DistributionChart(
+        width,
+        height,
+        left,
+        bottom,
+        top,
+        ref_bars,
+        win_bars,
+        x_ticks=x_ticks,
+        y_ticks=y_ticks,
+        x_label=f"{feature} (quantile bins of the reference)",
+    )
 
 
-def ecdf_chart(grid: Sequence[float], ref_cdf: Sequence[float], win_cdf: Sequence[float],
-               feature: str, width: int = 720, height: int = 240) -> DistributionChart:
+def ecdf_chart(
+    grid: Sequence[float],
+    ref_cdf: Sequence[float],
+    win_cdf: Sequence[float],
+    feature: str,
+    width: int = 720,
+    height: int = 240,
+) -> DistributionChart:
     """The two ECDFs over ``grid`` (ascending values of the feature)."""
     left, right, top, bottom = 56, 12, 10, 40
     x = Scale(grid[0] if grid else 0, grid[-1] if grid else 1, left, width - right)
@@ -246,12 +303,30 @@ def ecdf_chart(grid: Sequence[float], ref_cdf: Sequence[float], win_cdf: Sequenc
     lo, hi = (grid[0], grid[-1]) if grid else (0.0, 1.0)
     x_ticks = [Tick(x(lo + (hi - lo) * i / 5), _fmt(lo + (hi - lo) * i / 5)) for i in range(6)]
     y_ticks = [Tick(y(i / 4), f"{i / 4:.2f}") for i in range(5)]
-    return DistributionChart(width, height, left, bottom, top, [], [], steps(ref_cdf), steps(win_cdf),
-                             x_ticks, y_ticks, feature, "share of values at or below")
+    return DistributionChart(
+        width,
+        height,
+        left,
+        bottom,
+        top,
+        [],
+        [],
+        steps(ref_cdf),
+        steps(win_cdf),
+        x_ticks,
+        y_ticks,
+        feature,
+        "share of values at or below",
+    )
 
 
-def category_chart(names: Sequence[str], ref_share: Sequence[float], win_share: Sequence[float],
-                   width: int = 720, height: int = 260) -> DistributionChart:
+def category_chart(
+    names: Sequence[str],
+    ref_share: Sequence[float],
+    win_share: Sequence[float],
+    width: int = 720,
+    height: int = 260,
+) -> DistributionChart:
     """Top-category bars, reference beside window (shares of values)."""
     left, right, top, bottom = 56, 12, 10, 60
     n = len(names)
@@ -261,14 +336,38 @@ def category_chart(names: Sequence[str], ref_share: Sequence[float], win_share: 
     ref_bars, win_bars = [], []
     for i, name in enumerate(names):
         x0 = left + i * slot
-        ref_bars.append(Bar(round(x0 + 0.1 * slot, 1), y(ref_share[i]), round(0.4 * slot, 1),
-                            round(y(0) - y(ref_share[i]), 1), f"reference {name}: {ref_share[i]:.1%}"))
-        win_bars.append(Bar(round(x0 + 0.5 * slot, 1), y(win_share[i]), round(0.4 * slot, 1),
-                            round(y(0) - y(win_share[i]), 1), f"window {name}: {win_share[i]:.1%}"))
+        ref_bars.append(
+            Bar(
+                round(x0 + 0.1 * slot, 1),
+                y(ref_share[i]),
+                round(0.4 * slot, 1),
+                round(y(0) - y(ref_share[i]), 1),
+                f"reference {name}: {ref_share[i]:.1%}",
+            )
+        )
+        win_bars.append(
+            Bar(
+                round(x0 + 0.5 * slot, 1),
+                y(win_share[i]),
+                round(0.4 * slot, 1),
+                round(y(0) - y(win_share[i]), 1),
+                f"window {name}: {win_share[i]:.1%}",
+            )
+        )
     x_ticks = [Tick(round(left + (i + 0.5) * slot, 1), name[:14]) for i, name in enumerate(names)]
     y_ticks = [Tick(y(top_share * i / 4), f"{top_share * i / 4:.0%}") for i in range(5)]
-    return DistributionChart(width, height, left, bottom, top, ref_bars, win_bars, x_ticks=x_ticks,
-                             y_ticks=y_ticks, x_label="category")
+    return DistributionChart(
+        width,
+        height,
+        left,
+        bottom,
+        top,
+        ref_bars,
+        win_bars,
+        x_ticks=x_ticks,
+        y_ticks=y_ticks,
+        x_label="category",
+    )
 
 
 @dataclass(frozen=True)
@@ -294,17 +393,31 @@ class Timeline:
     row: int
 
 
-def timeline(rows: Sequence[tuple[str, str, float, float, str, Sequence[float]]], window_seconds: int,
-             width: int = 880, row: int = 22) -> Timeline:
+def timeline(
+    rows: Sequence[tuple[str, str, float, float, str, Sequence[float]]],
+    window_seconds: int,
+    width: int = 880,
+    row: int = 22,
+) -> Timeline:
     """Breach spans in event time, one lane per alert: (label, link, first window start, end of
     the last breach, kind, evidence window starts)."""
     left, right = 240, 16
     lo = min((r[2] for r in rows), default=0.0)
     hi = max((r[3] for r in rows), default=1.0)
     x = Scale(lo, hi, left, width - right)
-    lanes = [Lane(10 + i * row, label, href, x(a), max(x(b), x(a) + 3), kind,
-                  [(x(t), time_label(t, window_seconds)) for t in ev])
-             for i, (label, href, a, b, kind, ev) in enumerate(rows)]
-    ticks = [Tick(x(lo + (hi - lo) * i / 5), time_label(lo + (hi - lo) * i / 5, window_seconds))
-             for i in range(6)]
+    lanes = [
+        Lane(
+            10 + i * row,
+            label,
+            href,
+            x(a),
+            max(x(b), x(a) + 3),
+            kind,
+            [(x(t), time_label(t, window_seconds)) for t in ev],
+        )
+        for i, (label, href, a, b, kind, ev) in enumerate(rows)
+    ]
+    ticks = [
+        Tick(x(lo + (hi - lo) * i / 5), time_label(lo + (hi - lo) * i / 5, window_seconds)) for i in range(6)
+    ]
     return Timeline(width, 10 + len(rows) * row + 30, left, lanes, ticks, row)

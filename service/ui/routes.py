@@ -64,8 +64,9 @@ def _num(v: Any, digits: int = 3) -> str:
     return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
 
 
-templates.env.filters.update(time=_fmt_time, num=_num, label=views.feature_label,
-                             q=lambda s: quote(str(s), safe=""))
+templates.env.filters.update(
+    time=_fmt_time, num=_num, label=views.feature_label, q=lambda s: quote(str(s), safe="")
+)
 
 
 def _ctx(request: Request) -> views.Ctx:
@@ -75,8 +76,9 @@ def _ctx(request: Request) -> views.Ctx:
 
 def page(request: Request, s: Session, name: str, status: int = 200, **context: Any) -> HTMLResponse:
     """Render a page with the layout's context (who is signed in, the CSRF token)."""
-    response = templates.TemplateResponse(request, name, {"s": s, "path": request.url.path, **context},
-                                          status_code=status)
+    response = templates.TemplateResponse(
+        request, name, {"s": s, "path": request.url.path, **context}, status_code=status
+    )
     set_cookies(request, response)
     return response
 
@@ -91,6 +93,7 @@ def _back(url: str, **params: str) -> RedirectResponse:
 
 
 # -- login -------------------------------------------------------------------------------------
+
 
 def _safe_next(target: str | None) -> str:
     """A post-login destination: a path of the dashboard only (no open redirect)."""
@@ -107,21 +110,32 @@ async def login_form(request: Request, next: str | None = None) -> HTMLResponse:
 
 
 @router.post("/login")
-async def login(request: Request, key: Annotated[str, Form(max_length=512)],
-                csrf: Annotated[str, Form(max_length=256)] = "",
-                next: Annotated[str, Form(max_length=2048)] = "/ui") -> Response:
+async def login(
+    request: Request,
+    key: Annotated[str, Form(max_length=512)],
+    csrf: Annotated[str, Form(max_length=256)] = "",
+    next: Annotated[str, Form(max_length=2048)] = "/ui",
+) -> Response:
     check_csrf(request, csrf)
     principal = await principal_of(request, key.strip())
     if principal is None:
-        return page(request, anonymous_session(request), "login.html", status=401, next=_safe_next(next),
-                    error="Unknown or revoked API key.")
+        return page(
+            request,
+            anonymous_session(request),
+            "login.html",
+            status=401,
+            next=_safe_next(next),
+            error="Unknown or revoked API key.",
+        )
     response = RedirectResponse(_safe_next(next), status_code=303)
     set_cookies(request, response, key.strip())
     return response
 
 
 @router.post("/logout")
-async def logout(request: Request, s: SessionDep, csrf: Annotated[str, Form(max_length=256)] = "") -> Response:
+async def logout(
+    request: Request, s: SessionDep, csrf: Annotated[str, Form(max_length=256)] = ""
+) -> Response:
     check_csrf(request, csrf)
     response = RedirectResponse("/ui/login", status_code=303)
     clear_key(response)
@@ -129,6 +143,7 @@ async def logout(request: Request, s: SessionDep, csrf: Annotated[str, Form(max_
 
 
 # -- pages -------------------------------------------------------------------------------------
+
 
 def _fleet_query(params: dict[str, str]) -> views.FleetQuery:
     def int_of(name: str, lo: int, hi: int) -> int | None:
@@ -145,20 +160,37 @@ def _fleet_query(params: dict[str, str]) -> views.FleetQuery:
     health = params.get("health") or None
     if health is not None and health not in views.HEALTH_ORDER:
         raise UiError(422, "Bad filter", f"health must be one of {', '.join(views.HEALTH_ORDER)}")
-    return views.FleetQuery(owner=params.get("owner") or None, tier=int_of("tier", 1, 3),
-                            source=params.get("source") or None, health=health,
-                            q=(params.get("q") or "")[:256] or None, sort=sort,
-                            desc=params.get("desc") == "1", page=int_of("page", 1, 1_000_000) or 1)
+    return views.FleetQuery(
+        owner=params.get("owner") or None,
+        tier=int_of("tier", 1, 3),
+        source=params.get("source") or None,
+        health=health,
+        q=(params.get("q") or "")[:256] or None,
+        sort=sort,
+        desc=params.get("desc") == "1",
+        page=int_of("page", 1, 1_000_000) or 1,
+    )
 
 
 @router.get("")
 async def fleet(request: Request, s: SessionDep) -> HTMLResponse:
     q = _fleet_query(dict(request.query_params))
     data = await views.fleet(_ctx(request), q)
-    base = {k: v for k, v in request.query_params.items() if k in ("owner", "tier", "source", "health", "q") and v}
-    return page(request, s, "fleet.html", data=data, query=q, base=base, health_levels=views.HEALTH_ORDER,
-                sorts=views.SORTS, urlencode=urlencode,
-                heat=[(f, quote(f, safe="")) for f in data.heat_features])
+    base = {
+        k: v for k, v in request.query_params.items() if k in ("owner", "tier", "source", "health", "q") and v
+    }
+    return page(
+        request,
+        s,
+        "fleet.html",
+        data=data,
+        query=q,
+        base=base,
+        health_levels=views.HEALTH_ORDER,
+        sorts=views.SORTS,
+        urlencode=urlencode,
+        heat=[(f, quote(f, safe="")) for f in data.heat_features],
+    )
 
 
 def _start(text: str) -> int:
@@ -175,25 +207,31 @@ async def model_page(model_id: str, request: Request, s: SessionDep) -> HTMLResp
     cfg = (await ctx.store.model_configs([model_id]))[model_id]
     perf = None
     if cfg is not None and cfg.joins_labels:
-        perf = await performance_api.performance(model_id, request, from_=None, to=None, slice_=None,
-                                                 limit=1_000, offset=0)
-        perf = {**perf, "cohorts": perf["cohorts"][-ctx.settings.ui_recent_windows:]}
+        perf = await performance_api.performance(
+            model_id, request, from_=None, to=None, slice_=None, limit=1_000, offset=0
+        )
+        perf = {**perf, "cohorts": perf["cohorts"][-ctx.settings.ui_recent_windows :]}
     data = await views.model_view(ctx, model_id, perf)
     return page(request, s, "model.html", m=data)
 
 
 @router.get("/models/{model_id}/features/{feature:path}")
-async def feature_page(model_id: str, feature: str, request: Request, s: SessionDep,
-                       window: str | None = None) -> HTMLResponse:
+async def feature_page(
+    model_id: str, feature: str, request: Request, s: SessionDep, window: str | None = None
+) -> HTMLResponse:
     ctx = _ctx(request)
     window = _start(window) if window else None
     await _require_model(ctx, model_id)
     data = await views.feature_view(ctx, model_id, feature, window)
     if data is None:
-        raise UiError(404, "Unknown feature", f"Model {model_id!r} has no results or reference for "
-                                              f"feature {feature!r}.")
-    if window is not None and window not in data.windows and \
-            not await ctx.store.window_members(model_id, window, window):
+        raise UiError(
+            404, "Unknown feature", f"Model {model_id!r} has no results or reference for feature {feature!r}."
+        )
+    if (
+        window is not None
+        and window not in data.windows
+        and not await ctx.store.window_members(model_id, window, window)
+    ):
         raise UiError(404, "Unknown window", f"No window of {model_id!r} starts at {window}.")
     return page(request, s, "feature.html", f=data)
 
@@ -205,8 +243,9 @@ async def window_page(model_id: str, start: str, request: Request, s: SessionDep
     await _require_model(ctx, model_id)
     data = await views.window_view(ctx, model_id, start)
     if data is None:
-        raise UiError(404, "Unknown window", f"No window of {model_id!r} starts at {start} "
-                                             f"({_fmt_time(start)}).")
+        raise UiError(
+            404, "Unknown window", f"No window of {model_id!r} starts at {start} ({_fmt_time(start)})."
+        )
     return page(request, s, "window.html", w=data)
 
 
@@ -214,8 +253,14 @@ async def window_page(model_id: str, start: str, request: Request, s: SessionDep
 async def incidents_page(request: Request, s: SessionDep, page_no: int = 1) -> HTMLResponse:
     size = 50
     got = await _ctx(request).alerts.incidents(0, size + 1, (max(page_no, 1) - 1) * size)
-    return page(request, s, "incidents.html", incidents=[summarize(i) for i in got[:size]],
-                page_no=max(page_no, 1), more=len(got) > size)
+    return page(
+        request,
+        s,
+        "incidents.html",
+        incidents=[summarize(i) for i in got[:size]],
+        page_no=max(page_no, 1),
+        more=len(got) > size,
+    )
 
 
 async def _incident(request: Request, incident_id: str) -> dict[str, Any]:
@@ -226,7 +271,9 @@ async def _incident(request: Request, incident_id: str) -> dict[str, Any]:
 
 
 @router.get("/incidents/{incident_id}")
-async def incident_page(incident_id: str, request: Request, s: SessionDep, done: str | None = None) -> HTMLResponse:
+async def incident_page(
+    incident_id: str, request: Request, s: SessionDep, done: str | None = None
+) -> HTMLResponse:
     data = await views.incident_view(_ctx(request), await _incident(request, incident_id))
     return page(request, s, "incident.html", i=data, done=done, silence_hours=SILENCE_HOURS)
 
@@ -239,12 +286,15 @@ async def fdr_page(request: Request, s: SessionDep, epoch: int | None = None) ->
 
 # -- actions -----------------------------------------------------------------------------------
 
+
 def _actor(s: Session, by: str) -> str:
     """Who acts: the key's name when authentication is on, else what the form says."""
     return s.principal.name if s.auth else (by.strip() or "dashboard")
 
 
-async def _act(request: Request, s: Session, alert_ids: list[str], action: str, by: str, comment: str) -> None:
+async def _act(
+    request: Request, s: Session, alert_ids: list[str], action: str, by: str, comment: str
+) -> None:
     require_write(s)
     body = alerts_api.UserAction(by=_actor(s, by)[:256], comment=comment or None)
     fn = alerts_api.ack_alert if action == "ack" else alerts_api.resolve_alert
@@ -262,8 +312,15 @@ Comment = Annotated[str, Form(max_length=2048)]
 
 
 @router.post("/incidents/{incident_id}/silence")
-async def silence(incident_id: str, request: Request, s: SessionDep, csrf: Csrf = "", by: By = "",
-                  comment: Comment = "", hours: Annotated[int, Form(ge=1, le=24 * 90)] = 2) -> Response:
+async def silence(
+    incident_id: str,
+    request: Request,
+    s: SessionDep,
+    csrf: Csrf = "",
+    by: By = "",
+    comment: Comment = "",
+    hours: Annotated[int, Form(ge=1, le=24 * 90)] = 2,
+) -> Response:
     """Create a silence from the form's matchers (``matcher-N-name``, ``-value``, ``-regex``)."""
     check_csrf(request, csrf)
     require_write(s)
@@ -277,33 +334,53 @@ async def silence(incident_id: str, request: Request, s: SessionDep, csrf: Csrf 
         matchers.append({"name": name, "value": value, "regex": form.get(f"matcher-{i}-regex") == "on"})
     now = datetime.fromtimestamp(time.time(), UTC)
     try:
-        spec = silences_api.SilenceRequest(matchers=[Matcher.model_validate(m) for m in matchers],
-                                           starts_at=now, ends_at=now + timedelta(hours=hours),
-                                           created_by=_actor(s, by), comment=comment or f"incident {incident_id}")
+        spec = silences_api.SilenceRequest(
+            matchers=[Matcher.model_validate(m) for m in matchers],
+            starts_at=now,
+            ends_at=now + timedelta(hours=hours),
+            created_by=_actor(s, by),
+            comment=comment or f"incident {incident_id}",
+        )
         created = await silences_api.create_silence(spec, request)
     except ValidationError as exc:
         err = exc.errors()[0]
-        raise UiError(422, "Silence refused", f"{'.'.join(map(str, err['loc'])) or 'matchers'}: {err['msg']}") \
-            from None
+        raise UiError(
+            422, "Silence refused", f"{'.'.join(map(str, err['loc'])) or 'matchers'}: {err['msg']}"
+        ) from None
     except ApiError as exc:
         raise UiError(exc.status_code, "Silence refused", str(exc.detail)) from None
     return _back(f"/ui/incidents/{quote(incident_id)}", done=f"silence:{created.id}")
 
 
 @router.post("/incidents/{incident_id}/{action}")
-async def incident_action(incident_id: str, action: str, request: Request, s: SessionDep, csrf: Csrf = "",
-                          by: By = "", comment: Comment = "", alert: Annotated[str, Form(max_length=64)] = "") \
-        -> Response:
+async def incident_action(
+    incident_id: str,
+    action: str,
+    request: Request,
+    s: SessionDep,
+    csrf: Csrf = "",
+    by: By = "",
+    comment: Comment = "",
+    alert: Annotated[str, Form(max_length=64)] = "",
+) -> Response:
     """Acknowledge or resolve one alert of the incident (``alert``) or all its open ones."""
     check_csrf(request, csrf)
     if action not in ("ack", "resolve"):
         raise UiError(404, "Unknown action", f"No action {action!r}.")
+    require_write(s)
     inc = await _incident(request, incident_id)
     wanted = "firing" if action == "ack" else None
-    ids = [a["id"] for a in inc["alerts"] if a["state"] != "resolved" and (wanted is None or a["state"] == wanted)
-           and (not alert or a["id"] == alert)]
+    ids = [
+        a["id"]
+        for a in inc["alerts"]
+        if a["state"] != "resolved"
+        and (wanted is None or a["state"] == wanted)
+        and (not alert or a["id"] == alert)
+    ]
     if alert and not ids:
-        raise UiError(409, "Not done", f"alert {alert!r} is not {'firing' if wanted else 'open'} in this incident")
+        raise UiError(
+            409, "Not done", f"alert {alert!r} is not {'firing' if wanted else 'open'} in this incident"
+        )
     await _act(request, s, ids, action, by, comment)
     return _back(f"/ui/incidents/{quote(incident_id)}", done=f"{action}:{len(ids)}")
 
@@ -316,6 +393,7 @@ async def not_found(rest: str, request: Request, s: SessionDep) -> Response:
 
 
 # -- wiring ------------------------------------------------------------------------------------
+
 
 def install(app: FastAPI) -> None:
     """Mount the dashboard on ``app``: pages, static files, and its error pages."""

@@ -129,21 +129,33 @@ def check_csrf(request: Request, token: str) -> None:
     auth = request.app.state.settings.api_auth
     expected = None if not secret else _token(secret, request.cookies.get(KEY_COOKIE) if auth else None)
     if expected is None or not hmac.compare_digest(expected, token or ""):
-        raise UiError(403, "Forbidden", "the form's CSRF token is missing or wrong: reload the page "
-                                        "and submit it again")
+        raise UiError(
+            403, "Forbidden", "the form's CSRF token is missing or wrong: reload the page and submit it again"
+        )
 
 
 def require_write(s: Session) -> None:
     """Refuse (403) an action by a key whose scope is below write."""
     if not s.can_write:
-        raise UiError(403, "Forbidden", f"acknowledging, resolving and silencing need an API key with "
-                                        f"scope 'write'; this key ({s.principal.name}) has scope "
-                                        f"{s.principal.scope.value!r}")
+        raise UiError(
+            403,
+            "Forbidden",
+            f"acknowledging, resolving and silencing need an API key with "
+            f"scope 'write'; this key ({s.principal.name}) has scope "
+            f"{s.principal.scope.value!r}",
+        )
 
 
 def _cookie(request: Request, response: Response, name: str, value: str, max_age: int | None) -> None:
-    response.set_cookie(name, value, max_age=max_age, path=COOKIE_PATH, httponly=True,
-                        secure=request.app.state.settings.ui_cookie_secure, samesite="strict")
+    response.set_cookie(
+        name,
+        value,
+        max_age=max_age,
+        path=COOKIE_PATH,
+        httponly=True,
+        secure=request.app.state.settings.ui_cookie_secure,
+        samesite="strict",
+    )
 
 
 def set_cookies(request: Request, response: Response, key: str | None = None) -> None:

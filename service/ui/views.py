@@ -70,6 +70,7 @@ def _config(raw: ModelConfig | None) -> ModelConfig:
 
 # -- fleet overview ----------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class FleetQuery:
     owner: str | None = None
@@ -151,36 +152,62 @@ async def fleet(ctx: Ctx, q: FleetQuery) -> FleetPage:
         alerts = by_model.get(m, [])
         last = latest[m][-1][1] if latest[m] else None
         health = highest([a["severity"] for a in alerts]) if alerts else ("no data" if last is None else "ok")
-        rows.append(FleetRow(
-            m, cfg.owner, cfg.tier, sorted({d.source for d in cfg.features.values() if d.source}),
-            health, cfg.window_seconds, last, len(alerts),
-            sorted({a["incident_id"] for a in alerts if a.get("incident_id")})))
+        rows.append(
+            FleetRow(
+                m,
+                cfg.owner,
+                cfg.tier,
+                sorted({d.source for d in cfg.features.values() if d.source}),
+                health,
+                cfg.window_seconds,
+                last,
+                len(alerts),
+                sorted({a["incident_id"] for a in alerts if a.get("incident_id")}),
+            )
+        )
     owners = sorted({r.owner for r in rows if r.owner})
     sources = sorted({s for r in rows for s in r.sources})
     health_counts = Counter(r.health for r in rows)
-    shown = [r for r in rows
-             if (q.owner is None or r.owner == q.owner) and (q.tier is None or r.tier == q.tier)
-             and (q.source is None or q.source in r.sources)
-             and (q.health is None or r.health == q.health)
-             and (not q.q or q.q.lower() in r.model_id.lower())]
-    key = {"model": lambda r: r.model_id, "owner": lambda r: (r.owner or "\uffff", r.model_id),
-           "tier": lambda r: (r.tier, r.model_id),
-           "health": lambda r: (_health_key(r.health), -r.open_alerts, r.model_id),
-           "last_window": lambda r: (-(r.last_window or -math.inf), r.model_id),
-           "incidents": lambda r: (-len(r.incidents), r.model_id)}[q.sort]
+    shown = [
+        r
+        for r in rows
+        if (q.owner is None or r.owner == q.owner)
+        and (q.tier is None or r.tier == q.tier)
+        and (q.source is None or q.source in r.sources)
+        and (q.health is None or r.health == q.health)
+        and (not q.q or q.q.lower() in r.model_id.lower())
+    ]
+    key = {
+        "model": lambda r: r.model_id,
+        "owner": lambda r: (r.owner or "\uffff", r.model_id),
+        "tier": lambda r: (r.tier, r.model_id),
+        "health": lambda r: (_health_key(r.health), -r.open_alerts, r.model_id),
+        "last_window": lambda r: (-(r.last_window or -math.inf), r.model_id),
+        "incidents": lambda r: (-len(r.incidents), r.model_id),
+    }[q.sort]
     shown.sort(key=key, reverse=q.desc)
     size = ctx.settings.ui_page_size
     pages = max(1, math.ceil(len(shown) / size))
     page = min(max(q.page, 1), pages)
-    rows_shown = shown[(page - 1) * size: page * size]
+    rows_shown = shown[(page - 1) * size : page * size]
     await _fill_rows(ctx, rows_shown)
     ratios: dict[str, float] = {}
     for r in rows_shown:
         for f, c in r.cells.items():
             ratios[f] = max(ratios.get(f, 0.0), c.ratio or 0.0)
     heat = sorted(ratios, key=lambda f: (-ratios[f], f))[:HEATMAP_FEATURES]
-    return FleetPage(rows_shown, len(rows), len(shown), page, pages, owners, sources, sorted(heat),
-                     dict(health_counts), len({i for r in rows for i in r.incidents}))
+    return FleetPage(
+        rows_shown,
+        len(rows),
+        len(shown),
+        page,
+        pages,
+        owners,
+        sources,
+        sorted(heat),
+        dict(health_counts),
+        len({i for r in rows for i in r.incidents}),
+    )
 
 
 async def _fill_rows(ctx: Ctx, rows: list[FleetRow]) -> None:
@@ -194,8 +221,12 @@ async def _fill_rows(ctx: Ctx, rows: list[FleetRow]) -> None:
     latest = [(r.model_id, members[r.model_id][-1]) for r in rows if members[r.model_id]]
     got = dict(zip(latest, await ctx.store.results_each(latest), strict=True))
     retry = [(m, members[m][-2]) for (m, k), res in got.items() if res is None and len(members[m]) > 1]
-    got.update({(m, members[m][-1]): res for (m, _k), res in
-                zip(retry, await ctx.store.results_each(retry), strict=True)})
+    got.update(
+        {
+            (m, members[m][-1]): res
+            for (m, _k), res in zip(retry, await ctx.store.results_each(retry), strict=True)
+        }
+    )
     for row in rows:
         row.counts = counts[row.model_id]
         if not members[row.model_id]:
@@ -224,17 +255,29 @@ def cells(results: list[dict[str, Any]]) -> dict[str, Cell]:
         e, fl = r.get("effect_size"), r.get("floor") or 0.0
         rt = abs(e) / fl if e is not None and fl > 0 else None
         status = r["status"]
-        flag = ("breach" if rt is not None and rt >= 1 else "drift") if status == "drift" else (
-            "inconclusive" if status == "inconclusive" else "ok")
+        flag = (
+            ("breach" if rt is not None and rt >= 1 else "drift")
+            if status == "drift"
+            else ("inconclusive" if status == "inconclusive" else "ok")
+        )
         old = best.get(f)
         best[f] = rt if old is None else (old if rt is None else max(old, rt))
         if _RANK[flag] > _RANK[state.get(f, "ok")] or f not in state:
             state[f] = flag
-    return {f: Cell(f, best[f], state[f], f"{feature_label(f)}: largest effect/floor "
-                    f"{'n/a' if best[f] is None else format(best[f], '.2f')}, {state[f]}") for f in best}
+    return {
+        f: Cell(
+            f,
+            best[f],
+            state[f],
+            f"{feature_label(f)}: largest effect/floor "
+            f"{'n/a' if best[f] is None else format(best[f], '.2f')}, {state[f]}",
+        )
+        for f in best
+    }
 
 
 # -- model page -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class FeatureRow:
@@ -286,8 +329,19 @@ def _row(feature: str, history: list[Indexed], last: list[dict[str, Any]], sourc
     floor = main.get("floor")
     spark = charts.sparkline(series, include=[floor] if floor else [])
     quality = [r for r in latest if r["check"] in QUALITY_CHECKS]
-    return FeatureRow(feature, feature_label(feature), main["check"], main["status"], main.get("effect_size"),
-                      floor, main.get("p_value"), ratio(main), spark, quality, source)
+    return FeatureRow(
+        feature,
+        feature_label(feature),
+        main["check"],
+        main["status"],
+        main.get("effect_size"),
+        floor,
+        main.get("p_value"),
+        ratio(main),
+        spark,
+        quality,
+        source,
+    )
 
 
 async def model_view(ctx: Ctx, model_id: str, performance: dict[str, Any] | None) -> ModelView:
@@ -308,26 +362,48 @@ async def model_view(ctx: Ctx, model_id: str, performance: dict[str, Any] | None
     expected = []
     for results in history:
         vol = next((r for r in results if r["check"] == "volume" and r.get("effect_size") is not None), None)
-        expected.append(None if vol is None or vol["effect_size"] <= -1
-                        else vol["n_current"] / (1 + vol["effect_size"]))
+        expected.append(
+            None if vol is None or vol["effect_size"] <= -1 else vol["n_current"] / (1 + vol["effect_size"])
+        )
     volume_chart = None
     if windows:
         xs = [s for _m, s in windows]
         kinds = ["ok" if c is not None else "none" for c in counts]
-        titles = [f"{charts.time_label(s, cfg.window_seconds)}: {c if c is not None else 'expired'} records"
-                  + (f", expected {e:.0f}" if e is not None else "") for s, c, e in zip(xs, counts, expected,
-                                                                                         strict=True)]
-        volume_chart = charts.line_chart(xs, [float(c) if c is not None else None for c in counts], kinds,
-                                         titles, floor=None, window_seconds=cfg.window_seconds,
-                                         hrefs=[f"/ui/models/{model_id}/windows/{s}" for s in xs],
-                                         y_label="records per window")
+        titles = [
+            f"{charts.time_label(s, cfg.window_seconds)}: {c if c is not None else 'expired'} records"
+            + (f", expected {e:.0f}" if e is not None else "")
+            for s, c, e in zip(xs, counts, expected, strict=True)
+        ]
+        volume_chart = charts.line_chart(
+            xs,
+            [float(c) if c is not None else None for c in counts],
+            kinds,
+            titles,
+            floor=None,
+            window_seconds=cfg.window_seconds,
+            hrefs=[f"/ui/models/{model_id}/windows/{s}" for s in xs],
+            y_label="records per window",
+        )
     alerts = await ctx.alerts.alerts(model_id, 0, 100)
     baseline = next((r.get("baseline") for r in last if r.get("baseline")), None)
     perf_chart = _performance_chart(performance, cfg.window_seconds, model_id) if performance else None
-    return ModelView(model_id, cfg, await ctx.store.detector_config(model_id),
-                     await ctx.store.reference(model_id) is not None, baseline, windows, counts, volume_chart,
-                     expected, features, outputs, alerts,
-                     sorted({a["incident_id"] for a in alerts if a.get("incident_id")}), performance, perf_chart)
+    return ModelView(
+        model_id,
+        cfg,
+        await ctx.store.detector_config(model_id),
+        await ctx.store.reference(model_id) is not None,
+        baseline,
+        windows,
+        counts,
+        volume_chart,
+        expected,
+        features,
+        outputs,
+        alerts,
+        sorted({a["incident_id"] for a in alerts if a.get("incident_id")}),
+        performance,
+        perf_chart,
+    )
 
 
 def _performance_chart(perf: dict[str, Any], seconds: int, model_id: str) -> charts.LineChart | None:
@@ -339,14 +415,17 @@ def _performance_chart(perf: dict[str, Any], seconds: int, model_id: str) -> cha
     xs = [c["window_start"] for c in cohorts]
     ys = [(c.get("realized") or {}).get(metric) for c in cohorts]
     kinds = ["ok" if c["maturity"]["mature"] else "immature" for c in cohorts]
-    titles = [f"{charts.time_label(c['window_start'], seconds)}: {metric} "
-              f"{'n/a' if y is None else f'{y:.3f}'}, labeled {c['maturity']['labeled_fraction']:.0%}"
-              f" ({'mature' if c['maturity']['mature'] else 'immature: not judged'})"
-              for c, y in zip(cohorts, ys, strict=True)]
+    titles = [
+        f"{charts.time_label(c['window_start'], seconds)}: {metric} "
+        f"{'n/a' if y is None else f'{y:.3f}'}, labeled {c['maturity']['labeled_fraction']:.0%}"
+        f" ({'mature' if c['maturity']['mature'] else 'immature: not judged'})"
+        for c, y in zip(cohorts, ys, strict=True)
+    ]
     return charts.line_chart(xs, ys, kinds, titles, floor=None, window_seconds=seconds, y_label=metric)
 
 
 # -- feature page ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class CheckChart:
@@ -390,33 +469,65 @@ async def feature_view(ctx: Ctx, model_id: str, feature: str, window: int | None
     members = [m for m, _s in windows]
     history = [r or [] for r in await ctx.store.results_each([(model_id, k) for k in members])]
     if not any(r["feature"] == feature for results in history for r in results):
-        if await ctx.store.reference(model_id) is None or feature not in (await ctx.store.reference(model_id)).features:
+        ref = await ctx.store.reference(model_id)
+        if ref is None or feature not in ref.features:
             return None
     alerts = [a for a in await ctx.alerts.alerts(model_id, 0, 200) if a["feature"] == feature]
     starts = [s for _m, s in windows]
     checks = sorted({r["check"] for results in history for r in results if r["feature"] == feature})
     out = []
     for check in checks:
-        rows = [next((r for r in results if r["feature"] == feature and r["check"] == check), None)
-                for results in history]
+        rows = [
+            next((r for r in results if r["feature"] == feature and r["check"] == check), None)
+            for results in history
+        ]
         floor = next((r["floor"] for r in reversed(rows) if r is not None and r.get("floor")), None)
         ys = [None if r is None or r.get("effect_size") is None else abs(r["effect_size"]) for r in rows]
         kinds = [_kind(r) for r in rows]
-        titles = [f"{charts.time_label(s, cfg.window_seconds)}: {_kind(r)}"
-                  + ("" if r is None or r.get("effect_size") is None else f", effect {abs(r['effect_size']):.3g}")
-                  + ("" if r is None or r.get("p_value") is None else f", p {r['p_value']:.2g}")
-                  for s, r in zip(starts, rows, strict=True)]
-        bands = [(a["window_start"], (a.get("resolved_window_start") or a["last_window_start"]) + cfg.window_seconds,
-                  f"alert {a['check']} {a['state']} ({a['severity']})", f"/ui/incidents/{a['incident_id']}"
-                  if a.get("incident_id") else None) for a in alerts if a["check"] == check]
-        chart = charts.line_chart(starts, ys, kinds, titles, floor=floor, window_seconds=cfg.window_seconds,
-                                  hrefs=[f"/ui/models/{model_id}/windows/{s}" for s in starts], bands=bands,
-                                  y_label=f"{check} effect", width=600, height=170)
+        titles = [
+            f"{charts.time_label(s, cfg.window_seconds)}: {_kind(r)}"
+            + ("" if r is None or r.get("effect_size") is None else f", effect {abs(r['effect_size']):.3g}")
+            + ("" if r is None or r.get("p_value") is None else f", p {r['p_value']:.2g}")
+            for s, r in zip(starts, rows, strict=True)
+        ]
+        bands = [
+            (
+                a["window_start"],
+                (a.get("resolved_window_start") or a["last_window_start"]) + cfg.window_seconds,
+                f"alert {a['check']} {a['state']} ({a['severity']})",
+                f"/ui/incidents/{a['incident_id']}" if a.get("incident_id") else None,
+            )
+            for a in alerts
+            if a["check"] == check
+        ]
+        chart = charts.line_chart(
+            starts,
+            ys,
+            kinds,
+            titles,
+            floor=floor,
+            window_seconds=cfg.window_seconds,
+            hrefs=[f"/ui/models/{model_id}/windows/{s}" for s in starts],
+            bands=bands,
+            y_label=f"{check} effect",
+            width=600,
+            height=170,
+        )
         out.append(CheckChart(check, floor, chart, next((r for r in reversed(rows) if r is not None), None)))
     chosen = window if window is not None else (starts[-1] if starts else None)
     dist = await distribution(ctx, model_id, feature, chosen)
-    return FeatureView(model_id, feature, feature_label(feature), cfg.source_of(feature), cfg.window_seconds,
-                       starts, chosen, out, dist, alerts)
+    return FeatureView(
+        model_id,
+        feature,
+        feature_label(feature),
+        cfg.source_of(feature),
+        cfg.window_seconds,
+        starts,
+        chosen,
+        out,
+        dist,
+        alerts,
+    )
 
 
 def _kind(r: dict[str, Any] | None) -> str:
@@ -449,8 +560,11 @@ async def distribution(ctx: Ctx, model_id: str, feature: str, start: int | None)
     """The reference distribution of ``feature`` beside the window's, from the two profiles."""
     ref = await ctx.store.reference(model_id)
     if ref is None:
-        return Distribution("none", "This model has no reference profile: its windows are compared with a "
-                                    "seasonal or trailing baseline, so there is no reference to draw.")
+        return Distribution(
+            "none",
+            "This model has no reference profile: its windows are compared with a "
+            "seasonal or trailing baseline, so there is no reference to draw.",
+        )
     if start is None:
         return Distribution("none", "No closed window yet.")
     win = await window_profile(ctx, model_id, start)
@@ -461,21 +575,37 @@ async def distribution(ctx: Ctx, model_id: str, feature: str, start: int | None)
         return _numeric(rs, ws, "score", ref.count, win.count)
     rf, wf = ref.features.get(feature), win.features.get(feature)
     if rf is None or wf is None:
-        return Distribution("none", f"{'The reference' if rf is None else 'This window'} has no values of "
-                                    f"{feature_label(feature)}.")
+        return Distribution(
+            "none",
+            f"{'The reference' if rf is None else 'This window'} has no values of {feature_label(feature)}.",
+        )
     if rf.kind == "numeric" and wf.kind == "numeric":
-        return _numeric(rf.numeric, wf.numeric, feature, rf.total, wf.total,
-                        null_note=f"Null rate: reference {rf.null_count / rf.total if rf.total else 0:.1%}, "
-                                  f"window {wf.null_count / wf.total if wf.total else 0:.1%}.")
+        return _numeric(
+            rf.numeric,
+            wf.numeric,
+            feature,
+            rf.total,
+            wf.total,
+            null_note=f"Null rate: reference {rf.null_count / rf.total if rf.total else 0:.1%}, "
+            f"window {wf.null_count / wf.total if wf.total else 0:.1%}.",
+        )
     if rf.kind == "categorical" and wf.kind == "categorical":
         return _categorical(rf, wf)
-    return Distribution("none", f"{feature_label(feature)} is {rf.kind} in the reference and {wf.kind} in the window.")
+    return Distribution(
+        "none", f"{feature_label(feature)} is {rf.kind} in the reference and {wf.kind} in the window."
+    )
 
 
-def _numeric(rs: Any, ws: Any, feature: str, ref_total: int, win_total: int, null_note: str = "") -> Distribution:
+def _numeric(
+    rs: Any, ws: Any, feature: str, ref_total: int, win_total: int, null_note: str = ""
+) -> Distribution:
     if rs.count == 0 or ws.count == 0:
-        return Distribution("none", f"No non-null values in the {'reference' if rs.count == 0 else 'window'}. "
-                                    + null_note, ref_count=ref_total, win_count=win_total)
+        return Distribution(
+            "none",
+            f"No non-null values in the {'reference' if rs.count == 0 else 'window'}. " + null_note,
+            ref_count=ref_total,
+            win_count=win_total,
+        )
     qs = np.linspace(0, 1, HIST_BINS + 1)
     edges = np.unique([rs.quantile(float(q)) for q in qs])
     lo, hi = min(edges[0], ws.min), max(edges[-1], ws.max)
@@ -488,9 +618,11 @@ def _numeric(rs: Any, ws: Any, feature: str, ref_total: int, win_total: int, nul
     hist = charts.histogram_chart(edges.tolist(), np.diff(rc).tolist(), np.diff(wc).tolist(), feature)
     grid = np.linspace(lo, hi, 120)
     ecdf = charts.ecdf_chart(grid.tolist(), rs.cdf_many(grid).tolist(), ws.cdf_many(grid).tolist(), feature)
-    note = (f"Reference {rs.count:,} values, window {ws.count:,}; bins are the reference's "
-            f"{len(edges) - 1} quantile bins{' (exact counts)' if rs.is_exact and ws.is_exact else ''}. "
-            + null_note)
+    note = (
+        f"Reference {rs.count:,} values, window {ws.count:,}; bins are the reference's "
+        f"{len(edges) - 1} quantile bins{' (exact counts)' if rs.is_exact and ws.is_exact else ''}. "
+        + null_note
+    )
     return Distribution("numeric", note, hist=hist, ecdf=ecdf, ref_count=ref_total, win_count=win_total)
 
 
@@ -519,14 +651,23 @@ def _categorical(rf: FeatureProfile, wf: FeatureProfile) -> Distribution:
     rshare.append(other_r)
     wshare.append(other_w)
     table.append(("other", other_r, other_w, "every other category"))
-    note = (f"Reference {rc.count:,} values ({rc.distinct:,.0f} distinct), window {wc.count:,} "
-            f"({wc.distinct:,.0f} distinct); the reference's top {len(top)} categories, then categories "
-            f"new in the window, then the rest as other.")
-    return Distribution("categorical", note, bars=charts.category_chart(names, rshare, wshare), table=table,
-                        ref_count=rf.total, win_count=wf.total)
+    note = (
+        f"Reference {rc.count:,} values ({rc.distinct:,.0f} distinct), window {wc.count:,} "
+        f"({wc.distinct:,.0f} distinct); the reference's top {len(top)} categories, then categories "
+        f"new in the window, then the rest as other."
+    )
+    return Distribution(
+        "categorical",
+        note,
+        bars=charts.category_chart(names, rshare, wshare),
+        table=table,
+        ref_count=rf.total,
+        win_count=wf.total,
+    )
 
 
 # -- "why did this page?" -----------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class TestLine:
@@ -573,25 +714,54 @@ async def window_view(ctx: Ctx, model_id: str, start: int) -> WindowView | None:
         for r in results:
             baseline = baseline or r.get("baseline")
             t = tested.get((r["feature"], r["check"]))
-            alert = next((a for a in alerts if a["feature"] == r["feature"] and a["check"] == r["check"]
-                          and a["window_start"] <= start <= (a.get("resolved_window_start")
-                                                            or a["last_window_start"])), None)
-            lines.append(TestLine(r, feature_label(r["feature"]), ratio(r), t is not None,
-                                  None if t is None else t["discovered"], None if t is None else t["breach"],
-                                  alert))
-    lines.sort(key=lambda ln: (not bool(ln.breach), not ln.eligible, -(ln.ratio or 0), ln.label, ln.result["check"]))
+            alert = next(
+                (
+                    a
+                    for a in alerts
+                    if a["feature"] == r["feature"]
+                    and a["check"] == r["check"]
+                    and a["window_start"]
+                    <= start
+                    <= (a.get("resolved_window_start") or a["last_window_start"])
+                ),
+                None,
+            )
+            lines.append(
+                TestLine(
+                    r,
+                    feature_label(r["feature"]),
+                    ratio(r),
+                    t is not None,
+                    None if t is None else t["discovered"],
+                    None if t is None else t["breach"],
+                    alert,
+                )
+            )
+    lines.sort(
+        key=lambda ln: (not bool(ln.breach), not ln.eligible, -(ln.ratio or 0), ln.label, ln.result["check"])
+    )
     length = parse_member(members[0])[0]
     counts = await ctx.store.window_counts(model_id, sorted(members))
     around = await ctx.store.window_members(model_id, start - 50 * length, start + 50 * length)
     starts = sorted({parse_member(m)[1] for m in around})
     i = starts.index(start)
-    return WindowView(model_id, start, start + length, [parse_member(m)[2] for m in sorted(members)],
-                      sum(c for c in counts if c is not None) if any(c is not None for c in counts) else None,
-                      baseline, gate, lines, cfg.persistence,
-                      starts[i - 1] if i > 0 else None, starts[i + 1] if i + 1 < len(starts) else None)
+    return WindowView(
+        model_id,
+        start,
+        start + length,
+        [parse_member(m)[2] for m in sorted(members)],
+        sum(c for c in counts if c is not None) if any(c is not None for c in counts) else None,
+        baseline,
+        gate,
+        lines,
+        cfg.persistence,
+        starts[i - 1] if i > 0 else None,
+        starts[i + 1] if i + 1 < len(starts) else None,
+    )
 
 
 # -- incident page --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class IncidentView:
@@ -624,24 +794,36 @@ async def incident_view(ctx: Ctx, summary: dict[str, Any]) -> IncidentView:
     """The incident page from its summary (``service.api.incidents.summarize``)."""
     configs = await ctx.store.model_configs(summary["models"])
     rows = []
-    alerts = sorted(summary["alerts"], key=lambda a: (a["state"] == "resolved", a["window_start"], a["model_id"],
-                                                      a["feature"], a["check"]))
+    alerts = sorted(
+        summary["alerts"],
+        key=lambda a: (a["state"] == "resolved", a["window_start"], a["model_id"], a["feature"], a["check"]),
+    )
     for a in alerts:
         length = _config(configs.get(a["model_id"])).window_seconds
         end = (a.get("resolved_window_start") or a["last_window_start"]) + length
         kind = a["state"] + (" muted" if a.get("inhibited_by") or a.get("silenced_by") else "")
-        rows.append((f"{a['model_id']} · {feature_label(a['feature'])} · {a['check']}",
-                     f"/ui/models/{a['model_id']}/features/{a['feature']}" if a["feature"] else
-                     f"/ui/models/{a['model_id']}", a["window_start"], end, kind,
-                     [e["window_start"] for e in a.get("evidence", [])]))
+        rows.append(
+            (
+                f"{a['model_id']} · {feature_label(a['feature'])} · {a['check']}",
+                f"/ui/models/{a['model_id']}/features/{a['feature']}"
+                if a["feature"]
+                else f"/ui/models/{a['model_id']}",
+                a["window_start"],
+                end,
+                kind,
+                [e["window_start"] for e in a.get("evidence", [])],
+            )
+        )
     seconds = min((_config(c).window_seconds for c in configs.values()), default=300)
-    log = [i.view() for i in await Outbox(ctx.store.r).list(None, OUTBOX_SCAN)
-           if i.incident_id == summary["id"]]
+    log = [
+        i.view() for i in await Outbox(ctx.store.r).list(None, OUTBOX_SCAN) if i.incident_id == summary["id"]
+    ]
     log.sort(key=lambda v: v["created_at"])
     return IncidentView(summary, alerts, charts.timeline(rows, seconds), log, silence_matchers(summary))
 
 
 # -- FDR gate -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class SlotLine:
@@ -682,23 +864,46 @@ async def fdr_view(ctx: Ctx, epoch: int | None) -> FdrView:
         disc = {u.slot: u.discoveries for u in uses}
         for u in uses:
             reward = sum(d for s, d in disc.items() if s <= u.slot - params.reward_lag_slots)
-            spent = params.alpha / params.slots * min(u.granted, params.tests_per_slot) / params.tests_per_slot
+            spent = (
+                params.alpha / params.slots * min(u.granted, params.tests_per_slot) / params.tests_per_slot
+            )
             prev = lines[-1] if lines else None
-            if prev is not None and prev.last_slot == u.slot - 1 and (prev.granted, prev.discoveries, prev.reward) \
-                    == (u.granted, u.discoveries, reward):
-                lines[-1] = dataclasses.replace(prev, last_slot=u.slot, spent=prev.spent + spent,
-                                                wealth=params.wealth(u.slot, u.granted))
+            if (
+                prev is not None
+                and prev.last_slot == u.slot - 1
+                and (prev.granted, prev.discoveries, prev.reward) == (u.granted, u.discoveries, reward)
+            ):
+                lines[-1] = dataclasses.replace(
+                    prev, last_slot=u.slot, spent=prev.spent + spent, wealth=params.wealth(u.slot, u.granted)
+                )
                 continue
-            lines.append(SlotLine(u.slot, u.slot, epoch * params.epoch_seconds + u.slot * params.slot_seconds,
-                                  u.granted, u.discoveries, reward, spent,
-                                  params.wealth(u.slot, u.granted), params.level(1, 1, reward)))
+            lines.append(
+                SlotLine(
+                    u.slot,
+                    u.slot,
+                    epoch * params.epoch_seconds + u.slot * params.slot_seconds,
+                    u.granted,
+                    u.discoveries,
+                    reward,
+                    spent,
+                    params.wealth(u.slot, u.granted),
+                    params.level(1, 1, reward),
+                )
+            )
     chart = None
     if lines:
         xs = [ln.start for ln in lines]
-        chart = charts.line_chart(xs, [float(ln.granted) for ln in lines],
-                                  ["breach" if ln.discoveries else "ok" for ln in lines],
-                                  [f"slot {ln.slot}: {ln.granted} tests granted of {params.tests_per_slot}, "
-                                   f"{ln.discoveries} discoveries" for ln in lines],
-                                  floor=float(params.tests_per_slot), window_seconds=params.slot_seconds,
-                                  y_label="tests granted (dashed: capacity)")
+        chart = charts.line_chart(
+            xs,
+            [float(ln.granted) for ln in lines],
+            ["breach" if ln.discoveries else "ok" for ln in lines],
+            [
+                f"slot {ln.slot}: {ln.granted} tests granted of {params.tests_per_slot}, "
+                f"{ln.discoveries} discoveries"
+                for ln in lines
+            ],
+            floor=float(params.tests_per_slot),
+            window_seconds=params.slot_seconds,
+            y_label="tests granted (dashed: capacity)",
+        )
     return FdrView(params, epoch, kept, lines, chart)

@@ -1,0 +1,149 @@
+"""The dashboard's pages and forms over ASGI on a real Redis: login, cookies, CSRF, scopes,
+error pages, and the reads behind the pages (gate records, cached window counts). The same
+flows in a real browser: tests/test_ui_browser.py."""
+
+from __future__ import annotations
+
+import re
+import secrets
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from service.alert_store import AlertStore
+from service.api.app import create_app
+from service.auth import ApiKeyStore, Scope
+from service.model_config import ModelConfig
+from service.store import ClosedWindow, window_member
+from service.ui.session import KEY_COOKIE
+from sketches.profile import WindowProfile
+from tests.test_alerting import BREACH, HEALTHY, apply, policy
+
+ADMIN = secrets.token_urlsafe(32)
+
+
+def csrf_of(html: str) -> str:
+    return re.search(r'name="csrf" value="([0-9a-f]+)"', html).group(1)
+
+
+@pytest.fixture
+def auth_settings(settings):
+    return settings.model_copy(update={"api_auth": True, "api_admin_key": SecretStr(ADMIN)})
+
+
+def client(app) -> httpx.AsyncClient:
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="https://fw.test", headers={"host": "fw.test"}
+    )
+
+
+async def login(http: httpx.AsyncClient, key: str) -> httpx.Response:
+    form = await http.get("/ui/login")
+    return await http.post("/ui/login", data={"key": key, "csrf": csrf_of(form.text), "next": "/ui"})
+
+
+async def test_pages_need_a_key_and_login_sets_a_strict_http_only_cookie(auth_settings, store):
+    async with client(create_app(auth_settings, store)) as http:
+        first = await http.get("/ui/models/m1?x=1")
+        assert first.status_code == 303
+        assert first.headers["location"] == "/ui/login?next=%2Fui%2Fmodels%2Fm1%3Fx%3D1"
+        wrong = await login(http, "fwk_nope_nope")
+        assert wrong.status_code == 401 and "Unknown or revoked API key" in wrong.text
+        ok = await login(http, ADMIN)
+        assert ok.status_code == 303 and ok.headers["location"] == "/ui"
+        cookie = next(c for c in ok.headers.get_list("set-cookie") if c.startswith(f"{KEY_COOKIE}="))
+        flags = {p.strip().lower() for p in cookie.split(";")[1:]}
+        assert {"httponly", "secure", "samesite=strict", "path=/ui"} <= flags
+        assert ADMIN not in ok.headers["location"]
+        page = await http.get("/ui")
+        assert page.status_code == 200 and "bootstrap admin key (scope admin)" in page.text
+
+
+async def test_login_refuses_a_form_without_its_csrf_token_and_open_redirects(auth_settings, store):
+    async with client(create_app(auth_settings, store)) as http:
+        await http.get("/ui/login")
+        forged = await http.post("/ui/login", data={"key": ADMIN, "csrf": "0" * 64})
+        assert forged.status_code == 403 and KEY_COOKIE not in forged.cookies
+        form = await http.get("/ui/login")
+        away = await http.post(
+            "/ui/login", data={"key": ADMIN, "csrf": csrf_of(form.text), "next": "//evil.example/ui"}
+        )
+        assert away.headers["location"] == "/ui"
+
+
+async def test_csrf_token_is_bound_to_the_session_key_and_the_site(auth_settings, store):
+    _key, read = await ApiKeyStore(store.r).create("viewer", Scope.read, 0.0)
+    await store.put_model_config("m1", ModelConfig())
+    app = create_app(auth_settings, store)
+    async with client(app) as http:
+        anonymous = csrf_of((await http.get("/ui/login")).text)
+        await login(http, ADMIN)
+        page = await http.get("/ui/incidents")
+        signed = csrf_of(page.text)
+        assert signed != anonymous  # the token changes with the key
+        # the pre-login token no longer passes
+        got = await http.post("/ui/logout", data={"csrf": anonymous})
+        assert got.status_code == 403
+        # another site's form is refused even with the right token
+        got = await http.post("/ui/logout", data={"csrf": signed}, headers={"origin": "https://evil.example"})
+        assert got.status_code == 403 and "another site" in got.text
+        got = await http.post("/ui/logout", data={"csrf": signed})
+        assert got.status_code == 303 and (await http.get("/ui")).status_code == 303
+    async with client(app) as http:  # a read key: actions answer 403 as a page
+        await login(http, read)
+        token = csrf_of((await http.get("/ui")).text)
+        got = await http.post("/ui/incidents/nope/ack", data={"csrf": token})
+        assert got.status_code == 403 and "scope &#39;write&#39;" in got.text
+        got = await http.post("/ui/incidents/nope/silence", data={"csrf": token})
+        assert got.status_code == 403
+
+
+async def test_error_pages_are_html(settings, store):
+    async with client(create_app(settings, store)) as http:
+        for path, status, text in (
+            ("/ui/models/nope", 404, "No model &#39;nope&#39;"),
+            ("/ui/incidents/nope", 404, "No incident"),
+            ("/ui/no/such/page", 404, "No dashboard page"),
+            ("/ui?tier=9", 422, "tier must be"),
+            ("/ui?sort=nonsense", 422, "sort must be"),
+        ):
+            got = await http.get(path)
+            assert got.status_code == status, path
+            assert got.headers["content-type"].startswith("text/html") and text in got.text, path
+        assert (await http.get("/ui/")).headers["location"] == "/ui"
+        css = await http.get("/ui/static/fleetwatch.css")
+        assert css.status_code == 200 and "Okabe-Ito" in css.text
+
+
+async def test_gate_record_names_what_the_gate_discovered_per_window(store):
+    p = policy(store)
+    await apply(p, "m1", 0, {("x", "psi"): BREACH, ("y", "psi"): HEALTHY})
+    member = window_member(300, 1_700_006_400 - 1_700_006_400 % 86_400, "1")
+    record = await AlertStore(store.r).gate("m1", member)
+    tests = {(t["feature"], t["check"]): t for t in record["tests"]}
+    assert tests[("x", "psi")] == {"feature": "x", "check": "psi", "discovered": True, "breach": True}
+    assert tests[("y", "psi")]["discovered"] is False and tests[("y", "psi")]["breach"] is False
+    assert record["granted"] == 2 and 0 < record["level"] < 0.05
+
+
+async def test_window_counts_are_read_from_profiles_once(store, settings):
+    p = WindowProfile("m1", 0, 300)
+    p.count = 42
+    members = [window_member(300, 0, "1"), window_member(300, 300, "1")]
+    q = WindowProfile("m1", 300, 300)
+    q.count = 7
+    epoch = (await store.acquire_partition("t", 0)).epoch
+    assert await store.checkpoint(
+        "t",
+        0,
+        epoch,
+        {},
+        [],
+        [ClosedWindow("m1", members[0], 0, p.to_bytes()), ClosedWindow("m1", members[1], 300, q.to_bytes())],
+        3600,
+    )
+    assert await store.window_counts("m1", members) == [42, 7]
+    await store.r.delete(f"fw:{{m1}}:p:{members[0]}")  # cached: no need of the profile again
+    assert await store.window_counts("m1", members) == [42, 7]
+    assert await store.window_counts("m1", [window_member(300, 600, "1")]) == [None]
