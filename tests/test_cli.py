@@ -91,13 +91,15 @@ def test_bench_and_demo_run_the_named_scenario(tmp_path, monkeypatch):
     from service.sim.scenarios import SCENARIOS
 
     calls = []
-    monkeypatch.setattr("service.demo.run.run_demo", lambda s, path: calls.append(("demo", path)))
+    monkeypatch.setattr("service.demo.run.run_demo",
+                        lambda s, path, serve=False: calls.append(("demo", path) + (("serve",) if serve else ())))
     monkeypatch.setattr("service.sim.run.run_simulation",
                         lambda s, opts, path: calls.append(("sim", opts, path)))
     assert CliRunner().invoke(app, ["bench", "--scenario", "week"]).exit_code == 0
     out = tmp_path / "demo.json"
     assert CliRunner().invoke(app, ["demo", "--json", str(out)]).exit_code == 0
     assert CliRunner().invoke(app, ["demo", "--scenario", "none"]).exit_code == 0
+    assert CliRunner().invoke(app, ["demo", "--serve"]).exit_code == 0  # keeps the dashboard up, no simulator
     assert calls == [("sim", SCENARIOS["week"], None),
                      ("demo", out), ("sim", SCENARIOS["short"], tmp_path / "demo.scorecard.json"),
-                     ("demo", None)]
+                     ("demo", None), ("demo", None, "serve")]

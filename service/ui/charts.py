@@ -8,6 +8,7 @@ nothing relies on red/green alone.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -234,54 +235,56 @@ class DistributionChart:
     y_label: str = "share of values"
 
 
-def histogram_chart(
-    edges: Sequence[float],
-    ref_mass: Sequence[float],
-    win_mass: Sequence[float],
-    feature: str,
+def paired_bars(
+    labels: Sequence[str],
+    ref_share: Sequence[float],
+    win_share: Sequence[float],
+    x_label: str,
     width: int = 720,
     height: int = 240,
+    bottom: int = 40,
 ) -> DistributionChart:
-    """Overlaid histograms of two distributions over the same bins (``len(edges) - 1``
-    masses each, shares summing to at most 1), side by side within each bin; bins are
-    drawn equally wide (quantile bins of the reference), labelled by their edges."""
-    left, right, top, bottom = 56, 12, 10, 40
-    n = len(ref_mass)
-    top_mass = max([*ref_mass, *win_mass, 1e-9])
-    y = Scale(0, top_mass, height - bottom, top)
+    """Two distributions over the same slots (bins or categories), reference beside window in
+    each slot, slots equally wide; ``labels`` name the slots in the bars' tooltips."""
+    left, right, top = 56, 12, 10
+    n = len(labels)
+    top_share = max([*ref_share, *win_share, 1e-9])
+    y = Scale(0, top_share, height - bottom, top)
     slot = (width - left - right) / max(n, 1)
     ref_bars, win_bars = [], []
-    for i in range(n):
-        x0 = left + i * slot
-        label = f"[{_fmt(edges[i])}, {_fmt(edges[i + 1])})"
-        for bars, mass, off, who in (
-            (ref_bars, ref_mass[i], 0.1, "reference"),
-            (win_bars, win_mass[i], 0.5, "window"),
+    for i, label in enumerate(labels):
+        for bars, share, off, who in (
+            (ref_bars, ref_share[i], 0.1, "reference"),
+            (win_bars, win_share[i], 0.5, "window"),
         ):
             bars.append(
                 Bar(
-                    round(x0 + off * slot, 1),
-                    y(mass),
+                    round(left + (i + off) * slot, 1),
+                    y(share),
                     round(0.4 * slot, 1),
-                    round(y(0) - y(mass), 1),
-                    f"{who} {label}: {mass:.1%}",
+                    round(y(0) - y(share), 1),
+                    f"{who} {label}: {share:.1%}",
                 )
             )
-    step = max(1, math.ceil(n / 8))
-    x_ticks = [Tick(round(left + i * slot, 1), _fmt(edges[i])) for i in range(0, n + 1, step)]
-    y_ticks = [Tick(y(top_mass * i / 4), f"{top_mass * i / 4:.0%}") for i in range(5)]
+    y_ticks = [Tick(y(top_share * i / 4), f"{top_share * i / 4:.0%}") for i in range(5)]
     return DistributionChart(
-        width,
-        height,
-        left,
-        bottom,
-        top,
-        ref_bars,
-        win_bars,
-        x_ticks=x_ticks,
-        y_ticks=y_ticks,
-        x_label=f"{feature} (quantile bins of the reference)",
+        width, height, left, bottom, top, ref_bars, win_bars, y_ticks=y_ticks, x_label=x_label
     )
+
+
+def histogram_chart(
+    edges: Sequence[float], ref_mass: Sequence[float], win_mass: Sequence[float], feature: str
+) -> DistributionChart:
+    """Overlaid histograms of two distributions over the same bins (``len(edges) - 1``
+    masses each, shares summing to at most 1); bins are drawn equally wide (quantile bins
+    of the reference), the axis labelled by their edges."""
+    n = len(ref_mass)
+    labels = [f"[{_fmt(edges[i])}, {_fmt(edges[i + 1])})" for i in range(n)]
+    chart = paired_bars(labels, ref_mass, win_mass, f"{feature} (quantile bins of the reference)")
+    slot = (chart.width - chart.left - 12) / max(n, 1)
+    step = max(1, math.ceil(n / 8))
+    ticks = [Tick(round(chart.left + i * slot, 1), _fmt(edges[i])) for i in range(0, n + 1, step)]
+    return dataclasses.replace(chart, x_ticks=ticks)
 
 
 def ecdf_chart(
@@ -321,53 +324,13 @@ def ecdf_chart(
 
 
 def category_chart(
-    names: Sequence[str],
-    ref_share: Sequence[float],
-    win_share: Sequence[float],
-    width: int = 720,
-    height: int = 260,
+    names: Sequence[str], ref_share: Sequence[float], win_share: Sequence[float]
 ) -> DistributionChart:
     """Top-category bars, reference beside window (shares of values)."""
-    left, right, top, bottom = 56, 12, 10, 60
-    n = len(names)
-    top_share = max([*ref_share, *win_share, 1e-9])
-    y = Scale(0, top_share, height - bottom, top)
-    slot = (width - left - right) / max(n, 1)
-    ref_bars, win_bars = [], []
-    for i, name in enumerate(names):
-        x0 = left + i * slot
-        ref_bars.append(
-            Bar(
-                round(x0 + 0.1 * slot, 1),
-                y(ref_share[i]),
-                round(0.4 * slot, 1),
-                round(y(0) - y(ref_share[i]), 1),
-                f"reference {name}: {ref_share[i]:.1%}",
-            )
-        )
-        win_bars.append(
-            Bar(
-                round(x0 + 0.5 * slot, 1),
-                y(win_share[i]),
-                round(0.4 * slot, 1),
-                round(y(0) - y(win_share[i]), 1),
-                f"window {name}: {win_share[i]:.1%}",
-            )
-        )
-    x_ticks = [Tick(round(left + (i + 0.5) * slot, 1), name[:14]) for i, name in enumerate(names)]
-    y_ticks = [Tick(y(top_share * i / 4), f"{top_share * i / 4:.0%}") for i in range(5)]
-    return DistributionChart(
-        width,
-        height,
-        left,
-        bottom,
-        top,
-        ref_bars,
-        win_bars,
-        x_ticks=x_ticks,
-        y_ticks=y_ticks,
-        x_label="category",
-    )
+    chart = paired_bars(names, ref_share, win_share, "category", height=260, bottom=60)
+    slot = (chart.width - chart.left - 12) / max(len(names), 1)
+    ticks = [Tick(round(chart.left + (i + 0.5) * slot, 1), name[:14]) for i, name in enumerate(names)]
+    return dataclasses.replace(chart, x_ticks=ticks)
 
 
 @dataclass(frozen=True)
