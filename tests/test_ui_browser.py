@@ -194,8 +194,12 @@ async def writer(browser, pipeline):
     await ctx.close()
 
 
-async def shot(page, name: str) -> None:
-    if SHOTS:
+async def shot(page, name: str, selector: str | None = None) -> None:
+    """Save a screenshot of the page's top (or of the element ``selector``) when asked to."""
+    if SHOTS and selector:
+        Path(SHOTS).mkdir(parents=True, exist_ok=True)
+        await page.locator(selector).screenshot(path=str(Path(SHOTS) / f"{name}.png"))
+    elif SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         height = min(await page.evaluate("document.documentElement.scrollHeight"), SHOT_MAX_HEIGHT)
         await page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True,
@@ -335,10 +339,11 @@ async def test_feature_page_draws_the_reference_beside_the_window(writer, pipeli
     )
     assert await writer.locator("line.floor").count() >= 1  # effect over time against the floor
     await shot(writer, "feature-numeric")
+    await shot(writer, "feature-numeric-distribution", "#distribution")
     await writer.goto(f"{pipeline['base']}/ui/models/{m}/features/origin")
     assert await writer.locator("rect.bar-ref").count() >= 3
     assert await writer.get_by_role("rowheader", name="other", exact=True).count() == 1
-    await shot(writer, "feature-categorical")
+    await shot(writer, "feature-categorical", "#distribution")
 
 
 async def test_model_window_and_gate_pages_link_together(writer, pipeline):

@@ -364,7 +364,7 @@ def timeline(
 ) -> Timeline:
     """Breach spans in event time, one lane per alert: (label, link, first window start, end of
     the last breach, kind, evidence window starts)."""
-    left, right = 240, 16
+    left, right = 240, 48
     lo = min((r[2] for r in rows), default=0.0)
     hi = max((r[3] for r in rows), default=1.0)
     x = Scale(lo, hi, left, width - right)

@@ -847,7 +847,6 @@ class FdrView:
     epoch: int | None
     epochs: list[int]
     slots: list[SlotLine]
-    chart: charts.LineChart | None
 
 
 async def fdr_view(ctx: Ctx, epoch: int | None) -> FdrView:
@@ -890,20 +889,4 @@ async def fdr_view(ctx: Ctx, epoch: int | None) -> FdrView:
                     params.level(1, 1, reward),
                 )
             )
-    chart = None
-    if lines:
-        xs = [ln.start for ln in lines]
-        chart = charts.line_chart(
-            xs,
-            [float(ln.granted) for ln in lines],
-            ["breach" if ln.discoveries else "ok" for ln in lines],
-            [
-                f"slot {ln.slot}: {ln.granted} tests granted of {params.tests_per_slot}, "
-                f"{ln.discoveries} discoveries"
-                for ln in lines
-            ],
-            floor=float(params.tests_per_slot),
-            window_seconds=params.slot_seconds,
-            y_label="tests granted (dashed: capacity)",
-        )
-    return FdrView(params, epoch, kept, lines, chart)
+    return FdrView(params, epoch, kept, lines)
