@@ -17,6 +17,8 @@ template rendering, no network) and reports p50 / p95 per page:
 
 each after one untimed warm-up request per page kind (the first overview reads each
 window's record count from its profile once; ``fleet_cold_ms`` is that first request).
+``cpu_p50_ms`` / ``cpu_p95_ms`` are this process's CPU time per request (Redis's own
+work excluded): the figures to read when the machine is shared with other work.
 
 Usage::
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import statistics
 import sys
@@ -143,11 +146,13 @@ async def bench(args: argparse.Namespace) -> dict:
             async with httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=app), base_url="http://bench"
             ) as http:
+                cpu: dict[str, list[float]] = {}
 
-                async def timed(path: str) -> float:
-                    t = time.perf_counter()
+                async def timed(path: str, kind: str = "") -> float:
+                    t, c = time.perf_counter(), time.process_time()
                     got = await http.get(path)
                     assert got.status_code == 200, (path, got.status_code, got.text[:300])
+                    cpu.setdefault(kind, []).append(1000 * (time.process_time() - c))
                     return 1000 * (time.perf_counter() - t)
 
                 cold = await timed("/ui")
@@ -164,11 +169,15 @@ async def bench(args: argparse.Namespace) -> dict:
                 out: dict = {}
                 for name, paths in pages.items():
                     await timed(paths[0])  # warm-up
-                    out[name] = quantiles([await timed(p) for p in paths])
+                    out[name] = quantiles([await timed(p, name) for p in paths])
+                    spent = quantiles(cpu[name])
+                    out[name] |= {"cpu_p50_ms": spent["p50_ms"], "cpu_p95_ms": spent["p95_ms"]}
             await store.close()
         finally:
             server.stop()
     return {
+        "load_average_1m": round(os.getloadavg()[0], 1),  # the machine is shared: read the CPU figures
+        "cpus": os.cpu_count(),
         "models": args.models,
         "features_per_model": N_NUMERIC + N_CATEGORICAL,
         "windows_per_model": args.windows,

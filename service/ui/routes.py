@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, FastAPI, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
+from markupsafe import Markup, escape
 from pydantic import ValidationError
 
 from detectors.policy.silence import Matcher
@@ -64,6 +65,23 @@ def _num(v: Any, digits: int = 3) -> str:
     return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
 
 
+def heat_row(row: views.FleetRow, heat: list[tuple[str, str]]) -> Markup:
+    """One model's heatmap cells (``heat``: the columns' features and their quoted names),
+    built here rather than in the template: a page holds up to 50 x 24 of them."""
+    base = f"/ui/models/{quote(row.model_id, safe='')}/features/"
+    out = []
+    for f, fq in heat:
+        c = row.cells.get(f)
+        if c is None or c.ratio is None:
+            out.append('<td class="c none"><span class="sr">no value</span></td>')
+            continue
+        mark = {"breach": "▲", "inconclusive": "?"}.get(c.status, "")
+        out.append(f'<td class="c c{c.level} c-{c.status}"><a href="{base}{fq}" title="{escape(c.title)}">'
+                   f"{mark}{c.ratio:.1f}</a></td>")
+    return Markup("".join(out))
+
+
+templates.env.globals["heat_row"] = heat_row
 templates.env.filters.update(
     time=_fmt_time, num=_num, label=views.feature_label, q=lambda s: quote(str(s), safe="")
 )

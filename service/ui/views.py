@@ -64,6 +64,9 @@ def feature_label(name: str) -> str:
     return OUTPUTS.get(name, name)
 
 
+DEFAULT = ModelConfig()
+
+
 def _config(raw: ModelConfig | None) -> ModelConfig:
     return raw or ModelConfig()
 
@@ -140,7 +143,7 @@ def _status_of(results: list[dict[str, Any]]) -> str:
 async def fleet(ctx: Ctx, q: FleetQuery) -> FleetPage:
     """The fleet overview: every model filtered and sorted, one page of rows in full."""
     ids = await ctx.store.models()
-    configs = await ctx.store.model_configs(ids)
+    configs = await ctx.store.model_config_dicts(ids)  # validated when stored
     latest = await ctx.store.latest_members(ids)
     open_alerts = await ctx.alerts.open_alerts()
     by_model: dict[str, list[dict[str, Any]]] = {}
@@ -148,18 +151,18 @@ async def fleet(ctx: Ctx, q: FleetQuery) -> FleetPage:
         by_model.setdefault(a["model_id"], []).append(a)
     rows = []
     for m in ids:
-        cfg = _config(configs.get(m))
+        cfg = configs.get(m) or {}
         alerts = by_model.get(m, [])
         last = latest[m][-1][1] if latest[m] else None
         health = highest([a["severity"] for a in alerts]) if alerts else ("no data" if last is None else "ok")
         rows.append(
             FleetRow(
                 m,
-                cfg.owner,
-                cfg.tier,
-                sorted({d.source for d in cfg.features.values() if d.source}),
+                cfg.get("owner", DEFAULT.owner),
+                cfg.get("tier", DEFAULT.tier),
+                sorted({d["source"] for d in (cfg.get("features") or {}).values() if d.get("source")}),
                 health,
-                cfg.window_seconds,
+                cfg.get("window_seconds", DEFAULT.window_seconds),
                 last,
                 len(alerts),
                 sorted({a["incident_id"] for a in alerts if a.get("incident_id")}),
