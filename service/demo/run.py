@@ -206,7 +206,9 @@ async def _main(settings: Settings, done: Callable[[dict[str, Any], str], None],
     stop = asyncio.Event()
     store = Store(settings.redis_url)
     api = ApiServer(settings, store, port=settings.api_port if serve else 0)
-    roles = asyncio.create_task(run_roles(settings, ("aggregator", "detector", "notifier", "api"), stop, api))
+    # Served, the notifier runs too: receivers added while the dashboard is up get paged.
+    served = ("aggregator", "detector", "notifier", "api") if serve else ("aggregator", "detector", "api")
+    roles = asyncio.create_task(run_roles(settings, served, stop, api))
     try:
         while not api.server.started:
             if roles.done():
