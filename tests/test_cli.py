@@ -91,8 +91,10 @@ def test_bench_and_demo_run_the_named_scenario(tmp_path, monkeypatch):
     from service.sim.scenarios import SCENARIOS
 
     calls = []
-    monkeypatch.setattr("service.demo.run.run_demo",
-                        lambda s, path, serve=False: calls.append(("demo", path) + (("serve",) if serve else ())))
+    def demo(s, path, serve=False):
+        calls.append(("demo", path) + (("serve",) if serve else ()))
+
+    monkeypatch.setattr("service.demo.run.run_demo", demo)
     monkeypatch.setattr("service.sim.run.run_simulation",
                         lambda s, opts, path: calls.append(("sim", opts, path)))
     assert CliRunner().invoke(app, ["bench", "--scenario", "week"]).exit_code == 0
