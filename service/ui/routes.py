@@ -29,6 +29,7 @@ from service.api import performance as performance_api
 from service.api import silences as silences_api
 from service.api.errors import ApiError
 from service.api.incidents import summarize
+from service.model_config import ModelConfig
 from service.ui import views
 from service.ui.session import (
     LoginRequired,
@@ -224,7 +225,7 @@ async def model_page(model_id: str, request: Request, s: SessionDep) -> HTMLResp
     await _require_model(ctx, model_id)
     cfg = (await ctx.store.model_configs([model_id]))[model_id]
     perf = None
-    if cfg is not None and cfg.joins_labels:
+    if isinstance(cfg, ModelConfig) and cfg.joins_labels:
         perf = await performance_api.performance(
             model_id, request, from_=None, to=None, slice_=None, limit=1_000, offset=0
         )

@@ -30,6 +30,7 @@ from service.model_config import ModelConfig
 from service.outbox import Outbox
 from service.settings import Settings
 from service.store import Store, parse_member
+from service.stored import Unreadable
 from service.ui import charts
 from sketches.profile import FeatureProfile, WindowProfile
 
@@ -67,8 +68,10 @@ def feature_label(name: str) -> str:
 DEFAULT = ModelConfig()
 
 
-def _config(raw: ModelConfig | None) -> ModelConfig:
-    return raw or ModelConfig()
+def _config(raw: ModelConfig | Unreadable | None) -> ModelConfig:
+    """The model's configuration; the defaults when it has none or its stored one does not
+    parse (``Store.model_configs`` logs and counts that)."""
+    return raw if isinstance(raw, ModelConfig) else DEFAULT
 
 
 # -- fleet overview ----------------------------------------------------------------------------
@@ -160,7 +163,8 @@ async def fleet(ctx: Ctx, q: FleetQuery) -> FleetPage:
                 m,
                 cfg.get("owner", DEFAULT.owner),
                 cfg.get("tier", DEFAULT.tier),
-                sorted({d["source"] for d in (cfg.get("features") or {}).values() if d.get("source")}),
+                sorted({d["source"] for d in (cfg.get("features") or {}).values()
+                        if isinstance(d, dict) and d.get("source")}),
                 health,
                 cfg.get("window_seconds", DEFAULT.window_seconds),
                 last,
