@@ -3,14 +3,16 @@
 What it simulates
 -----------------
 The p-value stream of a fleet: every window (slot of 300 s) each of 50 models
-submits one batch of 20 one-sided tests, so a window is 1,000 tests, the
-declared capacity ``tests_per_slot`` is 1,000 and an epoch (one UTC day) has
-288 slots. Each batch goes through the real gate,
-:class:`detectors.fdr.epoch.EpochSpending` (``level`` and ``decide``, i.e.
-Benjamini-Hochberg at the BatchPRDS level), with the service's bookkeeping:
-``granted`` = min(n, capacity left in the slot), ``rewarded`` = the gate's
-discoveries in slots <= s - ``reward_lag_slots`` (12) of the same epoch, all
-counters reset at each epoch. alpha = q = 0.05.
+submits one batch of 20 one-sided tests, so a window is 1,000 tests, and an
+epoch (one UTC day) has 288 slots. Each batch goes through the real gate,
+:class:`detectors.fdr.epoch.EpochSpending` (``capacity``, ``level`` and
+``decide``, i.e. Benjamini-Hochberg at the BatchPRDS level), with the
+service's bookkeeping: the slot's capacity derived from the fleet's
+submissions (``capacity`` of the larger of this and the previous epoch's
+peak tests per slot: 1,250 for 1,000 tests a slot), ``granted`` = min(n,
+capacity left in the slot), ``rewarded`` = the gate's discoveries in slots
+<= s - ``reward_lag_slots`` (12) of the same epoch, all counters reset at
+each epoch. alpha = q = 0.05.
 
 Test statistics are z-scores, p = ``scipy.stats.norm.sf(z)``. Inside a batch
 z_i = mu 1{non-null} + sqrt(rho) u + sqrt(1 - rho) e_i with e_i iid N(0, 1)
@@ -36,6 +38,16 @@ tests). Scenarios (one row per scenario and rho):
 
 Every row also runs, on the same p-values, the naive policy (reject every
 p < alpha, no FDR control).
+
+Fleet shapes (no capacity is declared anywhere): ``global_null`` and
+``sparse_bursts`` at rho = 0.3 for fleets of 1, 10, 1,000 and 10,000 models,
+a fleet that grows from 10 to 1,000 models and one that shrinks from 1,000
+to 10 (at noon of the second of 3 epochs). Per row: realized FDR against the
+same criterion, the capacity of the first and last slot, the share of tests
+that went unfunded (the growth slot's excess over 1.25 x the previous
+peak), and a lone test's level at the end (what a fleet of that size gets).
+Runs per row shrink with the fleet's size (a run costs ~1.2 s per epoch at
+10,000 models), so the large fleets' SEs are wider; each row prints its own.
 
 Guarantee tested
 ----------------
@@ -73,7 +85,7 @@ a non-null are generated in full.
 
 Usage::
 
-    python benchmarks/fdr_sim.py                 # 10,000 fleet-weeks: ~2.5 min (148 s measured)
+    python benchmarks/fdr_sim.py                 # 10,000 fleet-weeks + fleet shapes: see below
     python benchmarks/fdr_sim.py --quick         # 600 fleet-weeks: ~20 s
     python benchmarks/fdr_sim.py --runs 20000 --mu 7
 
@@ -132,22 +144,72 @@ MIN_LATE_OVER_EARLY = 0.8
 
 @dataclass(frozen=True)
 class Fleet:
-    """The fleet and the gate's parameters (defaults: the service's)."""
+    """The fleet and the gate's parameters (defaults: the service's).
+
+    ``shape`` makes the fleet grow or shrink: steps (from window, models), e.g.
+    ``((0, 10), (432, 1000))``; empty: ``models`` in every window. The models
+    present in a window are the first ones (a model that leaves takes its
+    burst with it).
+    """
 
     models: int = 50
     tests: int = 20  # per model and window: one batch
     alpha: float = 0.05
     slot_seconds: int = 300
     epoch_seconds: int = 86_400
-    tests_per_slot: int = 1_000
+    headroom: float = 1.25
+    min_tests_per_slot: int = 20
+    max_tests_per_slot: int | None = None
     reward_lag_slots: int = 12
     mu: float = 6.0
     phi: float = 0.5
+    shape: tuple[tuple[int, int], ...] = ()
 
     def gate(self) -> EpochSpending:
         return EpochSpending(alpha=self.alpha, epoch_seconds=self.epoch_seconds,
-                             slot_seconds=self.slot_seconds, tests_per_slot=self.tests_per_slot,
+                             slot_seconds=self.slot_seconds, headroom=self.headroom,
+                             min_tests_per_slot=self.min_tests_per_slot,
+                             max_tests_per_slot=self.max_tests_per_slot,
                              reward_lag_slots=self.reward_lag_slots)
+
+    @property
+    def most(self) -> int:
+        """The largest number of models present in a window."""
+        return max([self.models, *(m for _w, m in self.shape)])
+
+    def models_at(self, w: int) -> int:
+        """Models present in window ``w``."""
+        out = self.models
+        for start, m in self.shape:
+            if w >= start:
+                out = m
+        return out
+
+
+def capacities(fleet: Fleet, windows: int) -> np.ndarray:
+    """Each window's slot capacity as the service derives it (``service.fdr``): at a
+    slot's first batch, ``EpochSpending.capacity`` of the larger of this and the
+    previous epoch's peak tests per slot, and at least the batch's tests. The
+    fleet's submissions do not depend on its p-values, so this is one sequence for
+    every run.
+
+    Examples
+    --------
+    >>> capacities(Fleet(models=1, tests=8, epoch_seconds=900), 3).tolist()  # the floor: 20
+    [20, 20, 20]
+    >>> f = Fleet(models=1, tests=8, epoch_seconds=900, shape=((1, 100),))
+    >>> capacities(f, 7).tolist()  # grows in window 1; the next epoch remembers the peak
+    [20, 20, 1000, 1000, 1000, 1000, 1000]
+    """
+    gate = fleet.gate()
+    out = np.zeros(windows, dtype=np.int64)
+    prev = cur = 0
+    for w in range(windows):
+        if w % gate.slots == 0 and w:
+            prev, cur = cur, 0
+        out[w] = gate.capacity(max(prev, cur, fleet.tests))
+        cur = max(cur, fleet.models_at(w) * fleet.tests)
+    return out
 
 
 @dataclass(frozen=True)
@@ -183,6 +245,8 @@ class Tally:
     naive_burst_delay: list[np.ndarray] = field(default_factory=list)
     candidates: int = 0  # batches sent to decide
     batches: int = 0
+    capacity_w: np.ndarray | None = None  # per window: the slot's capacity
+    tests_w: np.ndarray | None = None  # per window: tests the fleet submits
 
     def cat(self, name: str) -> np.ndarray:
         parts = getattr(self, name)
@@ -205,11 +269,12 @@ def slot_grants(sizes: list[int], capacity: int) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-def levels(gate: EpochSpending, n: int, grants: np.ndarray, rewarded: np.ndarray) -> np.ndarray:
+def levels(gate: EpochSpending, n: int, grants: np.ndarray, rewarded: np.ndarray,
+           capacity: int) -> np.ndarray:
     """(runs, models) BH levels from ``EpochSpending.level``, one call per distinct input."""
     ur, rinv = np.unique(rewarded, return_inverse=True)
     ug, ginv = np.unique(grants, return_inverse=True)
-    table = np.array([[gate.level(n, int(g), int(r)) for g in ug] for r in ur])
+    table = np.array([[gate.level(n, int(g), int(r), capacity) for g in ug] for r in ur])
     return table[rinv][:, ginv]
 
 
@@ -227,6 +292,8 @@ def simulate(fleet: Fleet, sc: Scenario, runs: int, days: int, seed: int | list[
     tally.nonnull_w = np.zeros(windows, dtype=np.int64)
     tally.gate_td_w = np.zeros(windows, dtype=np.int64)
     tally.naive_td_w = np.zeros(windows, dtype=np.int64)
+    tally.capacity_w = capacities(fleet, windows)
+    tally.tests_w = np.array([fleet.models_at(w) * fleet.tests for w in range(windows)])
     rng = np.random.default_rng(seed)
     done = 0
     while done < runs:
@@ -238,14 +305,14 @@ def simulate(fleet: Fleet, sc: Scenario, runs: int, days: int, seed: int | list[
 
 def _block(fleet: Fleet, sc: Scenario, gate: EpochSpending, nb: int, windows: int,
            rng: np.random.Generator, brute: bool, tally: Tally) -> None:
-    m_, n, s_ = fleet.models, fleet.tests, gate.slots
+    m_, n, s_ = fleet.most, fleet.tests, gate.slots
     lag, alpha = gate.reward_lag_slots, fleet.alpha
     a, b = math.sqrt(sc.rho), math.sqrt(1.0 - sc.rho)
     innov = math.sqrt(1.0 - fleet.phi ** 2)
     z_alpha = float(norm.isf(alpha))
-    # Every model submits n tests per slot; the order inside a slot does not matter
-    # (equal sizes), so the grants are the same in every slot.
-    grants = slot_grants([n] * m_, gate.tests_per_slot)
+    # Every model present submits n tests per slot; the order inside a slot does not
+    # matter (equal sizes), so the grants depend on the slot's capacity and fleet only.
+    present = np.arange(m_)
     u = rng.standard_normal((nb, m_)) if sc.rho > 0 else np.zeros((nb, m_))
     disc = np.zeros((nb, s_), dtype=np.int64)  # gate discoveries per slot of the epoch
     rewarded = np.zeros(nb, dtype=np.int64)
@@ -275,7 +342,10 @@ def _block(fleet: Fleet, sc: Scenario, gate: EpochSpending, nb: int, windows: in
             rewarded[:] = 0
         elif s >= lag:
             rewarded += disc[:, s - lag]
-        level = levels(gate, n, grants, rewarded)
+        m_w, cap = fleet.models_at(w), int(tally.capacity_w[w])
+        grants = np.where(present < m_w, np.clip(cap - n * present, 0, n), 0)  # slot_grants
+        on = present < m_w  # (models,): present in this window
+        level = levels(gate, n, grants, rewarded, cap)
         if sc.rho > 0 and w:
             u = fleet.phi * u + innov * rng.standard_normal((nb, m_))
         # non-null tests per batch (tests of a batch are exchangeable: the first k)
@@ -284,13 +354,15 @@ def _block(fleet: Fleet, sc: Scenario, gate: EpochSpending, nb: int, windows: in
         elif sc.bursts_per_day:
             if w <= windows - sc.burst_windows:
                 r = np.flatnonzero(rng.random(nb) < sc.bursts_per_day / s_)
-                mm = rng.integers(m_, size=r.size)
+                mm = rng.integers(m_w, size=r.size)
                 free = left[r, mm] == 0
                 r, mm = r[free], mm[free]
                 left[r, mm], b_start[r, mm], b_gate[r, mm], b_naive[r, mm] = sc.burst_windows, w, -1, -1
+            left[:, ~on] = 0  # a model that left ends its burst
             k_nn = np.where(left > 0, n, 0)
         else:
             k_nn = np.zeros((nb, m_), dtype=np.int64)
+        k_nn[:, ~on] = 0
 
         # per batch (flat index j = run * models + model): gate D and V, naive D and V
         gate_d = np.zeros(nb * m_, dtype=np.int64)
@@ -350,12 +422,13 @@ def _block(fleet: Fleet, sc: Scenario, gate: EpochSpending, nb: int, windows: in
             naive_v[cj] = (hit & ~nn).sum(axis=1)
             tally.candidates += cj.size
             for i, j in enumerate(cj.tolist()):
-                found = gate.decide(p[i], granted=int(grants[j % m_]), rewarded=int(rewarded[j // m_]))
+                found = gate.decide(p[i], granted=int(grants[j % m_]), rewarded=int(rewarded[j // m_]),
+                                    capacity=cap)
                 gate_d[j] = int(found.sum())
                 gate_v[j] = int((found & ~nn[i]).sum())
-        tally.batches += nb * m_
+        tally.batches += nb * m_w
         gate_d, gate_v = gate_d.reshape(nb, m_), gate_v.reshape(nb, m_)
-        naive_d, naive_v = naive_d.reshape(nb, m_), naive_v.reshape(nb, m_)
+        naive_d, naive_v = naive_d.reshape(nb, m_) * on, naive_v.reshape(nb, m_) * on
 
         d_run = gate_d.sum(axis=1)
         disc[:, s] = d_run
@@ -494,6 +567,59 @@ def scenarios() -> list[Scenario]:
     return out
 
 
+# Fleet shapes (rows at rho 0.3, 3 epochs per run; the shape changes at noon of the second
+# epoch) and their share of the fleet-weeks' worth of runs: a run's cost grows with the
+# largest fleet, so the large fleets get fewer runs (wider SE, stated per row).
+SHAPE_DAYS = 3
+SHAPE_RHO = 0.3
+CHANGE_WINDOW = 288 + 144
+SHAPES: dict[str, tuple[Fleet, float]] = {
+    "1_model": (Fleet(models=1), 0.2),
+    "10_models": (Fleet(models=10), 0.1),
+    "1000_models": (Fleet(models=1_000), 0.004),
+    "10000_models": (Fleet(models=10_000), 0.0006),
+    "grow_10_to_1000": (Fleet(models=10, shape=((CHANGE_WINDOW, 1_000),)), 0.004),
+    "shrink_1000_to_10": (Fleet(models=1_000, shape=((CHANGE_WINDOW, 10),)), 0.004),
+}
+
+
+def shape_rows(total: int, seed: int, mu: float, phi: float) -> dict[str, dict]:
+    """The fleet-shape rows: the derived capacity keeps FDR <= q for any fleet size and
+    while the fleet grows or shrinks."""
+    rows: dict[str, dict] = {}
+    for i, (name, (base, share)) in enumerate(SHAPES.items()):
+        fleet = Fleet(**{**base.__dict__, "mu": mu, "phi": phi})
+        for j, sc in enumerate((Scenario("global_null", SHAPE_RHO),
+                                Scenario("sparse_bursts", SHAPE_RHO, bursts_per_day=2.0))):
+            runs = max(2, round(total * share))
+            t1 = time.perf_counter()
+            tally = simulate(fleet, sc, runs, SHAPE_DAYS, [seed, 1_000 + 10 * i + j])
+            row = summarize(fleet, sc, tally)
+            tests, cap = tally.tests_w, tally.capacity_w
+            row["unfunded_share"] = float(np.maximum(tests - cap, 0).sum() / tests.sum())
+            row["capacity_first_last"] = [int(cap[0]), int(cap[-1])]
+            row["lone_test_level_last"] = fleet.gate().level(fleet.tests, fleet.tests, 0,
+                                                             int(cap[-1])) / fleet.tests
+            row["fleet"], row["scenario"] = name, sc.name
+            rows[f"{name}_{sc.key}"] = row
+            print(f"  {name} {sc.key}: {runs} runs in {time.perf_counter() - t1:.1f} s, FDR "
+                  f"{row['fdr']:.4f} -> {'PASS' if row['pass'] else 'FAIL'}", flush=True)
+    return rows
+
+
+def print_shapes(rows: dict[str, dict]) -> None:
+    print(f"\n== fleet shapes (rho {SHAPE_RHO:g}, {SHAPE_DAYS} epochs per run, change at window "
+          f"{CHANGE_WINDOW}) ==")
+    print(f"{'fleet':>18} {'scenario':>13} {'runs':>5} {'epochs':>6} | {'capacity':>13} {'unfunded':>8} "
+          f"{'lone level':>10} | {'FDR':>7} {'(SE)':>8} {'P(any)':>7} {'burst_pow':>9} | criterion")
+    for r in rows.values():
+        cap = "{}->{}".format(*r["capacity_first_last"])
+        print(f"{r['fleet']:>18} {r['scenario']:>13} {r['runs']:>5} {r['epochs']:>6} | {cap:>13} "
+              f"{r['unfunded_share']:>8.5f} {r['lone_test_level_last']:>10.2e} | {_f(r['fdr'], '7.4f')} "
+              f"({_f(r['se'], '.4f')}) {_f(r['p_any'], '7.4f')} {_f(r.get('burst_power'), '9.4f')} | "
+              f"{'PASS' if r['pass'] else 'FAIL'} (FDR <= {r['bound']:.4f})")
+
+
 def _f(x: float | None, fmt: str = ".4f") -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, fmt)
 
@@ -538,6 +664,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--lord-null-tests", type=int, default=None,
                     help="LORD++ all-null stream (default 1e6; 1e5 quick)")
     ap.add_argument("--seed", type=int, default=20240611)
+    ap.add_argument("--no-shapes", action="store_true", help="skip the fleet-shape rows")
     args = ap.parse_args(argv)
     total = args.runs if args.runs is not None else (600 if args.quick else 10_000)
     lord_tests = args.lord_tests if args.lord_tests is not None else (20_000 if args.quick else 200_000)
@@ -545,9 +672,11 @@ def main(argv: list[str] | None = None) -> dict:
         100_000 if args.quick else 1_000_000)
     fleet = Fleet(mu=args.mu, phi=args.phi)
     gate = fleet.gate()
-    base = gate.level(fleet.tests, fleet.tests, 0)
+    capacity = gate.capacity(fleet.models * fleet.tests)
+    base = gate.level(fleet.tests, fleet.tests, 0, capacity)
     print(f"fleet: {fleet.models} models x {fleet.tests} tests per {fleet.slot_seconds} s window, "
-          f"capacity {fleet.tests_per_slot}, {gate.slots} slots per epoch, alpha = q = {fleet.alpha}, "
+          f"derived capacity {capacity} (headroom {fleet.headroom:g}), {gate.slots} slots per epoch, "
+          f"alpha = q = {fleet.alpha}, "
           f"reward lag {fleet.reward_lag_slots} slots; mu = {fleet.mu:g}, AR(1) phi = {fleet.phi:g}; "
           f"one run = {args.days} epochs", flush=True)
     print(f"gate: batch level {base:.3e} with no reward (a lone p-value needs <= {base / fleet.tests:.3e})",
@@ -562,11 +691,14 @@ def main(argv: list[str] | None = None) -> dict:
         rows[sc.key] = summarize(fleet, sc, tally)
         print(f"  {sc.key}: {plan[sc.name]} runs in {time.perf_counter() - t1:.1f} s, FDR "
               f"{rows[sc.key]['fdr']:.4f} -> {'PASS' if rows[sc.key]['pass'] else 'FAIL'}", flush=True)
+    shapes = shape_rows(total, args.seed, args.mu, args.phi) if not args.no_shapes else {}
     t1 = time.perf_counter()
     lord = lord_contrast(fleet, lord_tests, lord_null, args.seed)
     print(f"  LORD++ streams ({lord_tests} + {lord_null} tests) in {time.perf_counter() - t1:.1f} s",
           flush=True)
     print_tables(rows, scs)
+    if shapes:
+        print_shapes(shapes)
 
     ref = rows["steady_1pct_rho0"]
     alpha_death = {
@@ -601,9 +733,10 @@ def main(argv: list[str] | None = None) -> dict:
           + ", ".join(f"{_f(v, '.2e')} after {k:.0e}" for k, v in lord["null_levels"].items())
           + f"  (gate: a lone test's level {base / fleet.tests:.2e} at the start of every epoch)")
 
-    ok = all(r["pass"] for r in rows.values()) and alpha_ok
+    ok = all(r["pass"] for r in (*rows.values(), *shapes.values())) and alpha_ok
     seconds = round(time.perf_counter() - t0, 1)
     print(f"\n{'PASS' if ok else 'FAIL'}: {sum(r['pass'] for r in rows.values())}/{len(rows)} rows, "
+          f"{sum(r['pass'] for r in shapes.values())}/{len(shapes)} fleet-shape rows, "
           f"alpha-death {'PASS' if alpha_ok else 'FAIL'}; {sum(r['runs'] for r in rows.values())} runs "
           f"in {seconds} s")
 
@@ -622,6 +755,7 @@ def main(argv: list[str] | None = None) -> dict:
         "run": f"{args.days} epochs x {gate.slots} windows x {fleet.models * fleet.tests} tests",
         "mu": fleet.mu, "phi": fleet.phi, "alpha": fleet.alpha,
         "scenarios": rows,
+        "shapes": shapes,
         "alpha_death": alpha_death,
         "pass": ok,
     })

@@ -3,12 +3,22 @@
 Keys, per epoch ``e`` (expire after 8 epochs):
 
 ============================  =================================================
-``fw:fdr:{e}:grant``          HASH window id -> ``"granted:rewarded"`` (reserved)
+``fw:fdr:{e}:grant``          HASH window id -> ``"granted:rewarded:capacity"``
+                              (reserved)
 ``fw:fdr:{e}:used``           HASH slot -> tests granted in the slot (a window
                               spanning k slots is granted the same in each)
+``fw:fdr:{e}:req``            HASH slot -> tests submitted to the slot (granted
+                              or not)
+``fw:fdr:{e}:cap``            HASH slot -> the slot's capacity, fixed when the
+                              slot is first touched
+``fw:fdr:{e}:peak``           STRING the largest ``req`` of a slot of the epoch
 ``fw:fdr:{e}:disc``           HASH slot -> discoveries in the slot
 ``fw:fdr:{e}:done``           HASH window id -> discoveries (committed)
 ============================  =================================================
+
+A slot's capacity is ``EpochSpending.capacity`` of the larger of this and the
+previous epoch's ``peak`` (and at least the touching window's tests), computed
+inside the reserve script, so every replica sees one capacity per slot.
 
 A window is gated in two idempotent steps: *reserve* (atomically claim the
 window's share of its slot's capacity and read the reward; a second reserve of
@@ -33,24 +43,41 @@ from service.settings import Settings
 
 EPOCHS_KEPT = 8
 
+# KEYS: grant, used, disc, req, cap, peak, previous epoch's peak
+# ARGV: window id, slot, n, reward lag, ttl, span, headroom, min capacity, max capacity (0: none)
 _RESERVE = """
 local got = redis.call('HGET', KEYS[1], ARGV[1])
 if got then return got end
-local slot = tonumber(ARGV[2])
-local granted = tonumber(ARGV[3])
-for s = slot, slot + tonumber(ARGV[7]) - 1 do
+local slot, n, span = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
+local lo, hi = tonumber(ARGV[8]), tonumber(ARGV[9])
+local demand = math.max(n, tonumber(redis.call('GET', KEYS[6]) or '0'),
+                        tonumber(redis.call('GET', KEYS[7]) or '0'))
+local granted, capacity = n, 0
+for s = slot, slot + span - 1 do
+  local cap = tonumber(redis.call('HGET', KEYS[5], s) or '0')
+  if cap == 0 then
+    cap = math.max(lo, math.ceil(tonumber(ARGV[7]) * demand))
+    if hi > 0 then cap = math.min(cap, hi) end
+    redis.call('HSET', KEYS[5], s, cap)
+  end
+  capacity = math.max(capacity, cap)
   local used = tonumber(redis.call('HGET', KEYS[2], s) or '0')
-  granted = math.max(0, math.min(granted, tonumber(ARGV[4]) - used))
+  granted = math.max(0, math.min(granted, cap - used))
 end
-for s = slot, slot + tonumber(ARGV[7]) - 1 do redis.call('HINCRBY', KEYS[2], s, granted) end
+local peak = tonumber(redis.call('GET', KEYS[6]) or '0')
+for s = slot, slot + span - 1 do
+  redis.call('HINCRBY', KEYS[2], s, granted)
+  peak = math.max(peak, redis.call('HINCRBY', KEYS[4], s, n))
+end
+redis.call('SET', KEYS[6], peak)
 local rewarded = 0
 local disc = redis.call('HGETALL', KEYS[3])
 for i = 1, #disc, 2 do
-  if tonumber(disc[i]) <= slot - tonumber(ARGV[5]) then rewarded = rewarded + tonumber(disc[i + 1]) end
+  if tonumber(disc[i]) <= slot - tonumber(ARGV[4]) then rewarded = rewarded + tonumber(disc[i + 1]) end
 end
-local v = granted .. ':' .. rewarded
+local v = granted .. ':' .. rewarded .. ':' .. capacity
 redis.call('HSET', KEYS[1], ARGV[1], v)
-for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[6]) end
+for i = 1, 6 do redis.call('EXPIRE', KEYS[i], ARGV[5]) end
 return v
 """
 
@@ -77,13 +104,16 @@ class GateDecision:
     level: float  # BH level of the batch
     granted: int
     rewarded: int
+    capacity: int  # of the window's slot (the largest of its slots)
 
 
 def spending(settings: Settings) -> EpochSpending:
     """The deployment's gate parameters (``FLEETWATCH_FDR_*``; slot = ``window_seconds``)."""
     return EpochSpending(alpha=settings.fdr_alpha, epoch_seconds=settings.fdr_epoch_seconds,
                          slot_seconds=settings.window_seconds,
-                         tests_per_slot=settings.fdr_tests_per_window,
+                         headroom=settings.fdr_capacity_headroom,
+                         min_tests_per_slot=settings.fdr_min_tests_per_window,
+                         max_tests_per_slot=settings.fdr_max_tests_per_window,
                          reward_lag_slots=settings.fdr_reward_lag_windows)
 
 
@@ -109,23 +139,26 @@ class FdrGate:
         epoch, slot = self.params.locate(window_start)
         span = self.params.span(window_seconds, slot)
         n = len(p_values)
+        p = self.params
         raw = await self._reserve(
-            keys=[_key(epoch, "grant"), _key(epoch, "used"), _key(epoch, "disc")],
-            args=[window_id, slot, n, self.params.tests_per_slot, self.params.reward_lag_slots,
-                  self._ttl, span])
-        granted, rewarded = (int(x) for x in raw.decode().split(":"))
-        found = self.params.decide(p_values, granted, rewarded, span, weights)
+            keys=[_key(epoch, "grant"), _key(epoch, "used"), _key(epoch, "disc"), _key(epoch, "req"),
+                  _key(epoch, "cap"), _key(epoch, "peak"), _key(epoch - 1, "peak")],
+            args=[window_id, slot, n, p.reward_lag_slots, self._ttl, span, repr(p.headroom),
+                  p.min_tests_per_slot, p.max_tests_per_slot or 0])
+        granted, rewarded, capacity = (int(x) for x in raw.decode().split(":"))
+        found = p.decide(p_values, granted, rewarded, capacity, span, weights)
         await self._commit(keys=[_key(epoch, "done"), _key(epoch, "disc")],
                            args=[window_id, slot, int(found.sum()), self._ttl])
         if granted < n:
             metrics.FDR_TESTS_UNFUNDED.inc(n - granted)
         used = await self.r.hget(_key(epoch, "used"), slot)
-        metrics.FDR_ALPHA_WEALTH.set(self.params.wealth(slot, int(used or 0)))
-        level = self.params.level(n, granted, rewarded, span)
+        metrics.FDR_ALPHA_WEALTH.set(p.wealth(slot, int(used or 0), capacity))
+        level = p.level(n, granted, rewarded, capacity, span)
         metrics.FDR_LEVEL.set(level)
+        metrics.FDR_CAPACITY.set(capacity)
         metrics.FDR_TESTS.inc(n)
         metrics.FDR_DISCOVERIES.inc(int(found.sum()))
-        return GateDecision(found, level, granted, rewarded)
+        return GateDecision(found, level, granted, rewarded, capacity)
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,10 @@ FDR_TESTS = Counter("fleetwatch_fdr_tests_total", "P-values submitted to the FDR
 FDR_DISCOVERIES = Counter("fleetwatch_fdr_discoveries_total", "P-values the FDR gate discovered")
 FDR_TESTS_UNFUNDED = Counter(
     "fleetwatch_fdr_tests_unfunded_total",
-    "P-values beyond the slot's capacity (FLEETWATCH_FDR_TESTS_PER_WINDOW): tested at a lower level",
+    "P-values beyond the slot's capacity (derived from the fleet's submissions): not funded",
+)
+FDR_CAPACITY = Gauge(
+    "fleetwatch_fdr_capacity", "Capacity (tests) of the FDR slot of the last window gated"
 )
 FDR_ALPHA_WEALTH = Gauge(
     "fleetwatch_fdr_alpha_wealth", "Alpha wealth left in the current FDR epoch (of fdr_alpha)"

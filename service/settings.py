@@ -122,8 +122,18 @@ class Settings(BaseSettings):
         86_400, ge=60,
         description="FDR epoch: the guarantee holds per epoch; a multiple of window_seconds",
     )
-    fdr_tests_per_window: int = Field(
-        10_000, ge=1, description="Fleet tests per window slot the FDR budget is shared by (capacity)"
+    fdr_capacity_headroom: float = Field(
+        1.25, ge=1, allow_inf_nan=False,
+        description="FDR slot capacity = headroom x the most tests the fleet submitted to one slot "
+                    "in this or the previous epoch (growth beyond it in one slot goes unfunded)",
+    )
+    fdr_min_tests_per_window: int = Field(
+        20, ge=1,
+        description="Floor of the derived FDR slot capacity (tests): funds a slot first touched "
+                    "with no history (cold start, backfill)",
+    )
+    fdr_max_tests_per_window: int | None = Field(
+        None, ge=1, description="Ceiling of the derived FDR slot capacity (tests); unset: none"
     )
     fdr_reward_lag_windows: int = Field(
         12, ge=1, description="Discoveries raise later levels once this many window slots old"
@@ -225,4 +235,7 @@ class Settings(BaseSettings):
     def _epoch_of_whole_windows(self) -> Settings:
         if self.fdr_epoch_seconds % self.window_seconds:
             raise ValueError("fdr_epoch_seconds must be a multiple of window_seconds")
+        if (self.fdr_max_tests_per_window is not None
+                and self.fdr_max_tests_per_window < self.fdr_min_tests_per_window):
+            raise ValueError("fdr_max_tests_per_window must be >= fdr_min_tests_per_window")
         return self

@@ -20,7 +20,7 @@ from service.store import Store, window_member
 
 T0 = 1_700_006_400 - 1_700_006_400 % 86_400  # an epoch (UTC day) start
 W = 300
-PARAMS = EpochSpending(alpha=0.05, slot_seconds=W, tests_per_slot=200)
+PARAMS = EpochSpending(alpha=0.05, slot_seconds=W, min_tests_per_slot=200, max_tests_per_slot=200)
 BREACH = (1.0, 1e-30)  # effect (floor 0.2) and p-value of a breach
 HEALTHY = (0.01, 0.9)
 
@@ -250,23 +250,56 @@ async def test_silenced_alert_is_recorded_but_not_notified(store):
 
 
 async def test_fdr_gate_shares_slot_capacity_and_rewards_old_discoveries(store):
-    params = EpochSpending(alpha=0.05, slot_seconds=W, tests_per_slot=10, reward_lag_slots=2)
+    params = EpochSpending(alpha=0.05, slot_seconds=W, min_tests_per_slot=10, max_tests_per_slot=10,
+                           reward_lag_slots=2)
     gate = FdrGate(store.r, params)
     first = await gate.gate("a", T0, W, [1e-30] * 6)
     again = await gate.gate("a", T0, W, [1e-30] * 6)
     assert (first.granted, again.granted) == (6, 6) and first.level == again.level
     second = await gate.gate("b", T0, W, [1e-30] * 6)  # only 4 of the slot's 10 are left
-    assert second.granted == 4 and second.level == params.level(6, 4, 0)
+    assert second.granted == 4 and second.level == params.level(6, 4, 0, 10)
     assert (await gate.gate("c", T0 + W, W, [0.5])).rewarded == 0  # slot 0 is 1 slot old: too recent
     late = await gate.gate("d", T0 + 2 * W, W, [0.5])
-    assert late.rewarded == 12 and late.level == params.level(1, 1, 12)
+    assert late.rewarded == 12 and late.level == params.level(1, 1, 12, 10)
     next_day = await gate.gate("e", T0 + 86_400 + 2 * W, W, [0.5])
     assert next_day.rewarded == 0  # the epoch starts afresh
     # An hour-long window spans 12 slots: its level is 12x, and it claims each slot.
     hourly = await gate.gate("f", T0 + 86_400 + 12 * W, 12 * W, [0.5] * 3)
-    assert hourly.granted == 3 and hourly.level == params.level(3, 3, 0, span=12)
+    assert hourly.granted == 3 and hourly.level == params.level(3, 3, 0, 10, span=12)
     used = await store.r.hgetall(f"fw:fdr:{T0 // 86_400 + 1}:used")
     assert {int(k): int(v) for k, v in used.items()} == {2: 1, **{s: 3 for s in range(12, 24)}}
+
+
+async def test_fdr_capacity_follows_what_the_fleet_submits(store):
+    """No declared capacity: a slot's capacity is ceil(1.25 x) the most tests the fleet
+    submitted to one slot of this or the previous epoch, fixed when the slot is first
+    touched, and the same arithmetic as ``EpochSpending.capacity``."""
+    params = EpochSpending(alpha=0.05, slot_seconds=W)
+    gate = FdrGate(store.r, params)
+    # A one-model fleet of 40 tests a window: its level is that of 40 tests, not of 10,000.
+    lone = await gate.gate("m0", T0, W, [0.5] * 40)
+    assert lone.capacity == params.capacity(40) == 50 and lone.granted == 40
+    assert lone.level == 0.05 / 288 * 40 / 50
+    # The fleet grows to 100 models of 8 tests in slot 1: slot 1's capacity was fixed by its
+    # first window (demand 40), so the growth beyond it in slot 1 goes unfunded ...
+    grown = [await gate.gate(f"m{i}:1", T0 + W, W, [0.5] * 8) for i in range(100)]
+    assert {d.capacity for d in grown} == {50}
+    assert sum(d.granted for d in grown) == 50 and grown[6].granted == 2 and grown[7].level == 0.0
+    # ... and slot 2 is sized by slot 1's 800 submitted tests: every model is funded.
+    slot2 = [await gate.gate(f"m{i}:2", T0 + 2 * W, W, [0.5] * 8) for i in range(100)]
+    assert {d.capacity for d in slot2} == {1000} and all(d.granted == 8 for d in slot2)
+    # Re-gating a window returns its first answer (its capacity included).
+    assert (await gate.gate("m5:2", T0 + 2 * W, W, [0.5] * 8)).capacity == 1000
+    # The fleet shrinks back to one model: the next epoch still remembers this epoch's
+    # peak (a lower level, never an unfunded test), the epoch after forgets it.
+    day = 86_400
+    assert (await gate.gate("a", T0 + day, W, [0.5] * 8)).capacity == 1000
+    assert (await gate.gate("b", T0 + 2 * day, W, [0.5] * 8)).capacity == 20  # 8 tests: the floor
+    # A floor and a ceiling bound the derived capacity.
+    bounded = FdrGate(store.r, EpochSpending(slot_seconds=W, min_tests_per_slot=50,
+                                             max_tests_per_slot=60))
+    assert (await bounded.gate("c", T0 + 5 * day, W, [0.5] * 8)).capacity == 50
+    assert (await bounded.gate("d", T0 + 5 * day + W, W, [0.5] * 2_000)).capacity == 60
 
 
 async def test_fdr_weights_move_the_window_level_from_quality_to_drift(store):

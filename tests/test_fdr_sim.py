@@ -42,7 +42,7 @@ def test_null_speedup_matches_brute_force(sim, rho):
     # A setting where the gate discovers often: 4 slots per epoch, alpha 0.5, a
     # capacity of 100 tests, so a batch's level is ~0.025 (x the reward).
     fleet = sim.Fleet(models=5, tests=20, alpha=0.5, epoch_seconds=1200, slot_seconds=300,
-                      tests_per_slot=100, reward_lag_slots=1)
+                      min_tests_per_slot=100, max_tests_per_slot=100, reward_lag_slots=1)
     scenario = sim.Scenario("global_null", rho)
     fast = sim.simulate(fleet, scenario, runs=1500, days=2, seed=[7, 1])
     brute = sim.simulate(fleet, scenario, runs=1500, days=2, seed=[7, 2], brute=True)
@@ -56,6 +56,20 @@ def test_null_speedup_matches_brute_force(sim, rho):
     fx, bx = (np.bincount(np.minimum(t.cat("gate_disc"), 3), minlength=4) / t.cat("gate_disc").size
               for t in (fast, brute))
     assert np.abs(fx - bx).max() < 0.05, (fx, bx)
+
+
+def test_capacity_follows_the_fleet_and_shapes_stay_below_q(sim):
+    # Capacity = ceil(1.25 x the larger of this and the previous epoch's peak): a fleet
+    # that grows is sized from its next slot on, one that shrinks keeps the peak an epoch.
+    fleet = sim.Fleet(models=10, tests=20, epoch_seconds=1_500, shape=((2, 100), (7, 10)))
+    # (the very first slot knows only its first batch, 20 tests: ceil(1.25 x 20))
+    assert sim.capacities(fleet, 15).tolist() == [25, 250, 250] + [2_500] * 12
+    assert sim.capacities(sim.Fleet(models=1, tests=20), 3).tolist() == [25] * 3
+    one = sim.Fleet(models=1, tests=20)
+    tally = sim.simulate(one, sim.Scenario("global_null", 0.3), runs=300, days=2, seed=[3, 1])
+    row = sim.summarize(one, sim.Scenario("global_null", 0.3), tally)
+    # a lone model spends its own budget: P(any discovery) per epoch ~ 0.8 q, not ~0
+    assert 0.015 < row["p_any"] < 0.08 and row["pass"]
 
 
 def test_lord_stream_shortcut_is_exact(sim):
@@ -73,7 +87,7 @@ def test_lord_stream_shortcut_is_exact(sim):
 
 def test_main_tiny(sim, capsys):
     result = sim.main(["--runs", "30", "--days", "4", "--lord-tests", "20000",
-                       "--lord-null-tests", "20000", "--seed", "5"])
+                       "--lord-null-tests", "20000", "--seed", "5", "--no-shapes"])
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert json.loads(last) == result
     rows = result["scenarios"]

@@ -31,13 +31,13 @@ MIN_LABELED = 150  # NL (80 a window) is below it
 
 def joiner_settings(settings: Settings, **extra) -> Settings:
     tag = uuid.uuid4().hex[:8]
-    # A small FDR capacity (20 tests a slot instead of 10,000: this test's whole fleet) so that
-    # a clear breach of a 2-test batch is discoverable: level 0.05 / 288 * 2 / 20 = 1.7e-5.
+    # The FDR capacity follows this test's small fleet (a few tests a slot), so a clear breach
+    # of a 2-test batch is discoverable.
     return settings.model_copy(update={"labels_topic": f"labels-{tag}", "joiner_group": f"join-{tag}",
                                        "performance_eval_interval_seconds": 0.2,
                                        # the consumer group forms in ~3 s instead of ~7 s
                                        "kafka_heartbeat_interval_ms": 200, "kafka_session_timeout_ms": 2_000,
-                                       "fdr_tests_per_window": 20, **extra})
+                                       **extra})
 
 
 def sliced_config(**perf) -> ModelConfig:

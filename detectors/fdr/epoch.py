@@ -16,19 +16,36 @@ epoch; any non-negative sequence with sum <= 1 is valid) and starts afresh at
 the next epoch: the level at 23:55 equals the level at 00:00.
 
 Inside a slot the budget gamma_s is shared by the fleet's batches in
-proportion to their sizes, against a declared capacity ``tests_per_slot``
-(N): a batch of n tests is granted g = min(n, N - tests already granted in the
-slot) and spends gamma_s g / N. A slot can never spend more than gamma_s, so
-the replicas that evaluate a slot's windows in parallel never coordinate
-beyond one atomic counter, and no window waits for another. A window longer
-than a slot (an hourly or daily model) spans k slots and claims g in each.
+proportion to their sizes, against the slot's capacity N_s: a batch of n tests
+is granted g = min(n, N_s - tests already granted in the slot) and spends
+gamma_s g / N_s. A slot can never spend more than gamma_s, so the replicas
+that evaluate a slot's windows in parallel never coordinate beyond one atomic
+counter, and no window waits for another. A window longer than a slot (an
+hourly or daily model) spans k slots and claims g in each.
+
+The capacity is derived from what the fleet submits, not declared: when a
+slot is first touched, N_s = clamp(ceil(h D), N_min, N_max), with D the
+largest number of tests submitted to one slot in this epoch or the previous
+one (at least the touching batch's n) and h the headroom (default 1.25), and
+it stays fixed for the slot. D counts tests, not p-values or discoveries, and
+N_s is fixed before any p-value of the slot is gated, so N_s is predictable
+and the guarantee below holds for any fleet shape; a fleet of one model gets
+the level of one model, a fleet of 10,000 the level of 10,000. A fleet that
+grows by more than h between two slots leaves the excess of one slot
+unfunded (level 0, counted); a fleet that shrinks keeps the larger capacity
+(a lower level) for at most two epochs. The floor N_min (default 20) covers a
+cold start: a slot first touched with no history (a new deployment, a
+backfill whose windows are all gated at once) by a batch of 2 tests would
+otherwise fund only that batch; it costs a fleet that submits n < 20 tests a
+slot at most a factor n / 20 of its level.
 
 The batch level (BatchPRDS, Zrnic, Jiang, Ramdas & Jordan, "The power of
 batching in multiple hypothesis testing", AISTATS 2020, with gamma as above)::
 
     alpha_b = alpha * (k / S) * (g / N) * (n + R) / n
 
-with R the discoveries of the epoch's slots at least ``reward_lag_slots``
+with N the largest capacity among the batch's k slots (spending g / N <= g / N_s
+in each), R the discoveries of the epoch's slots at least ``reward_lag_slots``
 before the batch's slot. Counting only a subset of earlier discoveries keeps
 alpha_b n / (n + R_{1:b-1}) <= alpha gamma'_b with sum_b gamma'_b <= 1, the
 condition of the BatchPRDS guarantee, and makes the level independent of the
@@ -45,6 +62,7 @@ Pure arithmetic; the counters live in Redis (``service.fdr``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -67,9 +85,14 @@ class EpochSpending:
     slot_seconds : int
         Slot length, seconds (the fleet's window length); must divide
         ``epoch_seconds``.
-    tests_per_slot : int
-        Capacity N: tests the fleet may submit per slot (models x eligible
-        checks). Tests beyond it in one slot get no budget.
+    headroom : float
+        h >= 1: a slot's capacity is ceil(h D) for D the largest number of
+        tests submitted to one slot in this epoch or the previous one
+        (:meth:`capacity`).
+    min_tests_per_slot, max_tests_per_slot : int, int or None
+        Bounds of the derived capacity (None: no ceiling). Equal bounds fix
+        the capacity (a declared N). Tests beyond a slot's capacity get no
+        budget.
     reward_lag_slots : int
         Discoveries count towards the reward only once their slot is this many
         slots older than the batch's.
@@ -81,17 +104,19 @@ class EpochSpending:
 
     Examples
     --------
-    >>> e = EpochSpending(alpha=0.05, slot_seconds=300, tests_per_slot=1000)
-    >>> e.slots, e.locate(86_400 + 600)
-    (288, (1, 2))
-    >>> round(e.level(n=10, granted=10, rewarded=0) * 1e6, 4)  # 0.05 / 288 * 10 / 1000
+    >>> e = EpochSpending(alpha=0.05, slot_seconds=300)
+    >>> e.slots, e.locate(86_400 + 600), e.capacity(800)
+    (288, (1, 2), 1000)
+    >>> round(e.level(n=10, granted=10, rewarded=0, capacity=1000) * 1e6, 4)  # 0.05/288 * 10/1000
     1.7361
     """
 
     alpha: float = 0.05
     epoch_seconds: int = 86_400
     slot_seconds: int = 300
-    tests_per_slot: int = 10_000
+    headroom: float = 1.25
+    min_tests_per_slot: int = 20
+    max_tests_per_slot: int | None = None
     reward_lag_slots: int = 12
 
     def __post_init__(self) -> None:
@@ -99,8 +124,12 @@ class EpochSpending:
             raise ValueError("alpha must be in (0, 1)")
         if self.slot_seconds < 1 or self.epoch_seconds % self.slot_seconds:
             raise ValueError("slot_seconds must be >= 1 and divide epoch_seconds")
-        if self.tests_per_slot < 1:
-            raise ValueError("tests_per_slot must be >= 1")
+        if not 1.0 <= self.headroom < math.inf:
+            raise ValueError("headroom must be >= 1 and finite")
+        if self.min_tests_per_slot < 1:
+            raise ValueError("min_tests_per_slot must be >= 1")
+        if self.max_tests_per_slot is not None and self.max_tests_per_slot < self.min_tests_per_slot:
+            raise ValueError("max_tests_per_slot must be >= min_tests_per_slot")
         if self.reward_lag_slots < 1:
             raise ValueError("reward_lag_slots must be >= 1")
 
@@ -125,23 +154,49 @@ class EpochSpending:
         """
         return max(1, min(window_seconds // self.slot_seconds, self.slots - slot))
 
-    def level(self, n: int, granted: int, rewarded: int, span: int = 1) -> float:
+    def capacity(self, demand: int) -> int:
+        """N_s of a slot first touched when the fleet's demand is ``demand``.
+
+        Parameters
+        ----------
+        demand : int
+            D >= 0: the largest number of tests submitted to one slot in this
+            epoch or the previous one, and at least the touching batch's size.
+
+        Returns
+        -------
+        int
+            clamp(ceil(h D), ``min_tests_per_slot``, ``max_tests_per_slot``).
+            The Redis script of ``service.fdr`` computes the same expression in
+            IEEE doubles.
+
+        Examples
+        --------
+        >>> e = EpochSpending()
+        >>> e.capacity(0), e.capacity(8), e.capacity(40), e.capacity(200_000)
+        (20, 20, 50, 250000)
+        >>> EpochSpending(min_tests_per_slot=50, max_tests_per_slot=100).capacity(8)
+        50
+        """
+        cap = max(self.min_tests_per_slot, math.ceil(self.headroom * max(demand, 0)))
+        return cap if self.max_tests_per_slot is None else min(cap, self.max_tests_per_slot)
+
+    def level(self, n: int, granted: int, rewarded: int, capacity: int, span: int = 1) -> float:
         """BH level alpha_b of a batch of ``n`` tests granted ``granted`` of the
-        capacity of each of its ``span`` slots, with ``rewarded`` earlier
-        discoveries (0 when n = 0)."""
+        ``capacity`` (the largest among its ``span`` slots) of each of its slots,
+        with ``rewarded`` earlier discoveries (0 when n = 0)."""
         if n <= 0 or granted <= 0:
             return 0.0
-        return (self.alpha * span / self.slots * (granted / self.tests_per_slot)
-                * (n + rewarded) / n)
+        return self.alpha * span / self.slots * (granted / capacity) * (n + rewarded) / n
 
-    def wealth(self, slot: int, used: int) -> float:
-        """Alpha wealth left in the epoch when slot ``slot`` has granted ``used``
-        tests: alpha times the spending fraction not yet allocated (the unspent
-        share of past slots is forfeited)."""
-        left = self.slots - slot - min(used, self.tests_per_slot) / self.tests_per_slot
+    def wealth(self, slot: int, used: int, capacity: int) -> float:
+        """Alpha wealth left in the epoch when slot ``slot`` of capacity ``capacity``
+        has granted ``used`` tests: alpha times the spending fraction not yet
+        allocated (the unspent share of past slots is forfeited)."""
+        left = self.slots - slot - min(used, capacity) / capacity
         return self.alpha * max(left, 0.0) / self.slots
 
-    def decide(self, p_values: Sequence[float], granted: int, rewarded: int,
+    def decide(self, p_values: Sequence[float], granted: int, rewarded: int, capacity: int,
                span: int = 1, weights: Sequence[float] | None = None) -> np.ndarray:
         """(Weighted) BH at the batch level: boolean mask of discoveries.
 
@@ -150,9 +205,9 @@ class EpochSpending:
 
         Examples
         --------
-        >>> e = EpochSpending(alpha=0.05, slot_seconds=43_200, tests_per_slot=4)
-        >>> e.decide([1e-4, 0.02, 0.3, 0.9], granted=4, rewarded=0).tolist()
+        >>> e = EpochSpending(alpha=0.05, slot_seconds=43_200)
+        >>> e.decide([1e-4, 0.02, 0.3, 0.9], granted=4, rewarded=0, capacity=4).tolist()
         [True, False, False, False]
         """
         return weighted_bh_rejections(
-            p_values, self.level(len(p_values), granted, rewarded, span), weights)
+            p_values, self.level(len(p_values), granted, rewarded, capacity, span), weights)

@@ -21,9 +21,8 @@ scored.
    (:mod:`service.sim.score`), prints the table and the targets, exports the scorecard
    on ``/metrics`` and writes JSON.
 
-The FDR gate's capacity (``FLEETWATCH_FDR_TESTS_PER_WINDOW``) is set to the fleet's
-eligible tests per window (every model's alerting checks, plus the performance tests of
-tier-1 models), as docs/alerting.md advises.
+The FDR gate's capacity is not set: the gate derives it from what the fleet submits
+(docs/alerting.md).
 """
 
 from __future__ import annotations
@@ -69,10 +68,6 @@ SIM_FLOORS = {"mean_shift": 0.2, "variance_shift": 0.1, "volume": 0.3}
 #: p ~ 1e-50 when they fire at all, so they lend most of their share to the drift tests,
 #: whose p-values on ~150-value windows sit near the gate's level.
 SIM_FDR_WEIGHTS = {"null_rate": 0.1, "type_mismatch": 0.1, "nonfinite": 0.1}
-NUMERIC_ALERTING = 6  # null_rate, type_mismatch, nonfinite, psi, mean_shift, variance_shift
-CATEGORICAL_ALERTING = 3  # null_rate, type_mismatch, js
-SCORE_ALERTING = 2  # psi, mean_shift
-PERFORMANCE_TESTS = 2  # auc_drop, log_loss_increase
 MODEL_VERSION = "1"  # a silent upgrade keeps it
 REFERENCE_STREAM, TRAFFIC_STREAM = 1, 0
 
@@ -130,25 +125,6 @@ def build_scenario(opts: SimOptions) -> inc.Scenario:
     return inc.make_scenario(fleet, opts.days, opts.seed, WINDOW_SECONDS,
                              control_days=opts.control_days, control_share=opts.control_share,
                              counts=opts.counts)
-
-
-def fdr_capacity(scenario: inc.Scenario) -> int:
-    """Eligible tests per window of the fleet: every model's alerting checks per feature
-    and on the score, the volume test once a week of history exists, and the two
-    performance tests of tier-1 models.
-
-    Examples
-    --------
-    >>> s = build_scenario(SimOptions(models=3, days=2, counts={}))
-    >>> fdr_capacity(s) == sum(7 * 6 + 3 * 3 + 2 + 2 * (m.tier == 1) for m in s.fleet.models)
-    True
-    """
-    volume = 1 if scenario.days > 7 else 0
-    total = 0
-    for m in scenario.fleet.models:
-        total += sum(CATEGORICAL_ALERTING if f.categorical else NUMERIC_ALERTING for f in m.features)
-        total += SCORE_ALERTING + volume + (PERFORMANCE_TESTS if m.tier == 1 else 0)
-    return total
 
 
 def registration(m: fl.ModelSpec, opts: SimOptions) -> dict[str, Any]:
@@ -544,12 +520,11 @@ async def _main(settings: Settings, scenario: inc.Scenario, opts: SimOptions) ->
 
 
 def sim_settings(settings: Settings, scenario: inc.Scenario, data_dir: Path) -> Settings:
-    """The simulator's settings: embedded infrastructure, one-hour FDR slots, the gate's
-    capacity at the fleet's eligible tests per window, windows closed promptly."""
+    """The simulator's settings: embedded infrastructure, one-hour FDR slots, windows
+    closed promptly."""
     return settings.model_copy(update={
         "kafka_bootstrap": None, "redis_url": None, "data_dir": data_dir,
         "window_seconds": WINDOW_SECONDS, "fdr_epoch_seconds": fl.DAY,
-        "fdr_tests_per_window": fdr_capacity(scenario),
         "idle_close_seconds": 3.0, "allowed_lateness_seconds": 600,
         "checkpoint_interval_seconds": 0.5, "performance_eval_interval_seconds": 3.0,
     })
@@ -567,8 +542,7 @@ def describe(opts: SimOptions, scenario: inc.Scenario, settings: Settings) -> li
         f"{_iso(scenario.start)}, seed {scenario.seed}",
         f"  window = {WINDOW_SECONDS // 60} min of simulated time, ~{opts.rate_per_hour:g} predictions per "
         "model and hour on average (x0.6-1.6 by model, x0.6-1.4 by hour of day, x0.8 on weekends)",
-        f"  FDR capacity FLEETWATCH_FDR_TESTS_PER_WINDOW = {settings.fdr_tests_per_window} "
-        "(models x eligible checks); PSI floor "
+        "  FDR capacity derived from the fleet's submissions; PSI floor "
         f"{opts.psi_floor:g}; {n_tier1} tier-1 models with label-joined performance checks",
         f"  corpus: {len(scenario.incidents)} incidents ("
         + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
@@ -624,8 +598,8 @@ def run_simulation(settings: Settings, opts: SimOptions | None = None,
     Parameters
     ----------
     settings : Settings
-        The base settings (the simulator overrides infrastructure, windows and the FDR
-        capacity: :func:`sim_settings`).
+        The base settings (the simulator overrides infrastructure and windows:
+        :func:`sim_settings`).
     opts : SimOptions, optional
     json_path : Path, optional
         Where to write the report as JSON.
@@ -663,7 +637,7 @@ def run_simulation(settings: Settings, opts: SimOptions | None = None,
         print("\n".join(lines), flush=True)
     report = {
         "options": asdict(opts),
-        "settings": {"window_seconds": WINDOW_SECONDS, "fdr_tests_per_window": fdr_capacity(scenario),
+        "settings": {"window_seconds": WINDOW_SECONDS,
                      "psi_floor": opts.psi_floor, "checks": CHECKS},
         "header": header,
         "incidents_injected": [asdict(i) for i in scenario.incidents],
