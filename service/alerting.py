@@ -24,14 +24,22 @@ from typing import Any
 from detectors.performance.slices import base_check
 from detectors.policy.floor import clears_floor, eligible
 from detectors.policy.grouping import DATA_QUALITY_CHECKS, group_key, inhibited
-from detectors.policy.persistence import Episode, Outcome, PersistenceConfig, episodes, settled_prefix
+from detectors.policy.persistence import (
+    Episode,
+    ImmediateRule,
+    Outcome,
+    PersistenceConfig,
+    episodes,
+    settled_prefix,
+)
 from detectors.policy.severity import highest, severity
 from detectors.policy.silence import Silence, silencing
 from detectors.result import TestResult
 from service import metrics
 from service.alert_store import AlertStore, series_field
-from service.fdr import FdrGate, GateDecision
+from service.fdr import FdrGate, GateDecision, spending
 from service.model_config import ModelConfig
+from service.settings import Settings
 
 log = logging.getLogger("fleetwatch.alerting")
 
@@ -58,14 +66,23 @@ class WindowRef:
     version: str
 
 
-def outcomes_of(elig: Sequence[TestResult], decision: GateDecision,
-                window: WindowRef) -> dict[str, list[Any]]:
-    """Per series field, the window's outcome as stored: [start, member, breach, effect, p, floor]."""
+def immediate_rule(settings: Settings) -> ImmediateRule:
+    """The deployment's rule for paging at the first window (``FLEETWATCH_IMMEDIATE_*``)."""
+    return ImmediateRule(effect_ratio=settings.immediate_effect_ratio,
+                         quality_effect_ratio=settings.immediate_quality_effect_ratio,
+                         p_ratio=settings.immediate_p_ratio)
+
+
+def outcomes_of(elig: Sequence[TestResult], decision: GateDecision, window: WindowRef,
+                rule: ImmediateRule) -> dict[str, list[Any]]:
+    """Per series field, the window's outcome as stored:
+    [start, member, breach, effect, p, floor, immediate]."""
     out = {}
     for r, found in zip(elig, decision.discoveries, strict=True):
         breach = bool(found) and clears_floor(r)
+        now = breach and rule.applies(r.check, r.effect_size, r.floor, r.p_value, decision.level)
         out[series_field(r.feature, r.check)] = [
-            window.start, window.member, int(breach), r.effect_size, r.p_value, r.floor]
+            window.start, window.member, int(breach), r.effect_size, r.p_value, r.floor, int(now)]
     return out
 
 
@@ -80,16 +97,24 @@ def gate_record(elig: Sequence[TestResult], decision: GateDecision) -> dict[str,
 
 
 def _outcome(raw: list[Any]) -> Outcome:
-    start, member, breach, effect, p, floor = raw
-    return Outcome(int(start), member, bool(breach), float(effect), float(p), float(floor))
+    start, member, breach, effect, p, floor, *rest = raw  # outcomes stored before: no flag
+    return Outcome(int(start), member, bool(breach), float(effect), float(p), float(floor),
+                   bool(rest and rest[0]))
 
 
 class AlertPolicy:
     """Gate, persistence, grouping, inhibition and silences for one deployment."""
 
-    def __init__(self, alerts: AlertStore, gate: FdrGate) -> None:
+    def __init__(self, alerts: AlertStore, gate: FdrGate,
+                 immediate: ImmediateRule | None = None) -> None:
         self.alerts = alerts
         self.gate = gate
+        self.immediate = immediate or ImmediateRule()
+
+    @classmethod
+    def for_settings(cls, r: Any, settings: Settings) -> AlertPolicy:
+        """The policy of a deployment: its FDR gate and its immediate-paging rule on ``r``."""
+        return cls(AlertStore(r), FdrGate(r, spending(settings)), immediate_rule(settings))
 
     async def apply(self, window: WindowRef, results: Sequence[TestResult],
                     alerting: dict[str, frozenset[str]], model: ModelConfig,
@@ -110,7 +135,7 @@ class AlertPolicy:
             weights = [fdr_weights.get(base_check(r.check), 1.0) for r in elig] if fdr_weights else None
             decision = await self.gate.gate(f"{window.model_id}\0{window.member}", window.start,
                                             window.length, [r.p_value for r in elig], weights)
-            outcomes = outcomes_of(elig, decision, window)
+            outcomes = outcomes_of(elig, decision, window, self.immediate)
             await self.alerts.put_gate(window.model_id, window.member, gate_record(elig, decision))
         recorded = await self.alerts.record(window.model_id, window.start, window.member, outcomes)
         lo, hi = window.start, recorded.released_before

@@ -33,9 +33,7 @@ from detectors.config import DetectorConfig, merge, service_defaults
 from detectors.result import TestResult
 from detectors.suite import alerting_checks, evaluate_window
 from service import metrics
-from service.alert_store import AlertStore
 from service.alerting import AlertPolicy, WindowRef
-from service.fdr import FdrGate, spending
 from service.model_config import ModelConfig
 from service.rollups import GRANULARITIES, Rollups
 from service.settings import Settings
@@ -127,7 +125,7 @@ class Detector:
     def __init__(self, settings: Settings, store: Store) -> None:
         self.settings = settings
         self.store = store
-        self.policy = AlertPolicy(AlertStore(store.r), FdrGate(store.r, spending(settings)))
+        self.policy = AlertPolicy.for_settings(store.r, settings)
         self.silences = SilenceStore(store.r, role="detector")
         self.rollups = Rollups(settings, store)
         # Configurations are read for every window (ttl 0); an unreadable one is counted and

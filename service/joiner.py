@@ -67,7 +67,6 @@ from sdk.labels import decode_labels
 from sdk.sampling import sample_point
 from sdk.wire import decode_batch
 from service import metrics
-from service.alert_store import AlertStore
 from service.alerting import AlertPolicy, WindowRef
 from service.cohorts import (
     Codec,
@@ -81,7 +80,6 @@ from service.cohorts import (
     slice_label,
     slice_value,
 )
-from service.fdr import FdrGate, spending
 from service.kafka import DeadLetters, key_error, produced_at
 from service.model_config import ModelConfig, PerformanceConfig
 from service.settings import Settings
@@ -197,7 +195,7 @@ class Joiner:
         self.settings = settings
         self.store = store
         self.cohorts = CohortStore(store.r)
-        self.policy = AlertPolicy(AlertStore(store.r), FdrGate(store.r, spending(settings)))
+        self.policy = AlertPolicy.for_settings(store.r, settings)
         self.silences = SilenceStore(store.r, role="joiner")
         self._configs = ConfigCache(lambda ids: store.model_configs(ids, "joiner"),
                                     lambda _m: ModelConfig(), CONFIG_TTL_SECONDS)

@@ -135,6 +135,21 @@ class Settings(BaseSettings):
     fdr_max_tests_per_window: int | None = Field(
         None, ge=1, description="Ceiling of the derived FDR slot capacity (tests); unset: none"
     )
+    immediate_effect_ratio: float = Field(
+        3.0, ge=1,
+        description="A breach pages at its first window (no k-of-m wait) when its effect is at least "
+                    "this many times its floor and its p-value at most immediate_p_ratio x the FDR "
+                    "gate's level (inf: never)",
+    )
+    immediate_quality_effect_ratio: float = Field(
+        1.0, ge=1,
+        description="The same ratio for data-quality breaks (null_rate, type_mismatch, nonfinite, "
+                    "out_of_range; inf: never)",
+    )
+    immediate_p_ratio: float = Field(
+        1e-3, gt=0, le=1,
+        description="How far below the FDR gate's level a breach's p-value must lie to page at once",
+    )
     fdr_reward_lag_windows: int = Field(
         12, ge=1, description="Discoveries raise later levels once this many window slots old"
     )

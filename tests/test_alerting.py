@@ -4,11 +4,12 @@ incidents by lineage, inhibition, silences, idempotency and concurrent replicas.
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from typing import Any
 
 from detectors.fdr.epoch import EpochSpending
-from detectors.policy.persistence import PersistenceConfig
+from detectors.policy.persistence import ImmediateRule, PersistenceConfig
 from detectors.policy.silence import Matcher, SilenceSpec
 from detectors.result import TestResult, judged
 from service.alert_store import AlertStore
@@ -21,7 +22,7 @@ from service.store import Store, window_member
 T0 = 1_700_006_400 - 1_700_006_400 % 86_400  # an epoch (UTC day) start
 W = 300
 PARAMS = EpochSpending(alpha=0.05, slot_seconds=W, min_tests_per_slot=200, max_tests_per_slot=200)
-BREACH = (1.0, 1e-30)  # effect (floor 0.2) and p-value of a breach
+BREACH = (1.0, 1e-8)  # effect (floor 0.2) and p-value of a breach, p not far below the level: k of m
 HEALTHY = (0.01, 0.9)
 
 
@@ -268,6 +269,30 @@ async def test_fdr_gate_shares_slot_capacity_and_rewards_old_discoveries(store):
     assert hourly.granted == 3 and hourly.level == params.level(3, 3, 0, 10, span=12)
     used = await store.r.hgetall(f"fw:fdr:{T0 // 86_400 + 1}:used")
     assert {int(k): int(v) for k, v in used.items()} == {2: 1, **{s: 3 for s in range(12, 24)}}
+
+
+async def test_overwhelming_breaches_page_at_their_first_window_subtle_ones_wait(store):
+    """A breach with p <= 1e-3 x the gate's level and an effect >= 3 x its floor (a
+    data-quality break: >= 1 x) fires at its first window; a discovery by a margin, or a
+    large effect at an ordinary p-value, still waits for k of m (2 of 3)."""
+    p, alerts = policy(store), AlertStore(store.r)
+    # level of a 4-test window: 0.05 / 288 * 4 / 200 = 3.5e-6; 1e-3 of it: 3.5e-9
+    first = {("x", "psi"): (0.7, 1e-12),  # 3.5 x floor, p far below: at once
+             ("y", "psi"): (0.5, 1e-12),  # 2.5 x floor: waits
+             ("z", "psi"): (1.0, 1e-8),  # 5 x floor, p only just below the level: waits
+             ("v", "null_rate"): (0.25, 1e-40)}  # a null-rate jump (floor 0.2 here): at once
+    await apply(p, "m", 0, first)
+    fired = {(a["feature"], a["check"]): a for a in await alerts.alerts(None, 0, 100)}
+    assert set(fired) == {("x", "psi"), ("v", "null_rate")}
+    assert all(a["fired_window_start"] == a["window_start"] == T0 for a in fired.values())
+    await apply(p, "m", 1, first)
+    assert {(a["feature"], a["fired_window_start"]) for a in await alerts.alerts(None, 0, 100)} == {
+        ("x", T0), ("v", T0), ("y", T0 + W), ("z", T0 + W)}
+    # The rule is the deployment's: with it off, the same windows wait for k of m.
+    off = AlertPolicy(AlertStore(store.r), FdrGate(store.r, PARAMS),
+                      ImmediateRule(effect_ratio=math.inf, quality_effect_ratio=math.inf))
+    await apply(off, "n", 0, first)
+    assert not await alerts.alerts("n", 0, 100)
 
 
 async def test_fdr_capacity_follows_what_the_fleet_submits(store):

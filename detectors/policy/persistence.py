@@ -7,7 +7,9 @@ the check could not decide (insufficient data, inconclusive, error) contribute
 nothing, so they neither confirm nor resolve an alert.
 
 An episode *fires* at the first window where at least ``k`` of the last ``m``
-outcomes are breaches; while it fires, every further breach is evidence of
+outcomes are breaches, or at a breach whose evidence is overwhelming
+(:class:`ImmediateRule`: persistence guards against the noise of subtle
+breaches, and an overwhelming one is not noise); while it fires, every further breach is evidence of
 the same episode (no new alert); it *resolves* at the ``resolve_after``-th
 consecutive healthy outcome after its last breach. The episode is named by its
 first breach inside the firing span, so re-folding a longer history never
@@ -20,6 +22,7 @@ order in which windows were evaluated.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -56,6 +59,80 @@ class PersistenceConfig(StrictModel):
         return max(self.m, self.resolve_after)
 
 
+#: Data-quality checks whose breach is a break, not a rhythm (volume follows a seasonal
+#: expectation and keeps the drift ratio).
+QUALITY_BREAK_CHECKS = frozenset({"null_rate", "type_mismatch", "nonfinite", "out_of_range"})
+
+
+@dataclass(frozen=True)
+class ImmediateRule:
+    """When a breach pages at its first window instead of waiting for k of m.
+
+    A breach is *overwhelming* when its p-value is at most ``p_ratio`` times
+    the FDR gate's level for its window (the batch level alpha_b) and its
+    effect is at least ``effect_ratio`` times its floor -- or
+    ``quality_effect_ratio`` times for a data-quality break
+    (:data:`QUALITY_BREAK_CHECKS`: a null-rate jump, type mismatches,
+    non-finite or out-of-range values, which have no seasonal rhythm).
+
+    Parameters
+    ----------
+    effect_ratio : float
+        >= 1; ``inf`` disables the rule for drift and performance checks.
+    quality_effect_ratio : float
+        >= 1; ``inf`` disables it for data-quality breaks.
+    p_ratio : float
+        In (0, 1]: how far below the gate's level the p-value must lie.
+
+    Raises
+    ------
+    ValueError
+        On a ratio out of range.
+
+    Notes
+    -----
+    Persistence buys precision against breaches that are discoveries by a
+    small margin (a p-value near the gate's level, an effect near its floor):
+    among those, a false discovery or a transient rhythm is plausible, and a
+    second breaching window is cheap evidence. A breach with p <= 10^-3
+    alpha_b and an effect three times its floor is neither: under the
+    interval null "effect <= floor" a false one has probability
+    p_ratio x alpha_b, a thousandth of the gate's own error rate. The
+    defaults (3, 1, 10^-3) are settings (``FLEETWATCH_IMMEDIATE_*``).
+
+    Examples
+    --------
+    >>> rule = ImmediateRule()
+    >>> rule.applies("psi", effect=0.7, floor=0.2, p_value=1e-12, level=1e-5)
+    True
+    >>> rule.applies("psi", effect=0.5, floor=0.2, p_value=1e-12, level=1e-5)  # 2.5 x floor
+    False
+    >>> rule.applies("null_rate", effect=0.35, floor=0.1, p_value=1e-40, level=1e-5)
+    True
+    >>> rule.applies("null_rate", effect=0.35, floor=0.1, p_value=1e-7, level=1e-5)
+    False
+    """
+
+    effect_ratio: float = 3.0
+    quality_effect_ratio: float = 1.0
+    p_ratio: float = 1e-3
+
+    def __post_init__(self) -> None:
+        if not (self.effect_ratio >= 1.0 and self.quality_effect_ratio >= 1.0):
+            raise ValueError("effect ratios must be >= 1 (inf disables)")
+        if not 0.0 < self.p_ratio <= 1.0:
+            raise ValueError("p_ratio must be in (0, 1]")
+
+    def applies(self, check: str, effect: float, floor: float, p_value: float, level: float) -> bool:
+        """Is a breach of ``check`` with this effect, floor and p-value, gated at
+        batch level ``level``, overwhelming? (The caller checks that it breached.)"""
+        quality = check.split("@", 1)[0] in QUALITY_BREAK_CHECKS
+        ratio = self.quality_effect_ratio if quality else self.effect_ratio
+        if math.isinf(ratio):
+            return False
+        return p_value <= self.p_ratio * level and abs(effect) >= ratio * floor
+
+
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """One window's outcome for one series.
@@ -70,6 +147,9 @@ class Outcome:
     breach : bool
     effect_size, p_value, floor : float
         As tested (for the alert's evidence and severity).
+    immediate : bool
+        A breach whose evidence is overwhelming (:class:`ImmediateRule`): it fires
+        without waiting for k of m.
     """
 
     window_start: int
@@ -78,6 +158,7 @@ class Outcome:
     effect_size: float = 0.0
     p_value: float = 1.0
     floor: float = 0.0
+    immediate: bool = False
 
 
 @dataclass
@@ -125,6 +206,9 @@ def episodes(outcomes: Sequence[Outcome], config: PersistenceConfig) -> list[Epi
     [(1, 3, 3, 7)]
     >>> episodes([o(1, True), o(2, False), o(3, False), o(4, True)], PersistenceConfig())
     []
+    >>> [e.fired.window_start for e in episodes([Outcome(1, "300:1:v", True, immediate=True)],
+    ...                                         PersistenceConfig())]
+    [1]
     """
     ordered = sorted({o.member: o for o in outcomes}.values(),
                      key=lambda o: (o.window_start, o.member))
@@ -145,7 +229,7 @@ def episodes(outcomes: Sequence[Outcome], config: PersistenceConfig) -> list[Epi
             continue
         recent = (recent + [o])[-config.m:]
         breaches = [r for r in recent if r.breach]
-        if o.breach and len(breaches) >= config.k:
+        if o.breach and (len(breaches) >= config.k or o.immediate):
             current = Episode(first=breaches[0], fired=o, evidence=breaches)
             out.append(current)
             healthy = 0
