@@ -665,6 +665,8 @@ def main(argv: list[str] | None = None) -> dict:
                     help="LORD++ all-null stream (default 1e6; 1e5 quick)")
     ap.add_argument("--seed", type=int, default=20240611)
     ap.add_argument("--no-shapes", action="store_true", help="skip the fleet-shape rows")
+    ap.add_argument("--shapes-only", action="store_true",
+                    help="only the fleet-shape rows (and no LORD++ contrast)")
     args = ap.parse_args(argv)
     total = args.runs if args.runs is not None else (600 if args.quick else 10_000)
     lord_tests = args.lord_tests if args.lord_tests is not None else (20_000 if args.quick else 200_000)
@@ -682,6 +684,16 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"gate: batch level {base:.3e} with no reward (a lone p-value needs <= {base / fleet.tests:.3e})",
           flush=True)
     t0 = time.perf_counter()
+    if args.shapes_only:
+        shapes = shape_rows(total, args.seed, args.mu, args.phi)
+        print_shapes(shapes)
+        ok = all(r["pass"] for r in shapes.values())
+        seconds = round(time.perf_counter() - t0, 1)
+        print(f"\n{'PASS' if ok else 'FAIL'}: {sum(r['pass'] for r in shapes.values())}/{len(shapes)} "
+              f"fleet-shape rows in {seconds} s")
+        result = {"seconds": seconds, "shapes": shapes, "pass": ok}
+        print(json.dumps(result, default=float))
+        return result
     plan = allocate(total)
     scs = scenarios()
     rows: dict[str, dict] = {}

@@ -8,7 +8,11 @@ window starts fall in the ranges given here and passes them in.
   hour (e.g. the previous 24 h merged);
 * seasonal: the windows in the same slot of the week (the same hour of the
   week for windows up to an hour long, else the same window) over the
-  previous ``weeks`` weeks, which removes daily and weekly seasonality.
+  previous ``weeks`` weeks, which removes daily and weekly seasonality. It
+  cannot exist for a window longer than the week
+  (:func:`seasonal_unavailable`); such a window falls back to the trailing
+  baseline, which then reaches back at least one window, and the baseline
+  says why (:attr:`Baseline.note`).
 """
 
 from __future__ import annotations
@@ -34,11 +38,43 @@ class Baseline:
     profile : WindowProfile
     windows : int
         Window profiles merged (0 for a reference).
+    note : str or None
+        Why this baseline and not the one asked for (e.g. the seasonal baseline
+        cannot exist for the window); None when it is the one asked for.
     """
 
     kind: str
     profile: WindowProfile
     windows: int
+    note: str | None = None
+
+
+def seasonal_unavailable(window_seconds: int, period: int = WEEK) -> str | None:
+    """Why no seasonal baseline can exist for windows of ``window_seconds``, or None.
+
+    Examples
+    --------
+    >>> seasonal_unavailable(3_600) is None, seasonal_unavailable(WEEK) is None
+    (True, True)
+    >>> seasonal_unavailable(31 * DAY)
+    'the window (31 d) is longer than the seasonal period (7 d)'
+    """
+    if window_seconds <= period:
+        return None
+    return (f"the window ({window_seconds / DAY:g} d) is longer than the seasonal period "
+            f"({period / DAY:g} d)")
+
+
+def trailing_span(window_seconds: int, trailing_seconds: int) -> int:
+    """Seconds of history the trailing baseline merges: the configured span, and at
+    least one window (so a window longer than the span still has a predecessor).
+
+    Examples
+    --------
+    >>> trailing_span(300, DAY), trailing_span(31 * DAY, DAY) == 31 * DAY
+    (86400, True)
+    """
+    return max(trailing_seconds, window_seconds)
 
 
 def trailing_range(window_start: int, span: int = DAY) -> tuple[int, int]:
@@ -146,6 +182,7 @@ def choose_baseline(
     reference: WindowProfile | None,
     seasonal: Baseline | None,
     trailing: Baseline | None,
+    seasonal_missing: str | None = None,
 ) -> Baseline | None:
     """The baseline a model's configuration asks for, or None when it has no data.
 
@@ -156,12 +193,18 @@ def choose_baseline(
     reference : WindowProfile or None
     seasonal, trailing : Baseline or None
         See :func:`merged_baseline`.
+    seasonal_missing : str or None
+        Why no seasonal baseline can exist for this window
+        (:func:`seasonal_unavailable`); then ``seasonal`` falls back to the
+        trailing baseline, and ``auto`` without a reference says so too.
 
     Returns
     -------
     Baseline or None
         ``auto``: the reference if there is one, else the seasonal baseline
         if any past week has windows in the slot, else the trailing one.
+        ``seasonal`` for a window that cannot have one: the trailing one,
+        with the reason in its ``note``.
 
     Examples
     --------
@@ -170,9 +213,15 @@ def choose_baseline(
     'trailing'
     >>> choose_baseline("seasonal", None, None, merged_baseline("trailing", "m", [w])) is None
     True
+    >>> choose_baseline("seasonal", None, None, merged_baseline("trailing", "m", [w]),
+    ...                 seasonal_unavailable(31 * DAY)).note
+    'no seasonal baseline: the window (31 d) is longer than the seasonal period (7 d); trailing windows used'
     """
     if kind in ("reference", "auto") and reference is not None:
         return Baseline("reference", reference, 0)
+    if seasonal_missing is not None and kind in ("seasonal", "auto") and trailing is not None:
+        note = f"no seasonal baseline: {seasonal_missing}; trailing windows used"
+        return Baseline(trailing.kind, trailing.profile, trailing.windows, note)
     for name, candidate in (("seasonal", seasonal), ("trailing", trailing)):
         if kind in (name, "auto") and candidate is not None:
             return candidate

@@ -26,7 +26,9 @@ from detectors.baseline import (
     choose_baseline,
     merged_baseline,
     seasonal_ranges,
+    seasonal_unavailable,
     trailing_range,
+    trailing_span,
     window_counts,
 )
 from detectors.config import DetectorConfig, merge, service_defaults
@@ -86,20 +88,28 @@ async def resolve_baseline(
     store: Store, model_id: str, current: WindowProfile, config: DetectorConfig
 ) -> tuple[Baseline | None, list[int]]:
     """The baseline the model's configuration asks for, and the record counts of
-    the same slot in past weeks (the volume test's history)."""
+    the same slot in past weeks (the volume test's history; for a window longer
+    than the week, which has no such slot, the counts of the trailing windows)."""
     b = config.baseline
-    seasonal, counts = await _past_baseline(
-        store, model_id, "seasonal",
-        f"seasonal:{b.seasonal_weeks}:{current.window_seconds}:{current.window_start // 3600}",
-        seasonal_ranges(current.window_start, current.window_seconds, b.seasonal_weeks),
-    )
+    length = current.window_seconds
+    missing = seasonal_unavailable(length)
+    seasonal, counts = None, []
+    if missing is None:
+        seasonal, counts = await _past_baseline(
+            store, model_id, "seasonal",
+            f"seasonal:{b.seasonal_weeks}:{length}:{current.window_start // 3600}",
+            seasonal_ranges(current.window_start, length, b.seasonal_weeks),
+        )
     reference = await store.reference(model_id) if b.kind in ("reference", "auto") else None
     trailing = None
-    if b.kind == "trailing" or (b.kind == "auto" and reference is None and seasonal is None):
-        lo, hi = trailing_range(current.window_start, b.trailing_seconds)
-        trailing, _counts = await _past_baseline(store, model_id, "trailing",
-                                                 f"trailing:{lo}:{hi}", [(lo, hi)])
-    return choose_baseline(b.kind, reference, seasonal, trailing), counts
+    if (b.kind == "trailing" or (b.kind == "auto" and reference is None and seasonal is None)
+            or (b.kind == "seasonal" and missing is not None)):
+        lo, hi = trailing_range(current.window_start, trailing_span(length, b.trailing_seconds))
+        trailing, trailing_counts = await _past_baseline(store, model_id, "trailing",
+                                                         f"trailing:{length}:{lo}:{hi}", [(lo, hi)])
+        if missing is not None:
+            counts = trailing_counts
+    return choose_baseline(b.kind, reference, seasonal, trailing, missing), counts
 
 
 async def evaluate_member(
@@ -197,7 +207,9 @@ class Detector:
             alerting = alerting_checks(baseline.profile, config)
             weights = config.fdr_weights
             await self.store.put_results(
-                model_id, member, [{**asdict(r), "baseline": baseline.kind} for r in results],
+                model_id, member,
+                [{**asdict(r), "baseline": baseline.kind, "baseline_note": baseline.note}
+                 for r in results],
                 self.settings.retention_window_seconds)
         length, start, version = parse_member(member)
         model = await self._models.one(model_id)

@@ -45,7 +45,8 @@ Feature = Annotated[str, Path(description="Feature name", openapi_examples={"fea
 def _by_feature(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for r in results:
-        out.setdefault(r["feature"], []).append({k: v for k, v in r.items() if k != "baseline"})
+        out.setdefault(r["feature"], []).append(
+            {k: v for k, v in r.items() if k not in ("baseline", "baseline_note")})
     return out
 
 
@@ -85,6 +86,7 @@ async def drift(
         entry: dict[str, Any] = {"version": ver, "window_start": start_s, "window_end": start_s + length}
         if stored is not None:
             entry.update(source="stored", baseline=stored[0]["baseline"] if stored else None,
+                         baseline_note=stored[0].get("baseline_note") if stored else None,
                          features=_by_feature(stored))
         else:
             outcome = await evaluate_member(store, request.app.state.settings, model_id, member)
@@ -92,7 +94,7 @@ async def drift(
                 entry.update(source="none", baseline=None, features={}, reason=outcome)
             else:
                 _current, baseline, _config, results = outcome
-                entry.update(source="computed", baseline=baseline.kind,
+                entry.update(source="computed", baseline=baseline.kind, baseline_note=baseline.note,
                              features=_by_feature([asdict(r) for r in results]))
         versions.append(entry)
     return {"model_id": model_id, "windows": versions}
