@@ -95,6 +95,34 @@ log = logging.getLogger("fleetwatch.joiner")
 PERFORMANCE = "__performance__"
 PERFORMANCE_CHECKS = frozenset({"auc_drop", "log_loss_increase", "accuracy_drop", "mae_increase"})
 CONFIG_TTL_SECONDS = 30.0
+#: How long after the label horizon a stored prediction is kept, so that a label later than
+#: the horizon is counted ``late`` (visible per model) rather than ``unknown``.
+LATE_GRACE_SECONDS = 86_400
+
+
+def insufficient(evaluation: dict[str, Any]) -> bool:
+    """Was a cohort's verdict, for any of its checks, ``insufficient_data`` (then more
+    labels may still make it testable: the joiner judges it again when they come)?
+
+    Examples
+    --------
+    >>> insufficient({"results": [{"status": "ok"}, {"status": "insufficient_data"}]})
+    True
+    >>> insufficient({"results": [{"status": "drift"}]})
+    False
+    """
+    return any(r["status"] == "insufficient_data" for r in evaluation["results"])
+
+
+def prediction_ttl(horizon: int, window_seconds: int) -> int:
+    """Seconds a joined prediction is kept: its window, the label horizon and a day's grace.
+
+    Examples
+    --------
+    >>> prediction_ttl(30 * 86_400, 300) / 86_400
+    31.00347222222222
+    """
+    return horizon + window_seconds + LATE_GRACE_SECONDS
 MAX_PER_CLASS_F1 = 50
 """Multiclass cohorts report per-class F1 up to this many classes."""
 
@@ -268,7 +296,8 @@ class Joiner:
                        produced_at(timestamp_ms, time.time()) + self.settings.max_clock_skew_seconds)
         horizon = perf.label_horizon_seconds
         new = await self.cohorts.put_predictions(
-            decoded.model_id, kept, 2 * horizon + cfg.window_seconds, self.settings.retention_hourly_seconds,
+            decoded.model_id, kept, prediction_ttl(horizon, cfg.window_seconds),
+            self.settings.retention_hourly_seconds,
             codec_for(perf.task, perf.threshold), max_slice_values=cfg.max_slice_values,
             slice_stale_seconds=perf.baseline_seconds + horizon + cfg.window_seconds, progress=progress)
         metrics.JOINED_PREDICTIONS.inc(new)
@@ -373,16 +402,19 @@ class Joiner:
 
     async def evaluate_model(self, model_id: str, cfg: ModelConfig) -> list[dict[str, Any]]:
         """Test every cohort (whole model, then slices) that matured since the last
-        call; the alerts changed."""
+        call, and again every cohort judged ``insufficient_data`` that has gained labels
+        since; the alerts changed."""
         perf = cfg.performance
         codec = codec_for(perf.task, perf.threshold)
         watermark = await self.watermark(model_id)
         done = await self.cohorts.evaluations(model_id)
         starts = await self.cohorts.cohort_starts(model_id, 0, math.inf)
         changed = []
-        todo = [s for s in starts if s not in done]
+        todo = [s for s in starts if s not in done or insufficient(done[s])]
         for start, (n_pred, n_labeled) in zip(
                 todo, await self.cohorts.sizes(model_id, [(s, None) for s in todo]), strict=True):
+            if start in done and n_labeled <= done[start]["labeled"]:
+                continue  # judged insufficient, and no label has arrived since
             if n_pred and not self._maturity(n_labeled, n_pred, start, watermark, cfg).mature:
                 continue  # cheap: the counts only (a cohort without them is read in full)
             cohort = await self.cohorts.load(model_id, start, codec)
@@ -391,7 +423,11 @@ class Joiner:
                 continue
             baseline = await self._baseline(
                 model_id, codec, [b for b in done if start - perf.baseline_seconds <= b < start])
-            results = self.tests(baseline.metrics, cohort.metrics, cfg)
+            if start in done:
+                metrics.COHORTS_REJUDGED.inc()
+                log.info("cohort re-judged model=%s window=%s labeled=%d (was %d: insufficient data)",
+                         model_id, start, cohort.labeled, done[start]["labeled"])
+            results = self.tests(baseline.metrics, cohort.metrics, cfg, self.settings.alpha)
             changed += await self._apply(model_id, cfg, start, "labels", results, force=True)
             evaluation = self._evaluation(perf.task, cohort, baseline, m, results)
             await self.cohorts.put_evaluation(model_id, start, evaluation)
@@ -426,7 +462,8 @@ class Joiner:
             label = slice_label(key, value)
             shortfall = sample_shortfall(baseline.metrics, cohort.metrics, perf.slice_min_labeled,
                                          perf.slice_min_per_class if perf.task == "binary" else 0)
-            results = for_slice(self.tests(baseline.metrics, cohort.metrics, cfg), label, shortfall)
+            results = for_slice(self.tests(baseline.metrics, cohort.metrics, cfg, self.settings.alpha),
+                                label, shortfall)
             changed += await self._apply(model_id, cfg, start, f"labels@{label}", results)
             evaluation = self._evaluation(perf.task, cohort, baseline, m, results)
             evaluation["slice"] = {"key": key, "value": value}
@@ -477,17 +514,20 @@ class Joiner:
         }
 
     @staticmethod
-    def tests(baseline: Any, current: Any, cfg: ModelConfig) -> list[TestResult]:
+    def tests(baseline: Any, current: Any, cfg: ModelConfig, alpha: float) -> list[TestResult]:
         """The task's checks of a current cohort against its baseline (metric accumulators:
-        ``BinaryCohort``, ``MulticlassCohort`` or ``RegressionCohort``)."""
+        ``BinaryCohort``, ``MulticlassCohort`` or ``RegressionCohort``), their status read at
+        ``alpha`` (``FLEETWATCH_ALPHA``, as the feature tests; alerts are the FDR gate's)."""
         perf = cfg.performance
         if perf.task == "multiclass":
-            return [accuracy_drop_test(baseline, current, PERFORMANCE, floor=perf.accuracy_floor)]
+            return [accuracy_drop_test(baseline, current, PERFORMANCE, floor=perf.accuracy_floor,
+                                       alpha=alpha)]
         if perf.task == "regression":
             floor = perf.mae_floor
             if floor is None:
                 base_mae = baseline.mae().value
                 floor = perf.mae_relative_floor * base_mae if base_mae is not None else 0.0
-            return [mae_increase_test(baseline, current, PERFORMANCE, floor=floor)]
-        return [auc_drop_test(baseline, current, PERFORMANCE, floor=perf.auc_floor),
-                log_loss_increase_test(baseline, current, PERFORMANCE, floor=perf.log_loss_floor)]
+            return [mae_increase_test(baseline, current, PERFORMANCE, floor=floor, alpha=alpha)]
+        return [auc_drop_test(baseline, current, PERFORMANCE, floor=perf.auc_floor, alpha=alpha),
+                log_loss_increase_test(baseline, current, PERFORMANCE, floor=perf.log_loss_floor,
+                                       alpha=alpha)]

@@ -82,6 +82,10 @@ LABELS = Counter("fleetwatch_labels_total", "Labels consumed, by what became of 
 COHORTS_EVALUATED = Counter(
     "fleetwatch_cohorts_evaluated_total", "Matured label cohorts tested against their baseline"
 )
+COHORTS_REJUDGED = Counter(
+    "fleetwatch_cohorts_rejudged_total",
+    "Label cohorts judged again after an insufficient_data verdict, once more labels arrived",
+)
 ROLLUPS_WRITTEN = Counter(
     "fleetwatch_rollups_written_total", "Rollup profiles written", ["granularity"]
 )

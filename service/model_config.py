@@ -55,7 +55,11 @@ class PerformanceConfig(StrictModel):
                               "classes; regression: `score` is the prediction, labels are numbers")
     threshold: float = Field(0.5, ge=0, le=1, description="Decision threshold: positive when score >= it")
     label_horizon_seconds: int = Field(
-        86_400, ge=60, le=90 * 86_400, description="Labels arrive at most this long after the prediction")
+        30 * 86_400, ge=60, le=90 * 86_400,
+        description="Labels arrive at most this long after the prediction (default 30 days: clicks "
+                    "and chargebacks alike; a cohort matures as soon as expected_label_fraction of "
+                    "its labels are in, so a long horizon delays only cohorts whose labels never "
+                    "come; predictions are kept this long plus a day: docs/labels.md)")
     expected_label_fraction: float = Field(
         0.9, gt=0, le=1, description="Share of predictions that eventually get a label (maturity)")
     sample_rate: float = Field(
@@ -110,6 +114,15 @@ class ModelConfig(StrictModel):
     def joins_labels(self) -> bool:
         """Are this model's labels joined (tier 1 with a performance configuration)?"""
         return self.tier == 1 and self.performance is not None
+
+    def unjoined_performance(self) -> str | None:
+        """Why a ``performance`` section of this configuration would not join labels (the
+        API refuses it: 422), or None."""
+        if self.performance is not None and self.tier != 1:
+            return (f"performance: label-joined checks run for tier-1 models only; this model is "
+                    f"tier {self.tier}, so its labels would not be joined (register it with tier 1, "
+                    f"or drop performance)")
+        return None
 
     def source_of(self, feature: str) -> str | None:
         """The declared upstream source of ``feature`` (None when undeclared)."""

@@ -147,7 +147,7 @@ async def minimum_sample_rule(store) -> None:
     for w in BAD:
         current = await cohorts.load(MODEL, starts[w], codec, nl)
         assert current.metrics.roc_auc().value < 0.5 < 0.75 < baseline.metrics.roc_auc().value
-        unruled = Joiner.tests(baseline.metrics, current.metrics, sliced_config())
+        unruled = Joiner.tests(baseline.metrics, current.metrics, sliced_config(), 0.05)
         assert min(r.p_value for r in unruled if r.p_value is not None) < 1e-7  # the gate's level: 1.7e-5
 
 

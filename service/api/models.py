@@ -121,6 +121,7 @@ async def register_model(body: ModelRegistration, request: Request) -> dict[str,
         raise ApiError(422, "invalid_request", f"thresholds: {exc.errors()[0]['msg']}",
                        "thresholds") from None
     config = ModelConfig.model_validate(body.model_dump(exclude={"model_id", "thresholds"}))
+    refuse_unjoined_performance(config)
     if body.thresholds:
         current = await editable_detector_config(store, body.model_id)
         await store.put_detector_config(body.model_id, merge(current, floors))
@@ -138,8 +139,16 @@ async def put_model(
         "defaults": {"summary": "Every field at its default", "value": {}}})],
     request: Request,
 ) -> dict[str, Any]:
+    refuse_unjoined_performance(config)
     await store_of(request).put_model_config(model_id, config)
     return {"model_id": model_id, "config": config.model_dump()}
+
+
+def refuse_unjoined_performance(config: ModelConfig) -> None:
+    """422 naming ``performance`` for a configuration whose labels would silently not join."""
+    reason = config.unjoined_performance()
+    if reason is not None:
+        raise ApiError(422, "invalid_request", reason, "performance")
 
 
 @router.post(
