@@ -85,8 +85,10 @@ a non-null are generated in full.
 
 Usage::
 
-    python benchmarks/fdr_sim.py                 # 10,000 fleet-weeks + fleet shapes: see below
-    python benchmarks/fdr_sim.py --quick         # 600 fleet-weeks: ~20 s
+    python benchmarks/fdr_sim.py                 # 10,000 fleet-weeks (~2.5 min) + fleet shapes
+    python benchmarks/fdr_sim.py --quick         # 600 fleet-weeks: ~20 s, shapes with few runs
+    python benchmarks/fdr_sim.py --shapes-only   # the fleet-shape rows: ~2.5 min idle (329 s
+                                                 # measured with the machine under load)
     python benchmarks/fdr_sim.py --runs 20000 --mu 7
 
 Runtime is single-threaded (one core of a shared 2-core machine for the figures
@@ -94,11 +96,15 @@ above): ~11 ms per all-null fleet-week (100,800 batches), ~0.3 s per steady
 1 % week and ~1.3 s per steady 10 % week, where most batches hold a non-null
 and go through ``decide`` one by one. ``--runs`` is split 75/25 between the
 ``global_null`` and ``sparse_bursts`` rows, after 0.1 % (steady 1 %, at least
-2) and 0.04 % (steady 10 %, at least 2) for each steady row.
+2) and 0.04 % (steady 10 %, at least 2) for each steady row. The fleet-shape
+rows take the shares of ``--runs`` in ``SHAPES`` (2,000 runs of a one-model
+fleet, 6 of a 10,000-model one at the default 10,000).
 
 The last line printed is one JSON object: ``runs``, ``seconds``,
 ``scenarios`` (per row: ``fdr``, ``se``, ``p_any``, ``power``, the naive
-policy's figures, ``pass``), ``alpha_death`` and ``pass``.
+policy's figures, ``pass``), ``shapes`` (per fleet-shape row, also
+``unfunded_share``, ``capacity_first_last``, ``lone_test_level_last``),
+``alpha_death`` and ``pass``.
 
 Notes
 -----
