@@ -410,6 +410,8 @@ class Joiner:
         done = await self.cohorts.evaluations(model_id)
         starts = await self.cohorts.cohort_starts(model_id, 0, math.inf)
         changed = []
+        reference = (await self.cohorts.reference_cohort(model_id, codec)
+                     if perf.baseline == "auto" else None)
         todo = [s for s in starts if s not in done or insufficient(done[s])]
         for start, (n_pred, n_labeled) in zip(
                 todo, await self.cohorts.sizes(model_id, [(s, None) for s in todo]), strict=True):
@@ -421,7 +423,9 @@ class Joiner:
             m = self._maturity(cohort.labeled, cohort.predictions, start, watermark, cfg)
             if not m.mature:
                 continue
-            baseline = await self._baseline(
+            # The labelled reference when there is one: fixed before any live label, so the
+            # baseline cannot drift into the data after a change.
+            baseline = reference if reference is not None else await self._baseline(
                 model_id, codec, [b for b in done if start - perf.baseline_seconds <= b < start])
             if start in done:
                 metrics.COHORTS_REJUDGED.inc()
@@ -430,6 +434,7 @@ class Joiner:
             results = self.tests(baseline.metrics, cohort.metrics, cfg, self.settings.alpha)
             changed += await self._apply(model_id, cfg, start, "labels", results, force=True)
             evaluation = self._evaluation(perf.task, cohort, baseline, m, results)
+            evaluation["baseline"] = "trailing" if reference is None else "reference"
             await self.cohorts.put_evaluation(model_id, start, evaluation)
             done[start] = evaluation
             metrics.COHORTS_EVALUATED.inc()

@@ -67,6 +67,10 @@ class PerformanceConfig(StrictModel):
     baseline_seconds: int = Field(
         7 * 86_400, ge=3_600, le=366 * 86_400,
         description="Matured cohorts of this trailing period are the baseline")
+    baseline: Literal["auto", "trailing"] = Field(
+        "auto", description="auto: the labelled reference when one was uploaded (POST "
+                            "/v1/models/{id}/reference with truth_column), else the trailing "
+                            "cohorts; trailing: always the trailing cohorts")
     auc_floor: float = Field(0.02, ge=0, le=1, description="AUC drop tolerated under the null")
     log_loss_floor: float = Field(0.05, ge=0, description="Log-loss increase tolerated under the null")
     accuracy_floor: float = Field(

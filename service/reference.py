@@ -9,6 +9,10 @@ import numpy as np
 
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord, RecordError, validate_record
+from service.cohorts import Prediction, class_name, codec_for
+from service.cohorts.codec import labelled_counters
+from service.cohorts.counters import Counters
+from service.model_config import PerformanceConfig
 from sketches.bins import SCORE_EDGES, EdgeSet, bin_templates, derive_edges
 from sketches.profile import WindowProfile
 
@@ -20,8 +24,10 @@ def reference_records(
     rows: Iterable[Mapping[str, Any]],
     score_column: str | None = None,
     label_column: str | None = None,
+    truth_column: str | None = None,
 ) -> list[PredictionRecord]:
-    """Validate rows (feature columns plus optional score and label columns).
+    """Validate rows (feature columns plus optional score, predicted-label and
+    ground-truth columns; the ground truth is no feature).
 
     Raises
     ------
@@ -30,7 +36,7 @@ def reference_records(
     """
     out = []
     for i, row in enumerate(rows):
-        features = {k: v for k, v in row.items() if k not in (score_column, label_column)}
+        features = {k: v for k, v in row.items() if k not in (score_column, label_column, truth_column)}
         data = {
             "model_id": model_id,
             "model_version": REFERENCE_VERSION,
@@ -73,6 +79,7 @@ def build_reference(
     rows: Iterable[Mapping[str, Any]],
     score_column: str | None = None,
     label_column: str | None = None,
+    truth_column: str | None = None,
     edges: EdgeSet | None = None,
 ) -> WindowProfile:
     """A reference profile (window start and length 0) of the rows.
@@ -88,11 +95,55 @@ def build_reference(
         Naming the first bad row and field.
     """
     cols = RecordColumns.from_records(model_id, reference_records(model_id, rows, score_column,
-                                                                  label_column))
+                                                                  label_column, truth_column))
     bins = bin_templates(edges) if edges is not None else bin_templates(reference_edges(cols), source=True)
     profile = WindowProfile(model_id, 0, 0, bins=bins)
     profile.add_columns(cols)
     return profile
+
+
+def labelled_reference(
+    rows: Iterable[Mapping[str, Any]],
+    perf: PerformanceConfig,
+    truth_column: str,
+    score_column: str | None = None,
+    label_column: str | None = None,
+) -> Counters:
+    """The cohort counters of a labelled reference (e.g. the validation set with its
+    ground truth): the baseline of the label-joined checks, fixed before any live label.
+
+    Per row: the prediction (``score_column`` for binary and regression models,
+    ``label_column`` -- the predicted class -- for multiclass ones) and the true label
+    (``truth_column``), as the joiner would have counted them.
+
+    Raises
+    ------
+    RecordError
+        Naming ``rows[i].<column>`` of the first row whose prediction or label does not
+        fit the model's task.
+    """
+    codec = codec_for(perf.task, perf.threshold)
+    column = label_column if perf.task == "multiclass" else score_column
+    if column is None:
+        raise RecordError("label_column" if perf.task == "multiclass" else "score_column",
+                          f"a labelled reference of a {perf.task} model needs its predictions' column")
+    preds, labels = [], []
+    for i, row in enumerate(rows):
+        truth = codec.label(row.get(truth_column))
+        if truth is None:
+            raise RecordError(f"rows[{i}].{truth_column}",
+                              f"not a {perf.task} label: {row.get(truth_column)!r}")
+        value = row.get(column)
+        if perf.task == "multiclass":
+            p = Prediction(str(i), None, 0, 0.0, class_name(value))
+        else:
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            p = Prediction(str(i), float(value) if ok else None, 0, 0.0)
+        if not codec.accepts(p):
+            raise RecordError(f"rows[{i}].{column}", f"not a {perf.task} prediction: {value!r}")
+        preds.append(p)
+        labels.append(truth)
+    return labelled_counters(codec, preds, labels)
 
 
 def read_csv_rows(path: str) -> list[dict[str, Any]]:

@@ -141,3 +141,52 @@ async def test_accuracy_drop_with_labels_three_days_late_pages_within_maturity_p
     cohort = small_body["cohorts"][1]
     statuses = {r["check"]: r["status"] for r in cohort["evaluation"]["results"]}
     assert cohort["evaluation"]["labeled"] == 30 and statuses["log_loss_increase"] != "insufficient_data"
+
+
+async def test_a_labelled_reference_is_the_baseline_from_the_first_cohort(settings, store):
+    """A model broken from its first live day: the trailing baseline would be the broken
+    days themselves (never an alert); the labelled reference (validation scores with their
+    true labels, uploaded with the reference) catches it at the first cohort."""
+    settings = joiner_settings(settings)
+    rng = np.random.default_rng(21)
+    model = "ranker"
+    s = 1 / (1 + np.exp(-rng.normal(0.0, 2.5, size=2_000)))
+    validation = [{"x": 1.0, "score": float(v), "y": bool(rng.random() < v)} for v in s]
+    async with api(settings, store) as http:
+        assert (await http.post("/v1/models", json={"model_id": "plain", "tier": 2})).status_code == 201
+        refused = await http.post("/v1/models/plain/reference", json={
+            "rows": validation[:10], "score_column": "score", "truth_column": "y"})
+        assert refused.status_code == 422 and refused.json()["field"] == "truth_column"
+        resp = await http.post("/v1/models", json={"model_id": model, "tier": 1, "window_seconds": DAY,
+                                                   "performance": {}})
+        assert resp.status_code == 201
+        bad = await http.post(f"/v1/models/{model}/reference", json={
+            "rows": [validation[0], {**validation[1], "y": "maybe"}], "score_column": "score",
+            "truth_column": "y"})
+        assert bad.status_code == 422 and bad.json()["field"] == "rows[1].y"
+        ok = await http.post(f"/v1/models/{model}/reference", json={
+            "rows": validation, "score_column": "score", "truth_column": "y"})
+        assert ok.status_code == 200 and "y" not in ok.json()["features"]  # the truth is no feature
+    async with running(settings, store, "joiner"):
+        async with AsyncClient(settings.kafka_bootstrap, settings.predictions_topic, linger_ms=10,
+                               labels_topic=settings.labels_topic) as client:
+            for d in range(2):  # the scores tell nothing about the labels from day 0 on
+                scores = 1 / (1 + np.exp(-rng.normal(0.0, 2.5, size=PER_DAY)))
+                for i, v in enumerate(scores):
+                    client.log_prediction(model, {"x": 1.0}, prediction_id=f"{d}-{i}", score=float(v),
+                                          event_time=T0 + d * DAY + i * 100)
+                for i in range(scores.size):
+                    client.log_label(model, f"{d}-{i}", bool(rng.random() < scores.mean()),
+                                     event_time=T0 + d * DAY + i * 100 + 3_600)
+                await client.flush()
+            cohorts = CohortStore(store.r)
+
+            async def judged() -> bool:
+                return len(await cohorts.evaluations(model)) == 2
+
+            await wait_for(judged, timeout=60)
+    first = (await cohorts.evaluations(model))[T0]
+    assert first["baseline"] == "reference" and first["baseline_labeled"] == len(validation)
+    assert {r["check"]: r["status"] for r in first["results"]}["auc_drop"] == "drift"
+    alerts = await AlertStore(store.r).alerts(model, 0, 100)
+    assert alerts and {a["window_start"] for a in alerts} == {T0}

@@ -13,8 +13,9 @@ from detectors.strict import StrictModel
 from sdk.record import RecordError
 from service.api.errors import ApiError, ErrorBody
 from service.api.params import ModelId, Offset, limit_query
+from service.cohorts import CohortStore
 from service.model_config import ModelConfig, ModelName
-from service.reference import build_reference
+from service.reference import build_reference, labelled_reference
 from service.rollups import DAY, HOUR
 from service.store import Store, parse_member
 from service.stored import Unreadable
@@ -59,6 +60,10 @@ class ReferenceUpload(StrictModel):
                                        description="One object per row: feature -> value")
     score_column: str | None = Field(None, description="Column holding the model score")
     label_column: str | None = Field(None, description="Column holding the predicted label")
+    truth_column: str | None = Field(
+        None, description="Column holding the true label (e.g. of the validation set): the labelled "
+                          "reference becomes the baseline of the label-joined checks (tier-1 models "
+                          "with performance)")
     replace: bool = Field(True, description="Replace the reference (else merge into it)")
 
     model_config = {"json_schema_extra": {"examples": [
@@ -161,11 +166,23 @@ def refuse_unjoined_performance(config: ModelConfig) -> None:
 async def upload_reference(model_id: ModelId, body: ReferenceUpload, request: Request) -> dict[str, Any]:
     store = store_of(request)
     existing = None if body.replace else await store.reference(model_id)
+    counters = None
     try:
         profile = build_reference(model_id, body.rows, body.score_column, body.label_column,
+                                  body.truth_column,
                                   edges=None if existing is None else existing.edge_set())
+        if body.truth_column is not None:
+            cfg = (await store.model_configs([model_id]))[model_id]
+            if not isinstance(cfg, ModelConfig) or not cfg.joins_labels:
+                raise ApiError(422, "invalid_request", "truth_column: a labelled reference is the "
+                               "baseline of label-joined checks; register the model with tier 1 and a "
+                               "performance section first", "truth_column")
+            counters = labelled_reference(body.rows, cfg.performance, body.truth_column,
+                                          body.score_column, body.label_column)
     except RecordError as exc:
         raise ApiError(422, "invalid_row", exc.message, exc.field) from None
+    if counters is not None:
+        await CohortStore(store.r).put_reference_cohort(model_id, counters, body.replace)
     if existing is not None:
         profile = existing.merge(profile)
     await store.put_reference(model_id, profile)

@@ -270,3 +270,31 @@ def codec_for(task: str, threshold: float = 0.5) -> Codec:
     if task == "regression":
         return RegressionCodec()
     raise ValueError(f"unknown task {task!r}")
+
+
+def labelled_counters(codec: Codec, preds: Sequence[Prediction], labels: Sequence[str]) -> Counters:
+    """The counters of one cohort holding every prediction of ``preds`` labeled with the
+    matching entry of ``labels`` (as :meth:`Codec.label` returns it): what joining each
+    label to its stored prediction would have added (a labelled reference).
+
+    Raises
+    ------
+    ValueError
+        When ``preds`` and ``labels`` differ in length.
+
+    Examples
+    --------
+    >>> codec = BinaryCodec(0.5)
+    >>> preds = [Prediction(str(i), s, 0, 0.0) for i, s in enumerate([0.9, 0.2, 0.7])]
+    >>> cohort = codec.load({k: repr(v) for k, v in labelled_counters(codec, preds, ["1", "0", "0"]).items()})
+    >>> cohort.predictions, cohort.labeled, cohort.metrics.accuracy().value
+    (3, 3, 0.6666666666666666)
+    """
+    if len(preds) != len(labels):
+        raise ValueError("one label per prediction")
+    out: Counters = {}
+    for p, counters, label in zip(preds, codec.prediction_counters(preds), labels, strict=True):
+        for part in (counters, codec.label_counters(codec.prediction_fields(p), label), {"nl": 1}):
+            for k, v in part.items():
+                out[k] = out.get(k, 0) + v
+    return out

@@ -4,8 +4,8 @@
 ``fw:{m}:pred:{prediction id}``        HASH ``s`` score / prediction or ``c``
                                        predicted class, ``w`` window start, ``t``
                                        event time, ``sl`` JSON slice ids, ``y``
-                                       label once joined; expires after twice the
-                                       label horizon
+                                       label once joined; expires after the window,
+                                       the label horizon and a day
 ``fw:{m}:coh:{start}``                 HASH the whole model's cohort counters
                                        (:mod:`service.cohorts.codec`), kept for
                                        ``retention_hourly_seconds``
@@ -26,10 +26,16 @@
                                        time)
 ``fw:{m}:parked``                      ZSET labels whose prediction has not been read
                                        yet, by label time
+``fw:{m}:cohref``                      HASH the labelled reference's cohort counters
+                                       (uploaded with the reference; no expiry)
 ====================================  ==============================================
 """
 
 from __future__ import annotations
+
+
+def reference_cohort_key(m: str) -> str:
+    return f"fw:{{{m}}}:cohref"
 
 
 def pred_key(m: str, prediction_id: str) -> str:

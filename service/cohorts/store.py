@@ -30,6 +30,7 @@ from service.cohorts.keys import (
     evaluations_key,
     parked_key,
     pred_key,
+    reference_cohort_key,
     slice_state_key,
     slice_values_key,
     slices_pending_key,
@@ -245,6 +246,25 @@ class CohortStore:
     async def load(self, model_id: str, start: int, codec: Codec, sid: str | None = None) -> LoadedCohort:
         """One cohort (the whole model's, or slice ``sid``'s) of one window."""
         return codec.load(decode_fields(await self.r.hgetall(cohort_key(model_id, start, sid))))
+
+    async def put_reference_cohort(self, model_id: str, counters: dict[str, int | float],
+                                   replace: bool) -> None:
+        """Store (``replace``) or add to the labelled reference's cohort counters."""
+        key = reference_cohort_key(model_id)
+        async with self.r.pipeline(transaction=True) as p:
+            if replace:
+                p.delete(key)
+            for field, v in counters.items():
+                if isinstance(v, float):
+                    p.hincrbyfloat(key, field, v)
+                else:
+                    p.hincrby(key, field, v)
+            await p.execute()
+
+    async def reference_cohort(self, model_id: str, codec: Codec) -> LoadedCohort | None:
+        """The labelled reference's cohort, or None when none was uploaded."""
+        fields = await self.r.hgetall(reference_cohort_key(model_id))
+        return codec.load(decode_fields(fields)) if fields else None
 
     async def load_many(self, model_id: str, starts: Sequence[int], codec: Codec,
                         sid: str | None = None) -> list[LoadedCohort]:
