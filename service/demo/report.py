@@ -106,7 +106,8 @@ def render(report: dict[str, Any]) -> str:
                      f"records={m['records']:<6} windows={m['windows']}")
     lines += ["", f"alerts on the injected fault ({len(report['fault_alerts'])}):"]
     lines += _group_table(report["fault_alerts"])
-    lines += ["", "time from fault start to first alert (persistence: 2 breaching windows of 3):"]
+    lines += ["", "time from fault start to first alert (2 breaching windows of 3, or the first on "
+              "overwhelming evidence):"]
     for model_id, d in report["detection"].items():
         if d is None:
             lines.append(f"  {model_id:<13} NOT DETECTED")
