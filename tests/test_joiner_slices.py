@@ -95,13 +95,16 @@ async def test_a_drop_confined_to_one_slice_alerts_for_it_and_the_api_serves_the
 async def slice_alerts(store, truth: dict[str, tuple[str, int, float, bool]]) -> None:
     cohorts = CohortStore(store.r)
     alerts = await AlertStore(store.r).alerts(MODEL, 0, 100)
-    # FR's regression pages as its own series (k = 2 of 3: fired at the second bad window),
+    # FR's regression pages as its own series (the AUC drop, -0.23 against a 0.05 floor at
+    # p ~ 1e-13, is overwhelming: it fires at the first bad window without the k-of-m wait;
+    # the log-loss increase, p ~ 1e-8, is not, and waits for the second, 2 of 3),
     # in the model's performance incident; the whole model, DE and NL do not page.
     assert {a["check"] for a in alerts} <= {"auc_drop@country:FR", "log_loss_increase@country:FR"}
     assert "auc_drop@country:FR" in {a["check"] for a in alerts}
     for a in alerts:
         assert a["feature"] == "__performance__" and a["state"] == "firing"
-        assert (a["window_start"], a["fired_window_start"]) == (T0 + BAD[0] * W, T0 + BAD[1] * W)
+        first = BAD[0] if a["check"].startswith("auc_drop") else BAD[1]
+        assert (a["window_start"], a["fired_window_start"]) == (T0 + BAD[0] * W, T0 + first * W)
         assert a["group_key"] == f"model:{MODEL}:__performance__"
     assert len({a["incident_id"] for a in alerts}) == 1
 
