@@ -8,6 +8,7 @@ from __future__ import annotations
 import httpx
 import numpy as np
 
+from detectors.config import DetectorConfig
 from sdk import AsyncClient
 from service.api.app import create_app
 from service.model_config import ModelConfig
@@ -71,7 +72,7 @@ async def test_a_31_day_window_is_tested_against_its_reference(settings, store):
 
 async def test_a_seasonal_baseline_for_a_31_day_window_falls_back_with_its_reason(settings, store):
     model = "monthly-seasonal"
-    await store.put_detector_config(model, '{"baseline": {"kind": "seasonal"}}')
+    await store.put_detector_config(model, DetectorConfig.model_validate({"baseline": {"kind": "seasonal"}}))
     windows = await month_windows(settings, store, model, reference=False)
     # The first window has no past at all; the next ones are compared with the window
     # before them (the trailing baseline reaches back one window), and say why.
