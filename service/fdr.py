@@ -168,6 +168,7 @@ class SlotUse:
     slot: int
     granted: int  # tests granted (at most the capacity)
     discoveries: int
+    capacity: int  # the slot's capacity, fixed when it was first touched (0: none recorded)
 
 
 async def epochs(r: aioredis.Redis) -> list[int]:
@@ -180,7 +181,7 @@ async def slot_use(r: aioredis.Redis, epoch: int) -> list[SlotUse]:
     async with r.pipeline(transaction=False) as p:
         p.hgetall(_key(epoch, "used"))
         p.hgetall(_key(epoch, "disc"))
-        used, disc = await p.execute()
+        p.hgetall(_key(epoch, "cap"))
+        used, disc, cap = await p.execute()
     slots = sorted({int(s) for s in (*used, *disc)})
-    return [SlotUse(s, int(used.get(str(s).encode(), 0)), int(disc.get(str(s).encode(), 0)))
-            for s in slots]
+    return [SlotUse(s, *(int(h.get(str(s).encode(), 0)) for h in (used, disc, cap))) for s in slots]

@@ -841,6 +841,7 @@ class SlotLine:
     last_slot: int
     start: int
     granted: int
+    capacity: int
     discoveries: int
     reward: int
     spent: float
@@ -870,17 +871,18 @@ async def fdr_view(ctx: Ctx, epoch: int | None) -> FdrView:
         disc = {u.slot: u.discoveries for u in uses}
         for u in uses:
             reward = sum(d for s, d in disc.items() if s <= u.slot - params.reward_lag_slots)
-            spent = (
-                params.alpha / params.slots * min(u.granted, params.tests_per_slot) / params.tests_per_slot
-            )
+            capacity = max(u.capacity, 1)
+            spent = params.alpha / params.slots * min(u.granted, capacity) / capacity
             prev = lines[-1] if lines else None
             if (
                 prev is not None
                 and prev.last_slot == u.slot - 1
-                and (prev.granted, prev.discoveries, prev.reward) == (u.granted, u.discoveries, reward)
+                and (prev.granted, prev.capacity, prev.discoveries, prev.reward)
+                == (u.granted, u.capacity, u.discoveries, reward)
             ):
                 lines[-1] = dataclasses.replace(
-                    prev, last_slot=u.slot, spent=prev.spent + spent, wealth=params.wealth(u.slot, u.granted)
+                    prev, last_slot=u.slot, spent=prev.spent + spent,
+                    wealth=params.wealth(u.slot, u.granted, capacity)
                 )
                 continue
             lines.append(
@@ -889,11 +891,12 @@ async def fdr_view(ctx: Ctx, epoch: int | None) -> FdrView:
                     u.slot,
                     epoch * params.epoch_seconds + u.slot * params.slot_seconds,
                     u.granted,
+                    u.capacity,
                     u.discoveries,
                     reward,
                     spent,
-                    params.wealth(u.slot, u.granted),
-                    params.level(1, 1, reward),
+                    params.wealth(u.slot, u.granted, capacity),
+                    params.level(1, 1, reward, capacity),
                 )
             )
     return FdrView(params, epoch, kept, lines)
