@@ -233,6 +233,11 @@ def _check_name(name: Any, field: str, what: str) -> str:
     if not isinstance(name, str) or not name or len(name) > MAX_ID_LENGTH:
         raise RecordError(field, f"{what} {name!r:.80} must be a non-empty string of at most "
                                  f"{MAX_ID_LENGTH} characters")
+    if not name.isascii():
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise RecordError(field, f"{what} {name!r:.80} is not valid text (a lone surrogate)") from None
     return name
 
 

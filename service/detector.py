@@ -100,7 +100,7 @@ async def resolve_baseline(
             f"seasonal:{b.seasonal_weeks}:{length}:{current.window_start // 3600}",
             seasonal_ranges(current.window_start, length, b.seasonal_weeks),
         )
-    reference = await store.reference(model_id) if b.kind in ("reference", "auto") else None
+    reference = await store.reference(model_id, role="detector") if b.kind in ("reference", "auto") else None
     trailing = None
     if (b.kind == "trailing" or (b.kind == "auto" and reference is None and seasonal is None)
             or (b.kind == "seasonal" and missing is not None)):

@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from sdk.batching import split_messages
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord, RecordError, validate_record
+from sdk.wire import encode_columns
 from service.cohorts import Prediction, class_name, codec_for
 from service.cohorts.codec import labelled_counters
 from service.cohorts.counters import Counters
@@ -51,6 +53,22 @@ def reference_records(
         except RecordError as exc:
             raise RecordError(f"rows[{i}].{exc.field}", exc.message, exc.reason) from None
     return out
+
+
+def check_encodable(cols: RecordColumns) -> None:
+    """Refuse reference rows the record wire cannot carry (a string holding a lone
+    surrogate, which no UTF-8 encoder takes): the profile built from them could not be
+    stored, so the upload would fail after validation.
+
+    Raises
+    ------
+    RecordError
+        With ``field`` = ``"rows[i]"`` for the first such row.
+    """
+    split = split_messages(cols.model_id.encode(), cols, encode_columns, max(len(cols), 1), 2**62)
+    if split.unencodable:
+        at, error = split.unencodable[0]
+        raise RecordError(f"rows[{at}]", f"cannot be encoded ({error})")
 
 
 def _numbers(column: Any) -> np.ndarray:
@@ -96,6 +114,7 @@ def build_reference(
     """
     cols = RecordColumns.from_records(model_id, reference_records(model_id, rows, score_column,
                                                                   label_column, truth_column))
+    check_encodable(cols)
     bins = bin_templates(edges) if edges is not None else bin_templates(reference_edges(cols), source=True)
     profile = WindowProfile(model_id, 0, 0, bins=bins)
     profile.add_columns(cols)

@@ -30,6 +30,7 @@ Alerts, alert series and incidents: ``service.alert_store``; the FDR gate:
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,8 @@ from service.model_config import ModelConfig
 from service.stored import Unreadable, encode_stored, read_stored
 from sketches.bins import edge_set_from_bytes, edge_set_to_bytes
 from sketches.profile import WindowProfile
+
+log = logging.getLogger(__name__)
 
 MODELS = "fw:models"
 #: Errors that mean Redis cannot serve now (down, unreachable, loading, failing over, out of
@@ -320,9 +323,21 @@ class Store:
                 out[m] = {}
         return out
 
-    async def reference(self, model_id: str) -> WindowProfile | None:
+    async def reference(self, model_id: str, role: str = "api") -> WindowProfile | None:
+        """The model's reference profile; None when it has none, or when the stored bytes do
+        not decode (logged and counted as ``fleetwatch_config_errors_total{kind="reference"}``
+        under ``role``: the model's tests then use the baselines that need no reference, and
+        a new upload with ``replace`` repairs it)."""
         raw = await self.r.get(reference_key(model_id))
-        return None if raw is None else WindowProfile.from_bytes(raw)
+        if raw is None:
+            return None
+        try:
+            return WindowProfile.from_bytes(raw)
+        except Exception as exc:  # corrupt bytes fail in zlib, msgpack or the format check alike
+            metrics.CONFIG_ERRORS.labels(role=role, kind="reference").inc()
+            log.error("stored reference profile of %r does not decode (%s: %s); %s ignores it until "
+                      "it is replaced", model_id, type(exc).__name__, exc, role)
+            return None
 
     # -- window profiles ----------------------------------------------------------
     async def window_members(self, model_id: str, start: float | str, end: float | str,

@@ -302,6 +302,21 @@ async def test_reference_rows_with_an_integer_beyond_64_bits_answer_422_naming_r
     assert await store.reference("ref") is None
 
 
+async def test_reference_rows_with_a_lone_surrogate_answer_422_naming_the_row(settings, store):
+    """A string the wire cannot carry (a lone surrogate, as JSON's \\ud800 escape gives) is
+    refused at upload, not a 500 when the profile is stored."""
+    app = create_app(settings, store)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        assert (await http.put("/v1/models/ref", json={})).status_code in (200, 201)
+        for row, field in (({"city": "\ud800"}, "rows[2]"), ({"\udfff": "x"}, "rows[2].features")):
+            rows = [{"city": "Paris"}, {"city": "Lyon"}, row]
+            resp = await http.post("/v1/models/ref/reference", content=json.dumps({"rows": rows}),
+                                   headers={"content-type": "application/json"})
+            assert (resp.status_code, resp.json()["field"]) == (422, field), resp.text
+        assert await store.reference("ref") is None
+
+
 async def test_reference_dataframes_keep_uint64_and_refuse_python_ints_beyond_64_bits(api_url):  # noqa: F811
     frame = pd.DataFrame({"count": np.array([1, 2**63, 2**64 - 1], dtype=np.uint64)})
     answer = await asyncio.to_thread(upload_reference, api_url, "frame", frame)

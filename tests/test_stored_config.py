@@ -215,6 +215,30 @@ async def test_detector_evaluates_a_model_with_a_poisoned_detector_config(settin
     assert json.loads(await store.detector_config("p")) == json.loads(POISONED_DETECTOR)  # left as it is
 
 
+async def test_a_corrupt_reference_profile_neither_breaks_the_listing_nor_the_detector(settings, store):
+    from service.store import index_key, profile_key, reference_key, window_member
+    from sketches.profile import WindowProfile
+
+    await store.put_model_config("c", ModelConfig())
+    await store.put_reference("c", build_reference("c", [{"x": float(i % 50)} for i in range(500)]))
+    await store.r.set(reference_key("c"), b"\x00 not a profile")
+    before_api, before_detector = config_errors("api", "reference"), config_errors("detector", "reference")
+    app = create_app(settings, store)
+    transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        resp = await http.get("/v1/models")
+    assert resp.status_code == 200, resp.text
+    assert [m["has_reference"] for m in resp.json() if m["model_id"] == "c"] == [False]
+    assert config_errors("api", "reference") > before_api
+    w = WindowProfile("c", T0 // 300 * 300, 300)
+    w.add_records([PredictionRecord("c", "1", str(i), T0 + 1.0, {"x": float(i % 50)}) for i in range(500)])
+    member = window_member(300, w.window_start, "1")
+    await store.r.set(profile_key("c", member), w.to_bytes())
+    await store.r.zadd(index_key("c"), {member: w.window_start})
+    await Detector(settings, store).evaluate("c", member)  # no exception: the reference is ignored
+    assert config_errors("detector", "reference") > before_detector
+
+
 async def test_a_worker_keeps_the_last_good_config_of_a_model_whose_config_turns_unreadable():
     stored: dict[str, ModelConfig | Unreadable | None] = {"a": ModelConfig(window_seconds=60), "b": None}
 
