@@ -16,6 +16,11 @@ Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
 ``fw:agg:{topic}:{partition}``      HASH: epoch, offset, watermarks, open partial profiles
 ``fw:{m}:pending``                  ZSET closed windows the alert policy has not applied
 ``fw:windows``                      STREAM of window-closed events (model, member)
+``fw:{m}:status``                    HASH the detector's per-model counters: ``evaluated``,
+                                    ``skipped:{reason}``, ``last_window``, ``last_baseline``,
+                                    ``last_fdr_level``, ``last_evaluated_at``
+``fw:{m}:counted``                  ZSET windows already counted in ``status``, by start
+                                    (a window evaluated twice counts once)
 ``fw:implicit``                     SET of the models created implicitly (by records of a
                                     model never registered)
 ``fw:implicit:{minute}``            models created implicitly in that minute (expires)
@@ -169,6 +174,36 @@ return out
 """
 ADMIT_OUTCOMES = ("known", "created", "refused_rate", "refused_total")
 
+# Count one window's evaluation in the model's status hash once: KEYS status, counted;
+# ARGV member, start, counter, forget-before, then field/value pairs to set.
+_COUNT_WINDOW = """
+if redis.call('ZADD', KEYS[2], 'NX', ARGV[2], ARGV[1]) == 1 then
+  redis.call('HINCRBY', KEYS[1], ARGV[3], 1)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[4])
+for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+#: Characters special in a Redis glob pattern (escaped to match a model id literally).
+_GLOB_SPECIAL = str.maketrans({c: "\\" + c for c in "*?[]\\^"})
+
+
+def status_key(m: str) -> str:
+    return f"fw:{{{m}}}:status"
+
+
+def model_keys_pattern(m: str) -> str:
+    """The SCAN pattern of every key of model ``m`` (``fw:{m}:*``, the id taken literally)."""
+    return f"fw:{{{m.translate(_GLOB_SPECIAL)}}}:*"
+
+
+@dataclass(frozen=True)
+class DeletedModel:
+    """What :meth:`Store.delete_model` removed."""
+
+    existed: bool
+    keys: int
+
 
 @dataclass
 class PartitionCheckpoint:
@@ -214,6 +249,7 @@ class Store:
         )
         self._checkpoint = self.r.register_script(_CHECKPOINT)
         self._admit = self.r.register_script(_ADMIT)
+        self._count_window = self.r.register_script(_COUNT_WINDOW)
 
     async def close(self) -> None:
         await self.r.aclose()
@@ -294,6 +330,53 @@ class Store:
                 parsed = {}
             out[m] = parsed if parsed is None or isinstance(parsed, dict) else {}
         return out
+
+    async def delete_model(self, model_id: str) -> DeletedModel:
+        """Forget a model: every key under ``fw:{m}:`` (configuration, detector
+        configuration, reference, window and rollup profiles and their indexes, pending
+        windows, results, cached baselines, alert-policy series, cohorts, joined
+        predictions, label counters, status) and its place in the model sets.
+
+        Alerts (``fw:alert:{id}``) and incidents are fleet-wide history and are kept, as
+        are the aggregator's checkpoints: records of the model still in flight (open
+        windows, the topic's backlog) create it again as an implicit model.
+        """
+        existed = await self.model_exists(model_id)
+        # A model id may hold "}:", so ``fw:{a}:*`` also matches the keys of model "a}:b":
+        # those are left to their own model.
+        others = tuple(f"fw:{{{m}}}:".encode() for m in await self.models()
+                       if m != model_id and m.startswith(f"{model_id}}}:"))
+        n = 0
+        batch: list[bytes] = []
+        async for key in self.r.scan_iter(match=model_keys_pattern(model_id), count=1_000):
+            if others and key.startswith(others):
+                continue
+            batch.append(key)
+            if len(batch) >= 1_000:
+                n += await self.r.unlink(*batch)
+                batch = []
+        if batch:
+            n += await self.r.unlink(*batch)
+        async with self.r.pipeline(transaction=True) as p:
+            p.srem(MODELS, model_id)
+            p.srem(IMPLICIT, model_id)
+            await p.execute()
+        return DeletedModel(existed, n)
+
+    async def count_window(self, model_id: str, member: str, start: int, counter: str,
+                           fields: dict[str, str | int | float], forget_before: int) -> None:
+        """Count one window's evaluation outcome (``evaluated`` or ``skipped:{reason}``)
+        in the model's status hash, once per window, and set ``fields`` (the last
+        evaluated window, its baseline, ...). Windows starting before
+        ``forget_before`` are no longer remembered as counted."""
+        args: list[Any] = [member, start, counter, forget_before]
+        for k, v in fields.items():
+            args += [k, v]
+        await self._count_window(keys=[status_key(model_id), f"fw:{{{model_id}}}:counted"], args=args)
+
+    async def model_status(self, model_id: str) -> dict[str, str]:
+        """The model's status hash (see :meth:`count_window`)."""
+        return {k.decode(): v.decode() for k, v in (await self.r.hgetall(status_key(model_id))).items()}
 
     async def models(self) -> list[str]:
         return sorted(m.decode() for m in await self.r.smembers(MODELS))

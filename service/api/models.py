@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -12,14 +13,26 @@ from detectors.config import DetectorConfig, merge
 from detectors.strict import StrictModel
 from sdk.record import RecordError
 from service.api.errors import ApiError, ErrorBody
+from service.api.merge_patch import merge_patch
+from service.api.model_views import (
+    DELETED,
+    KEPT,
+    BaselineView,
+    DeletedView,
+    ModelView,
+    ReferenceBrief,
+    ReferenceSummary,
+)
 from service.api.params import ModelId, Offset, limit_query
 from service.cohorts import CohortStore
+from service.detector import model_detector_config
 from service.model_config import ModelConfig, ModelName
 from service.reference import build_reference, labelled_reference
 from service.rollups import DAY, HOUR
 from service.store import Store, parse_member
-from service.stored import Unreadable
-from service.summary import window_summary
+from service.stored import Unreadable, describe
+from service.summary import TOP_CATEGORIES as TOP_PREDICTIONS
+from service.summary import feature_summary, numeric_summary, window_summary
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 MAX_REFERENCE_ROWS = 100_000
@@ -161,10 +174,11 @@ def refuse_unjoined_performance(config: ModelConfig) -> None:
     summary="Build the model's reference profile from rows (at most 100,000 per request)",
     responses={200: json_example({"model_id": "fraud-v3", "count": 50_000,
                                   "features": ["", "carrier", "distance"]}),
-               422: {"model": ErrorBody}},
+               404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
 )
 async def upload_reference(model_id: ModelId, body: ReferenceUpload, request: Request) -> dict[str, Any]:
     store = store_of(request)
+    await require_model(store, model_id)
     existing = None if body.replace else await store.reference(model_id)
     counters = None
     try:
@@ -190,6 +204,111 @@ async def upload_reference(model_id: ModelId, body: ReferenceUpload, request: Re
 
 
 GRANULARITY = {"window": None, "hour": HOUR, "day": DAY}
+MODEL_VIEW_EXAMPLE = {
+    "model_id": "fraud-v3", "registered": True, "config": ModelConfig.model_validate_json(
+        json.dumps(CONFIG_EXAMPLE)).model_dump(mode="json"),
+    "config_error": None, "lineage": {"geo_ip": ["country"], "payments_db": ["amount"]},
+    "baseline": {"configured": "auto", "last_used": "reference"},
+    "reference": {"count": 50_000, "features": ["", "amount", "country"]}}
+REFERENCE_EXAMPLE = {
+    "model_id": "fraud-v3", "count": 50_000, "features": {"amount": {
+        "kind": "numeric", "null_rate": 0.0, "null_count": 0, "inf_count": 0, "type_mismatch_count": 0,
+        "count": 50_000, "min": 0.5, "max": 980.0, "mean": 42.1, "std": 51.3, "quantiles": {"p50": 27.0},
+        "exact": False}},
+    "score": {"count": 0}, "predictions": {}, "edges": None}
+PATCH_EXAMPLES = {
+    "raise the tier": {"summary": "Make the model business critical, keep everything else",
+                       "value": {"tier": 1}},
+    "one routing label": {"summary": "Change one routing label, remove the owner",
+                          "value": {"routing": {"channel": "#fraud-oncall"}, "owner": None}},
+    "performance": {"summary": "Turn on label-joined performance with a 0.7 threshold",
+                    "value": {"tier": 1, "performance": {"threshold": 0.7}}}}
+
+
+async def model_view(store: Store, settings: Any, model_id: str) -> ModelView:
+    """The model as ``GET /v1/models/{id}`` answers it (404 when unknown)."""
+    await require_model(store, model_id)
+    stored = (await store.model_configs([model_id]))[model_id]
+    unreadable = isinstance(stored, Unreadable)
+    config = None if unreadable else stored or ModelConfig()
+    lineage: dict[str, list[str]] = {}
+    for name, decl in sorted((config.features if config else {}).items()):
+        if decl.source is not None:
+            lineage.setdefault(decl.source, []).append(name)
+    reference = await store.reference(model_id)
+    detector = await model_detector_config(store, settings, model_id)
+    status = await store.model_status(model_id)
+    return ModelView(
+        model_id=model_id, registered=stored is not None, config=config,
+        config_error=stored.error if unreadable else None, lineage=dict(sorted(lineage.items())),
+        baseline=BaselineView(configured=detector.baseline.kind, last_used=status.get("last_baseline")),
+        reference=None if reference is None else ReferenceBrief(count=reference.count,
+                                                                features=sorted(reference.features)))
+
+
+@router.get("/{model_id}", response_model=ModelView, summary="A model: configuration, lineage, baseline, "
+            "reference", responses={200: json_example(MODEL_VIEW_EXAMPLE), 404: {"model": ErrorBody}})
+async def get_model(model_id: ModelId, request: Request) -> ModelView:
+    return await model_view(store_of(request), request.app.state.settings, model_id)
+
+
+@router.patch(
+    "/{model_id}", response_model=ModelView,
+    summary="Change some fields of a model's configuration (JSON merge patch, RFC 7396)",
+    description="Members of the body replace the stored configuration's, objects merge into its "
+                "objects, `null` puts a field back to its default, lists are replaced whole. The result "
+                "is validated exactly like `PUT /v1/models/{id}` (422 naming the field). Sent as "
+                "`application/json` or `application/merge-patch+json`.",
+    responses={200: json_example(MODEL_VIEW_EXAMPLE), 404: {"model": ErrorBody},
+               409: {"model": ErrorBody}, 422: {"model": ErrorBody}})
+async def patch_model(
+    model_id: ModelId,
+    patch: Annotated[dict[str, Any], Body(openapi_examples=PATCH_EXAMPLES)],
+    request: Request,
+) -> ModelView:
+    store = store_of(request)
+    await require_model(store, model_id)
+    stored = (await store.model_configs([model_id]))[model_id]
+    if isinstance(stored, Unreadable):
+        raise ApiError(409, "config_unreadable", f"the stored configuration of {model_id!r} does not parse "
+                       f"({stored.error}); PUT /v1/models/{model_id} replaces it", "model_id")
+    current = (stored or ModelConfig()).model_dump(mode="json")
+    try:
+        config = ModelConfig.model_validate_json(json.dumps(merge_patch(current, patch)))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"])
+        raise ApiError(422, "invalid_request", describe(exc, 1), field or None) from None
+    await store.put_model_config(model_id, config)
+    return await model_view(store, request.app.state.settings, model_id)
+
+
+@router.delete(
+    "/{model_id}", response_model=DeletedView, summary="Delete a model and everything stored under it",
+    description="Deletes: " + "; ".join(DELETED) + ". Keeps: " + "; ".join(KEPT) + ".",
+    responses={200: json_example({"model_id": "fraud-v3", "deleted_keys": 412, "deleted": DELETED,
+                                  "kept": KEPT}), 404: {"model": ErrorBody}})
+async def delete_model(model_id: ModelId, request: Request) -> DeletedView:
+    store = store_of(request)
+    await require_model(store, model_id)
+    deleted = await store.delete_model(model_id)
+    return DeletedView(model_id=model_id, deleted_keys=deleted.keys, deleted=DELETED, kept=KEPT)
+
+
+@router.get("/{model_id}/reference", response_model=ReferenceSummary,
+            summary="The model's reference profile, summarised",
+            responses={200: json_example(REFERENCE_EXAMPLE), 404: {"model": ErrorBody}})
+async def get_reference(model_id: ModelId, request: Request) -> ReferenceSummary:
+    store = store_of(request)
+    await require_model(store, model_id)
+    ref = await store.reference(model_id)
+    if ref is None:
+        raise ApiError(404, "reference_not_found", f"model {model_id!r} has no reference; POST "
+                       f"/v1/models/{model_id}/reference uploads one", "model_id")
+    return ReferenceSummary(
+        model_id=model_id, count=ref.count,
+        features={k: feature_summary(f) for k, f in sorted(ref.features.items())},
+        score=numeric_summary(ref.score), predictions=ref.prediction.frequencies(TOP_PREDICTIONS))
 
 
 @router.get(

@@ -1,0 +1,72 @@
+"""The answers of the model resource (``GET``/``PATCH``/``DELETE /v1/models/{id}``, its
+reference and its status), as typed models so the OpenAPI schema documents them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from service.model_config import ModelConfig
+
+
+class ReferenceSummary(BaseModel):
+    """What a reference profile holds (summaries as in ``GET /v1/models/{id}/profiles``)."""
+
+    model_id: str
+    count: int = Field(..., description="Rows the reference was built from")
+    features: dict[str, dict[str, Any]] = Field(
+        ..., description="Per feature: kind, null rate, quantiles or top categories (docs/profiles.md)")
+    score: dict[str, Any] = Field(..., description="Summary of the score column (count 0 without one)")
+    predictions: dict[str, int] = Field(
+        ..., description="Top predicted labels (empty without a label column)")
+    edges: dict[str, list[float]] | None = Field(
+        None, description="Fixed bin edges per numeric feature; none are stored with a reference in this "
+                          "version (the drift tests bin on the t-digest), so always null")
+
+
+class ReferenceBrief(BaseModel):
+    count: int = Field(..., description="Rows the reference was built from")
+    features: list[str] = Field(..., description="Features of the reference ('' is the score)")
+
+
+class BaselineView(BaseModel):
+    configured: str = Field(..., description="The detector configuration's baseline kind: auto, reference, "
+                                             "trailing or seasonal")
+    last_used: str | None = Field(None, description="The baseline the last evaluated window was compared "
+                                                    "with (null before the first evaluation)")
+
+
+class ModelView(BaseModel):
+    """A model as registered: configuration, lineage, baseline and reference."""
+
+    model_id: str
+    registered: bool = Field(..., description="Has a stored configuration (false: created implicitly by "
+                                              "its records, running on the defaults)")
+    config: ModelConfig | None = Field(..., description="The configuration in force (defaults when not "
+                                                        "registered; null when the stored one is unreadable)")
+    config_error: str | None = Field(None, description="Why the stored configuration does not parse")
+    lineage: dict[str, list[str]] = Field(
+        ..., description="Upstream source -> the declared features it feeds (features without a source "
+                         "are left out)")
+    baseline: BaselineView
+    reference: ReferenceBrief | None = Field(..., description="The reference profile, null without one")
+
+
+class DeletedView(BaseModel):
+    model_id: str
+    deleted_keys: int = Field(..., description="Redis keys removed (every key of the model)")
+    deleted: list[str] = Field(..., description="What was deleted")
+    kept: list[str] = Field(..., description="What was not deleted, and why")
+
+
+DELETED = ["configuration", "detector configuration", "reference profile",
+           "window and rollup profiles and their indexes", "stored test results and cached baselines",
+           "alert-policy series and pending windows", "label cohorts, joined predictions and label counters",
+           "per-model status counters", "membership of the model list"]
+KEPT = ["alerts and incidents (fleet-wide history; resolve open ones first)",
+        "late-record counts in the aggregator's partition checkpoints (reset when the model's records "
+        "come again)",
+        "records in flight (open windows, the topics' backlog): they create the model again as an "
+        "implicit model when they are aggregated",
+        "dead-lettered records in the dead-letter topic (expire with the topic's retention)"]

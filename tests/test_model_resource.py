@@ -1,0 +1,128 @@
+"""The model resource on a real Redis: read back, merge-patch, delete, reference summary,
+404 model_not_found for a model that does not exist."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import pytest_asyncio
+
+from service.api.app import create_app
+from service.store import pending_key, status_key, window_member
+
+MODEL = "fraud"
+REGISTRATION = {"model_id": MODEL, "owner": "payments-ml", "tier": 1, "window_seconds": 60,
+                "features": {"amount": {"type": "numeric", "source": "payments_db"},
+                             "country": {"type": "categorical", "source": "geo_ip"},
+                             "fee": {"type": "numeric", "source": "payments_db"}},
+                "routing": {"team": "payments", "channel": "#fraud"},
+                "performance": {"threshold": 0.7}}
+
+
+@pytest_asyncio.fixture
+async def http(settings, store):
+    app = create_app(settings, store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        yield client
+
+
+async def test_a_registered_model_reads_back_with_lineage_and_reference(http):
+    assert (await http.post("/v1/models", json=REGISTRATION)).status_code == 201
+    body = (await http.get(f"/v1/models/{MODEL}")).json()
+    assert body["registered"] is True and body["config"]["tier"] == 1
+    assert body["config"]["performance"]["threshold"] == 0.7
+    assert body["lineage"] == {"geo_ip": ["country"], "payments_db": ["amount", "fee"]}
+    assert body["baseline"] == {"configured": "auto", "last_used": None}
+    assert body["reference"] is None
+    missing = await http.get(f"/v1/models/{MODEL}/reference")
+    assert (missing.status_code, missing.json()["code"]) == (404, "reference_not_found")
+    rng = np.random.default_rng(0)
+    rows = [{"amount": float(a), "country": c, "score": float(s)}
+            for a, c, s in zip(rng.lognormal(3, 1, 300), rng.choice(["de", "fr"], 300), rng.random(300),
+                               strict=True)]
+    resp = await http.post(f"/v1/models/{MODEL}/reference", json={"rows": rows, "score_column": "score"})
+    assert resp.status_code == 200
+    assert (await http.get(f"/v1/models/{MODEL}")).json()["reference"] == {
+        "count": 300, "features": ["amount", "country"]}
+    ref = (await http.get(f"/v1/models/{MODEL}/reference")).json()
+    assert ref["count"] == 300 and set(ref["features"]) == {"amount", "country"}
+    assert ref["features"]["amount"]["kind"] == "numeric" and ref["features"]["amount"]["count"] == 300
+    assert ref["features"]["country"]["top"] == {
+        c: int(n) for c, n in zip(*np.unique([r["country"] for r in rows], return_counts=True), strict=True)}
+    assert ref["score"]["count"] == 300 and ref["edges"] is None
+
+
+async def test_patch_changes_one_field_and_keeps_the_rest(http):
+    await http.post("/v1/models", json=REGISTRATION)
+    resp = await http.patch(f"/v1/models/{MODEL}", json={"routing": {"channel": "#oncall"}, "owner": None})
+    assert resp.status_code == 200, resp.text
+    config = (await http.get(f"/v1/models/{MODEL}")).json()["config"]
+    assert config["routing"] == {"team": "payments", "channel": "#oncall"}  # merged, not replaced
+    assert config["owner"] is None  # null: back to the default
+    assert config["tier"] == 1 and config["window_seconds"] == 60
+    assert config["performance"]["threshold"] == 0.7 and set(config["features"]) == {"amount", "country", "fee"}
+    # a nested object merges into the stored one
+    resp = await http.patch(f"/v1/models/{MODEL}", content='{"performance": {"task": "regression"}}',
+                            headers={"content-type": "application/merge-patch+json"})
+    assert resp.status_code == 200, resp.text
+    perf = resp.json()["config"]["performance"]
+    assert (perf["task"], perf["threshold"]) == ("regression", 0.7)
+
+
+async def test_patch_is_validated_like_put_and_names_the_field(http):
+    await http.post("/v1/models", json=REGISTRATION)
+    before = (await http.get(f"/v1/models/{MODEL}")).json()
+    for patch, field in (({"tier": 7}, "tier"), ({"window_seconds": "60"}, "window_seconds"),
+                         ({"performance": {"threshold": 2}}, "performance.threshold"),
+                         ({"nosuch": 1}, "nosuch"), ({"features": {"x": {"type": "vector3"}}},
+                                                     "features.x.type")):
+        resp = await http.patch(f"/v1/models/{MODEL}", json=patch)
+        assert (resp.status_code, resp.json()["field"]) == (422, field), resp.text
+        put = await http.put(f"/v1/models/{MODEL}", json={**before["config"], **patch})
+        assert put.status_code == 422 and put.json()["field"] == field
+    assert (await http.get(f"/v1/models/{MODEL}")).json() == before  # nothing stored
+    not_object = await http.patch(f"/v1/models/{MODEL}", json=[1])
+    assert not_object.status_code == 422
+
+
+async def test_unknown_models_are_404_model_not_found_everywhere(http, store):
+    calls = [("GET", ""), ("PATCH", ""), ("DELETE", ""), ("GET", "/reference"), ("GET", "/drift"),
+             ("GET", "/profiles"), ("GET", "/detector-config")]
+    for method, suffix in calls:
+        body = {"tier": 1} if method == "PATCH" else None
+        resp = await http.request(method, f"/v1/models/nosuch{suffix}", json=body)
+        assert (resp.status_code, resp.json()["code"]) == (404, "model_not_found"), (method, suffix, resp.text)
+    resp = await http.post("/v1/models/nosuch/reference", json={"rows": [{"x": 1.0}]})
+    assert (resp.status_code, resp.json()["code"]) == (404, "model_not_found")
+    assert await store.models() == []  # the upload did not create the model
+
+
+async def test_delete_removes_every_key_of_the_model_and_only_its_own(http, store):
+    tricky = f"{MODEL}}}:x"  # its keys, fw:{fraud}:x}:..., match the pattern fw:{fraud}:*
+    for model_id in (MODEL, tricky, "other"):
+        await http.post("/v1/models", json={**REGISTRATION, "model_id": model_id})
+    await http.post(f"/v1/models/{MODEL}/reference", json={"rows": [{"amount": 1.0}]})
+    await http.put(f"/v1/models/{MODEL}/detector-config", json={"alpha": 0.001})
+    member = window_member(60, 1_700_000_040, "1")
+    await store.r.zadd(pending_key(MODEL), {member: 1_700_000_040})
+    await store.count_window(MODEL, member, 1_700_000_040, "evaluated", {"last_baseline": "reference"}, 0)
+
+    async def keys(pattern: str) -> list[bytes]:
+        return sorted([k async for k in store.r.scan_iter(match=pattern)])
+
+    others = await keys("fw:{other}:*")
+    tricky_keys = [k for k in await keys("fw:{fraud}:*") if k.startswith(b"fw:{fraud}:x}:")]
+    assert tricky_keys
+    resp = await http.delete(f"/v1/models/{MODEL}")
+    assert resp.status_code == 200, resp.text
+    # configuration, detector configuration, reference, pending, status and its counted set
+    assert resp.json()["deleted_keys"] == 6
+    assert "alerts and incidents" in " ".join(resp.json()["kept"])
+    assert await keys("fw:{fraud}:*") == tricky_keys
+    assert await keys("fw:{other}:*") == others
+    assert await store.models() == sorted(["other", tricky])
+    assert not await store.r.exists(status_key(MODEL))
+    assert (await http.get(f"/v1/models/{MODEL}")).status_code == 404
+    assert (await http.get(f"/v1/models/{tricky}")).json()["config"]["tier"] == 1
+    again = await http.delete(f"/v1/models/{MODEL}")
+    assert (again.status_code, again.json()["code"]) == (404, "model_not_found")
