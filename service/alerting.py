@@ -40,6 +40,7 @@ from service.alert_store import AlertStore, series_field
 from service.fdr import FdrGate, GateDecision, spending
 from service.model_config import ModelConfig
 from service.settings import Settings
+from service.store import status_key
 
 log = logging.getLogger("fleetwatch.alerting")
 
@@ -137,6 +138,8 @@ class AlertPolicy:
                                             window.length, [r.p_value for r in elig], weights)
             outcomes = outcomes_of(elig, decision, window, self.immediate)
             await self.alerts.put_gate(window.model_id, window.member, gate_record(elig, decision))
+            # the model's status points at its last gated window's record
+            await self.alerts.r.hset(status_key(window.model_id), "last_fdr_window", window.member)
         recorded = await self.alerts.record(window.model_id, window.start, window.member, outcomes)
         lo, hi = window.start, recorded.released_before
         if lo >= hi:

@@ -181,7 +181,16 @@ class Detector:
         """Take a window the policy failed on off the model's pending set (so it does
         not hold back the model's later windows)."""
         with contextlib.suppress(Exception):
-            await self.policy.alerts.record(model_id, parse_member(member)[1], member, {})
+            start = parse_member(member)[1]
+            await self.policy.alerts.record(model_id, start, member, {})
+            await self.count(model_id, member, start, {"skipped:policy_error": 1})
+
+    async def count(self, model_id: str, member: str, start: int, increments: dict[str, int],
+                    **fields: str | int | float) -> None:
+        """Count a window's outcome in the model's status (``GET /v1/models/{id}/status``),
+        once per window."""
+        await self.store.count_window(model_id, member, start, increments, fields,
+                                      start - self.settings.retention_window_seconds)
 
     async def evaluate(self, model_id: str, member: str) -> list[dict[str, Any]]:
         """Test one closed window and apply the alert policy; the alerts it created or
@@ -199,9 +208,11 @@ class Detector:
         results: list[TestResult] = []
         alerting: dict[str, frozenset[str]] = {}
         weights: dict[str, float] = {}
+        length, start, version = parse_member(member)
         if isinstance(outcome, str):
             metrics.DETECTOR_SKIPPED.labels(reason=outcome).inc()
             log.info("window skipped model=%s window=%s reason=%s", model_id, member, outcome)
+            await self.count(model_id, member, start, {f"skipped:{outcome}": 1})
         else:
             _current, baseline, config, results = outcome
             alerting = alerting_checks(baseline.profile, config)
@@ -211,12 +222,15 @@ class Detector:
                 [{**asdict(r), "baseline": baseline.kind, "baseline_note": baseline.note}
                  for r in results],
                 self.settings.retention_window_seconds)
-        length, start, version = parse_member(member)
         model = await self._models.one(model_id)
         now = time.time()
         alerts = await self.policy.apply(WindowRef(model_id, member, start, length, version),
                                          results, alerting, model, await self.silences.active(now), now,
                                          weights)
+        if not isinstance(outcome, str):  # after the policy: a policy error counts as skipped
+            await self.count(model_id, member, start, {"evaluated": 1, "records": outcome[0].count},
+                             last_window=member, last_window_start=start, last_baseline=outcome[1].kind,
+                             last_evaluated_at=now)
         await self.rollups.advance(model_id, length)
         if results:
             metrics.DETECTOR_RUNS.inc()

@@ -17,8 +17,10 @@ Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
 ``fw:{m}:pending``                  ZSET closed windows the alert policy has not applied
 ``fw:windows``                      STREAM of window-closed events (model, member)
 ``fw:{m}:status``                    HASH the detector's per-model counters: ``evaluated``,
-                                    ``skipped:{reason}``, ``last_window``, ``last_baseline``,
-                                    ``last_fdr_level``, ``last_evaluated_at``
+                                    ``skipped:{reason}``, ``records``, ``abandoned``,
+                                    ``last_window``, ``last_window_start``, ``last_baseline``,
+                                    ``last_evaluated_at``, ``last_fdr_window`` (its gate
+                                    record: ``service.alert_store``)
 ``fw:{m}:counted``                  ZSET windows already counted in ``status``, by start
                                     (a window evaluated twice counts once)
 ``fw:implicit``                     SET of the models created implicitly (by records of a
@@ -175,13 +177,15 @@ return out
 ADMIT_OUTCOMES = ("known", "created", "refused_rate", "refused_total")
 
 # Count one window's evaluation in the model's status hash once: KEYS status, counted;
-# ARGV member, start, counter, forget-before, then field/value pairs to set.
+# ARGV member, start, forget-before, n, then n field/increment pairs, then field/value
+# pairs to set.
 _COUNT_WINDOW = """
+local n = tonumber(ARGV[4])
 if redis.call('ZADD', KEYS[2], 'NX', ARGV[2], ARGV[1]) == 1 then
-  redis.call('HINCRBY', KEYS[1], ARGV[3], 1)
+  for i = 5, 4 + 2 * n, 2 do redis.call('HINCRBY', KEYS[1], ARGV[i], ARGV[i + 1]) end
 end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[4])
-for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[3])
+for i = 5 + 2 * n, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return 1
 """
 #: Characters special in a Redis glob pattern (escaped to match a model id literally).
@@ -363,13 +367,16 @@ class Store:
             await p.execute()
         return DeletedModel(existed, n)
 
-    async def count_window(self, model_id: str, member: str, start: int, counter: str,
+    async def count_window(self, model_id: str, member: str, start: int, increments: dict[str, int],
                            fields: dict[str, str | int | float], forget_before: int) -> None:
-        """Count one window's evaluation outcome (``evaluated`` or ``skipped:{reason}``)
-        in the model's status hash, once per window, and set ``fields`` (the last
-        evaluated window, its baseline, ...). Windows starting before
-        ``forget_before`` are no longer remembered as counted."""
-        args: list[Any] = [member, start, counter, forget_before]
+        """Add ``increments`` (e.g. ``evaluated`` or ``skipped:{reason}`` 1, ``records``
+        the window's count) to the model's status hash once per window (a window
+        evaluated again, by a restarted or a second replica, is not counted twice), and
+        set ``fields`` (the last evaluated window, its baseline, ...). Windows starting
+        before ``forget_before`` are no longer remembered as counted."""
+        args: list[Any] = [member, start, forget_before, len(increments)]
+        for k, n in increments.items():
+            args += [k, n]
         for k, v in fields.items():
             args += [k, v]
         await self._count_window(keys=[status_key(model_id), f"fw:{{{model_id}}}:counted"], args=args)

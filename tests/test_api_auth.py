@@ -12,6 +12,7 @@ from pydantic import SecretStr
 
 from service.api.app import create_app
 from service.auth import KEYS, ApiKeyStore, Scope, key_id_of, token_sha256
+from service.model_config import ModelConfig
 
 ADMIN = "bootstrap-admin-key-0123456789abcdef"  # >= 32 characters
 LIMIT = 4_096
@@ -321,6 +322,7 @@ async def test_the_reference_upload_has_its_own_larger_limit(settings, store):
     rows = [{"distance": float(i), "carrier": "UA"} for i in range(600)]
     body = json.dumps({"rows": rows}).encode()
     assert LIMIT < len(body) < REFERENCE_LIMIT
+    await store.put_model_config("m", ModelConfig())
     async with client(secured(settings), store) as http:
         headers = {**bearer(ADMIN), "Content-Type": "application/json"}
         resp = await http.post("/v1/models/m/reference", content=body, headers=headers)

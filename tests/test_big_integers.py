@@ -35,6 +35,7 @@ from sdk.stats import ClientStats, StreamStats
 from sdk.wire import decode_batch, encode_columns
 from service.api.app import create_app
 from service.cli import app as cli_app
+from service.model_config import ModelConfig
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
 from tests.test_sdk_client import consume
@@ -289,6 +290,7 @@ async def test_http_ingest_answers_422_naming_the_field_of_an_integer_beyond_64_
 async def test_reference_rows_with_an_integer_beyond_64_bits_answer_422_naming_row_and_field(settings, store):
     app = create_app(settings, store)
     transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+    await store.put_model_config("ref", ModelConfig())
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
         for value in BEYOND:
             for row, field in (({"amount": value, "s": 0.5, "y": 1}, "rows[2].features.amount"),
@@ -317,7 +319,9 @@ async def test_reference_rows_with_a_lone_surrogate_answer_422_naming_the_row(se
         assert await store.reference("ref") is None
 
 
-async def test_reference_dataframes_keep_uint64_and_refuse_python_ints_beyond_64_bits(api_url):  # noqa: F811
+async def test_reference_dataframes_keep_uint64_and_refuse_python_ints_beyond_64_bits(api_url,  # noqa: F811
+                                                                                      store):
+    await store.put_model_config("frame", ModelConfig())
     frame = pd.DataFrame({"count": np.array([1, 2**63, 2**64 - 1], dtype=np.uint64)})
     answer = await asyncio.to_thread(upload_reference, api_url, "frame", frame)
     assert answer["count"] == 3 and answer["features"] == ["count"]

@@ -11,6 +11,7 @@ from service.api.app import create_app
 from service.store import pending_key, status_key, window_member
 
 MODEL = "fraud"
+T0 = 1_700_006_400
 REGISTRATION = {"model_id": MODEL, "owner": "payments-ml", "tier": 1, "window_seconds": 60,
                 "features": {"amount": {"type": "numeric", "source": "payments_db"},
                              "country": {"type": "categorical", "source": "geo_ip"},
@@ -60,7 +61,8 @@ async def test_patch_changes_one_field_and_keeps_the_rest(http):
     assert config["routing"] == {"team": "payments", "channel": "#oncall"}  # merged, not replaced
     assert config["owner"] is None  # null: back to the default
     assert config["tier"] == 1 and config["window_seconds"] == 60
-    assert config["performance"]["threshold"] == 0.7 and set(config["features"]) == {"amount", "country", "fee"}
+    assert config["performance"]["threshold"] == 0.7
+    assert set(config["features"]) == {"amount", "country", "fee"}
     # a nested object merges into the stored one
     resp = await http.patch(f"/v1/models/{MODEL}", content='{"performance": {"task": "regression"}}',
                             headers={"content-type": "application/merge-patch+json"})
@@ -91,7 +93,7 @@ async def test_unknown_models_are_404_model_not_found_everywhere(http, store):
     for method, suffix in calls:
         body = {"tier": 1} if method == "PATCH" else None
         resp = await http.request(method, f"/v1/models/nosuch{suffix}", json=body)
-        assert (resp.status_code, resp.json()["code"]) == (404, "model_not_found"), (method, suffix, resp.text)
+        assert (resp.status_code, resp.json()["code"]) == (404, "model_not_found"), (method, suffix)
     resp = await http.post("/v1/models/nosuch/reference", json={"rows": [{"x": 1.0}]})
     assert (resp.status_code, resp.json()["code"]) == (404, "model_not_found")
     assert await store.models() == []  # the upload did not create the model
@@ -105,7 +107,8 @@ async def test_delete_removes_every_key_of_the_model_and_only_its_own(http, stor
     await http.put(f"/v1/models/{MODEL}/detector-config", json={"alpha": 0.001})
     member = window_member(60, 1_700_000_040, "1")
     await store.r.zadd(pending_key(MODEL), {member: 1_700_000_040})
-    await store.count_window(MODEL, member, 1_700_000_040, "evaluated", {"last_baseline": "reference"}, 0)
+    await store.count_window(MODEL, member, 1_700_000_040, {"evaluated": 1},
+                             {"last_baseline": "reference"}, 0)
 
     async def keys(pattern: str) -> list[bytes]:
         return sorted([k async for k in store.r.scan_iter(match=pattern)])
@@ -126,3 +129,40 @@ async def test_delete_removes_every_key_of_the_model_and_only_its_own(http, stor
     assert (await http.get(f"/v1/models/{tricky}")).json()["config"]["tier"] == 1
     again = await http.delete(f"/v1/models/{MODEL}")
     assert (again.status_code, again.json()["code"]) == (404, "model_not_found")
+
+
+async def test_status_counts_each_window_once_with_its_baseline_fdr_and_labels(http, settings, store):
+    from service.cohorts.store import CohortStore
+    from service.detector import Detector
+    from tests.test_detector_api import put_window, rows
+
+    rng = np.random.default_rng(5)
+    await http.post("/v1/models", json={"model_id": "fraud", "tier": 1, "performance": {}})
+    status = (await http.get("/v1/models/fraud/status")).json()
+    assert status["windows"] == {"closed": 0, "pending_policy": 0, "evaluated": 0, "skipped": {}}
+    assert status["last_evaluated"] is None and status["fdr"] is None
+    assert status["labels"] == {k: 0 for k in ("joined", "duplicate", "relabeled", "unknown", "late",
+                                                "invalid", "pending")}
+    detector = Detector(settings, store)
+    first = await put_window(store, T0, rows(rng, 400))
+    await detector.evaluate("fraud", first)  # no reference, no past windows: no baseline
+    status = (await http.get("/v1/models/fraud/status")).json()
+    assert status["windows"]["skipped"] == {"no_baseline": 1} and status["windows"]["evaluated"] == 0
+    await http.post("/v1/models/fraud/reference", json={"rows": rows(rng, 2000)})
+    second = await put_window(store, T0 + 300, rows(rng, 700, shift=1.0))
+    for _ in range(2):  # evaluated again (a restarted replica): counted once
+        await detector.evaluate("fraud", second)
+    cohorts = CohortStore(store.r)
+    await cohorts.count("fraud", "joined", 1064)
+    await cohorts.park("fraud", "p1", 1, T0 + 10.0)
+    status = (await http.get("/v1/models/fraud/status")).json()
+    assert status["windows"] == {"closed": 2, "pending_policy": 0, "evaluated": 1,
+                                 "skipped": {"no_baseline": 1}}
+    assert status["records"]["in_evaluated_windows"] == 700
+    last = status["last_evaluated"]
+    assert (last["window_start"], last["window_end"], last["baseline"]) == (T0 + 300, T0 + 600, "reference")
+    assert status["baseline"] == {"configured": "auto", "last_used": "reference"}
+    assert status["fdr"]["window_start"] == T0 + 300 and status["fdr"]["tests"] > 0
+    assert 0 < status["fdr"]["level"] < 1 and 0 <= status["fdr"]["discoveries"] <= status["fdr"]["tests"]
+    assert status["labels"]["joined"] == 1064 and isinstance(status["labels"]["joined"], int)
+    assert status["labels"]["pending"] == 1

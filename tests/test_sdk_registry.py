@@ -43,6 +43,32 @@ async def test_register_model_declares_feature_types_and_lineage(api_url, store)
     assert (await store.model_configs(["fraud v2"]))["fraud v2"].window_seconds == 3600
 
 
+async def test_register_model_sets_every_section_and_never_resets_what_it_was_not_given(api_url, store):
+    first = await asyncio.to_thread(
+        register_model, api_url, "fraud", tier=1, owner="risk", window_seconds=60,
+        performance={"threshold": 0.7, "label_horizon_seconds": 3600}, persistence={"k": 1, "m": 1},
+        routing={"team": "payments"}, slice_features=["country"], max_slice_values=50,
+        features={"amount": {"type": "numeric", "source": "payments"}})
+    config = first["config"]
+    assert (config["tier"], config["owner"], config["window_seconds"]) == (1, "risk", 60)
+    assert config["performance"]["threshold"] == 0.7 and config["persistence"]["k"] == 1
+    assert (config["slice_features"], config["max_slice_values"]) == (["country"], 50)
+    # a second call changes what it is given and keeps everything else
+    second = await asyncio.to_thread(register_model, api_url, "fraud", routing={"channel": "#fraud"},
+                                     features={"country": {"type": "categorical"}})
+    config = second["config"]
+    assert (config["tier"], config["owner"], config["window_seconds"]) == (1, "risk", 60)
+    assert (config["performance"]["threshold"], config["performance"]["label_horizon_seconds"]) == (0.7, 3600)
+    assert config["routing"] == {"team": "payments", "channel": "#fraud"}
+    assert set(config["features"]) == {"amount", "country"}
+    stored = (await store.model_configs(["fraud"]))["fraud"]
+    assert stored.tier == 1 and stored.performance is not None and stored.persistence.m == 1
+    with pytest.raises(urllib.error.HTTPError) as exc:
+        await asyncio.to_thread(register_model, api_url, "fraud", tier=7)
+    assert (exc.value.code, json.loads(exc.value.read())["field"]) == (422, "tier")
+    assert (await store.model_configs(["fraud"]))["fraud"] == stored
+
+
 async def test_register_model_refuses_an_unknown_feature_type_naming_the_field(api_url):
     with pytest.raises(urllib.error.HTTPError) as exc:
         await asyncio.to_thread(register_model, api_url, "m", features={"x": {"type": "float"}})
@@ -62,10 +88,12 @@ async def test_reference_from_dataframe_arrays_or_dicts_with_the_pii_policy(api_
         "dicts": frame.to_dict(orient="records"),
     }
     for kind, data in inputs.items():
+        await asyncio.to_thread(register_model, api_url, f"ref-{kind}")
         answer = await asyncio.to_thread(upload_reference, api_url, f"ref-{kind}", data,
                                          score_column="score", pii=policy)
         assert answer["count"] == n and answer["features"] == ["amount", "country"], kind
     matrix = frame[["amount", "score"]].to_numpy()
+    await asyncio.to_thread(register_model, api_url, "ref-matrix")
     answer = await asyncio.to_thread(upload_reference, api_url, "ref-matrix", matrix,
                                      feature_names=["amount", "score"], score_column="score")
     assert answer["count"] == n and answer["features"] == ["amount"]

@@ -25,6 +25,7 @@ from service.api import (
     performance,
     receivers,
     silences,
+    status,
 )
 from service.api.errors import ApiError, ErrorBody
 from service.api.limits import BodySizeLimit, RouteLimit
@@ -103,7 +104,8 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     # Every /v1 route needs an API key when settings.api_auth is on: GETs scope read,
     # other methods write, key management admin (service.auth). /healthz, /metrics
     # and the OpenAPI docs stay open.
-    for router in (models.router, alerts.router, incidents.router, drift.router, performance.router,
+    for router in (models.router, status.router, alerts.router, incidents.router, drift.router,
+                   performance.router,
                    ingest.router, silences.router, receivers.router, receivers.notifications_router):
         include_secured(app, router)
     include_secured(app, keys.router, Scope.admin)

@@ -70,3 +70,57 @@ KEPT = ["alerts and incidents (fleet-wide history; resolve open ones first)",
         "records in flight (open windows, the topics' backlog): they create the model again as an "
         "implicit model when they are aggregated",
         "dead-lettered records in the dead-letter topic (expire with the topic's retention)"]
+
+
+class RecordCounts(BaseModel):
+    in_evaluated_windows: int = Field(..., description="Records of the windows the detector evaluated "
+                                                       "(each window counted once)")
+    late: int = Field(..., description="Records dead-lettered as late (their window had closed)")
+
+
+class WindowCounts(BaseModel):
+    closed: int = Field(..., description="Closed windows still stored (within FLEETWATCH_RETENTION_WINDOW_"
+                                         "SECONDS)")
+    pending_policy: int = Field(..., description="Closed windows the alert policy has not applied yet")
+    evaluated: int = Field(..., description="Windows tested and applied by the alert policy")
+    skipped: dict[str, int] = Field(..., description="Windows not tested, by reason: no_baseline, "
+                                                     "no_profile, error, policy_error")
+
+
+class LastWindow(BaseModel):
+    window_start: int
+    window_end: int
+    version: str
+    baseline: str = Field(..., description="What the window was compared with")
+    evaluated_at: float = Field(..., description="Unix seconds")
+
+
+class FdrApplied(BaseModel):
+    level: float = Field(..., description="The BH level the online FDR gate gave the last gated window")
+    window_start: int
+    tests: int = Field(..., description="Alerting tests the gate saw in that window")
+    discoveries: int = Field(..., description="Tests it let through")
+
+
+class LabelCounts(BaseModel):
+    joined: int
+    duplicate: int
+    relabeled: int
+    unknown: int = Field(..., description="Labels of predictions never seen (or not sampled)")
+    late: int = Field(..., description="Labels later than the label horizon")
+    invalid: int
+    pending: int = Field(..., description="Labels waiting for their prediction to be read")
+
+
+class ModelStatus(BaseModel):
+    """What the service counted for one model."""
+
+    model_id: str
+    records: RecordCounts
+    windows: WindowCounts
+    last_evaluated: LastWindow | None
+    fdr: FdrApplied | None = Field(..., description="The FDR gate on the last window it gated (null "
+                                                     "before the first)")
+    baseline: BaselineView
+    labels: LabelCounts | None = Field(..., description="Label join counters (null unless the model is "
+                                                        "tier 1 with a performance configuration)")

@@ -24,8 +24,8 @@ MAX_SLICE_PARAM = 2_048
 PERFORMANCE_EXAMPLE = {
     "model_id": "fraud-v3", "task": "binary", "threshold": 0.5, "slice": None,
     "slice_values": {"country": ["DE", "FR"]},
-    "labels": {"joined": 48_210.0, "duplicate": 3.0, "relabeled": 0.0, "unknown": 0.0, "late": 12.0,
-               "invalid": 0.0},
+    "labels": {"joined": 48_210, "duplicate": 3, "relabeled": 0, "unknown": 0, "late": 12,
+               "invalid": 0},
     "cohorts": [{
         "window_start": 1_700_006_400, "window_end": 1_700_006_700, "predictions": 1000, "labeled": 940,
         "maturity": {"mature": True, "labeled_fraction": 0.94, "reason": "labeled"},

@@ -230,10 +230,16 @@ class CohortStore:
     async def count(self, model_id: str, outcome: str, n: int = 1) -> None:
         await self.r.hincrby(stats_key(model_id), outcome, n)
 
-    async def stats(self, model_id: str) -> dict[str, float]:
+    async def stats(self, model_id: str) -> dict[str, int | float]:
+        """The model's label counters (:data:`STATS`, ints) and ``watermark`` (the latest
+        prediction event time read, Unix s, a float; absent before the first)."""
         raw = await self.r.hgetall(stats_key(model_id))
-        out = {k.decode(): float(v) for k, v in raw.items()}
-        return {**dict.fromkeys(STATS, 0.0), **out}
+        out = {k.decode(): float(v) if k == b"watermark" else int(v) for k, v in raw.items()}
+        return {**dict.fromkeys(STATS, 0), **out}
+
+    async def parked(self, model_id: str) -> int:
+        """Labels waiting for their prediction to be read (not joined yet)."""
+        return int(await self.r.zcard(parked_key(model_id)))
 
     # -- cohorts ----------------------------------------------------------------
     async def cohort_starts(self, model_id: str, lo: float, hi: float) -> list[int]:

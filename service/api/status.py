@@ -1,0 +1,68 @@
+"""Per-model status: what the service counted for one model (``GET /v1/models/{id}/status``)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+
+from service.alert_store import AlertStore
+from service.api.errors import ErrorBody
+from service.api.model_views import (
+    FdrApplied,
+    LabelCounts,
+    LastWindow,
+    ModelStatus,
+    RecordCounts,
+    WindowCounts,
+)
+from service.api.models import json_example, model_view, store_of
+from service.api.params import ModelId
+from service.cohorts.store import STATS, CohortStore
+from service.model_config import ModelConfig
+from service.store import index_key, parse_member, pending_key
+
+router = APIRouter(prefix="/v1/models", tags=["models"])
+SKIPPED = "skipped:"
+
+STATUS_EXAMPLE = {
+    "model_id": "fraud-v3", "records": {"in_evaluated_windows": 288_000, "late": 12},
+    "windows": {"closed": 288, "pending_policy": 0, "evaluated": 287, "skipped": {"no_baseline": 1}},
+    "last_evaluated": {"window_start": 1_700_006_400, "window_end": 1_700_006_700, "version": "3",
+                       "baseline": "reference", "evaluated_at": 1_700_006_712.4},
+    "fdr": {"level": 0.0004, "window_start": 1_700_006_400, "tests": 24, "discoveries": 0},
+    "baseline": {"configured": "auto", "last_used": "reference"},
+    "labels": {"joined": 48_210, "duplicate": 3, "relabeled": 0, "unknown": 0, "late": 12, "invalid": 0,
+               "pending": 40}}
+
+
+@router.get("/{model_id}/status", response_model=ModelStatus,
+            summary="What the service counted for one model: records, windows, last evaluation, FDR, labels",
+            responses={200: json_example(STATUS_EXAMPLE), 404: {"model": ErrorBody}})
+async def model_status(model_id: ModelId, request: Request) -> ModelStatus:
+    store = store_of(request)
+    view = await model_view(store, request.app.state.settings, model_id)
+    counted = await store.model_status(model_id)
+    late = (await store.late_records(request.app.state.settings.predictions_topic, [model_id]))[model_id]
+    last = None
+    if "last_window" in counted:
+        length, start, version = parse_member(counted["last_window"])
+        last = LastWindow(window_start=start, window_end=start + length, version=version,
+                          baseline=counted["last_baseline"], evaluated_at=float(counted["last_evaluated_at"]))
+    fdr = None
+    gate = None if "last_fdr_window" not in counted else await AlertStore(store.r).gate(
+        model_id, counted["last_fdr_window"])
+    if gate is not None:  # None: never gated, or its record expired
+        fdr = FdrApplied(level=gate["level"], window_start=parse_member(counted["last_fdr_window"])[1],
+                         tests=len(gate["tests"]), discoveries=sum(t["discovered"] for t in gate["tests"]))
+    labels = None
+    if isinstance(view.config, ModelConfig) and view.config.joins_labels:
+        cohorts = CohortStore(store.r)
+        stats = await cohorts.stats(model_id)
+        labels = LabelCounts(**{k: int(stats[k]) for k in STATS}, pending=await cohorts.parked(model_id))
+    return ModelStatus(
+        model_id=model_id,
+        records=RecordCounts(in_evaluated_windows=int(counted.get("records", 0)), late=late),
+        windows=WindowCounts(
+            closed=await store.r.zcard(index_key(model_id)), pending_policy=await store.r.zcard(
+                pending_key(model_id)), evaluated=int(counted.get("evaluated", 0)),
+            skipped={k[len(SKIPPED):]: int(v) for k, v in sorted(counted.items()) if k.startswith(SKIPPED)}),
+        last_evaluated=last, fdr=fdr, baseline=view.baseline, labels=labels)
