@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from detectors.catalog import CATEGORICAL_CHECKS, FEATURE_CHECKS, GRID_CHECKS, NUMERIC_CHECKS
@@ -11,7 +12,7 @@ from detectors.drift.binned import aligned_bins
 from detectors.drift.divergence import MIN_COUNT
 from detectors.drift.grid import JointCdf, joint_cdf
 from detectors.quality.volume import volume_test
-from detectors.result import TestResult, failed, insufficient
+from detectors.result import Status, TestResult, failed, insufficient
 from sketches.categorical import CategoricalSketch
 from sketches.numeric import NumericSketch
 from sketches.profile import FeatureProfile, WindowProfile
@@ -21,15 +22,23 @@ PREDICTION_FEATURE = "__prediction__"
 WINDOW_FEATURE = ""
 BIN_CHECKS = frozenset({"psi", "js", "ks", "wasserstein"})
 """Grid checks that read exact reference bins instead of the grid when both sides have them."""
+#: Statuses of results whose test did not run.
+NOT_RUN = (Status.INSUFFICIENT_DATA, Status.ERROR)
 
 
 def _guarded(fn: Callable[..., TestResult], check: str, feature: str, n_cur: int, n_ref: int,
              *args: Any, **kwargs: Any) -> TestResult:
-    """Run one check; an exception becomes an ``error`` result naming it (never a crash)."""
+    """Run one check; an exception becomes an ``error`` result naming it (never a crash).
+    A result that did not run (``insufficient_data``, ``error``) reports the floor the
+    check was configured with, not the point null's 0."""
     try:
-        return fn(*args, **kwargs)
+        result = fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - one bad check must not hide the others
-        return failed(check, feature, n_cur, n_ref, f"{type(exc).__name__}: {exc}")
+        result = failed(check, feature, n_cur, n_ref, f"{type(exc).__name__}: {exc}")
+    floor = kwargs.get("floor")
+    if floor is not None and result.status in NOT_RUN and result.floor != floor:
+        result = replace(result, floor=floor)
+    return result
 
 
 def _numeric(name: str, ref: NumericSketch, cur: NumericSketch, p: TestPlan,

@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from service.store import pending_key
+from service.store import pending_key, status_key
 
 log = logging.getLogger("fleetwatch.alerting")
 
@@ -223,8 +223,13 @@ class AlertStore:
             keys=[series_key(model_id), pending_key(model_id), f"fw:{{{model_id}}}:alerting"],
             args=args)
         if abandoned:
-            log.warning("model=%s: %d window(s) pending for over a day abandoned by the alert policy",
-                        model_id, abandoned)
+            log.warning("model=%s: %d closed window(s) starting over a day before the window just "
+                        "evaluated were never through the alert policy (their window-closed event was "
+                        "lost, or their evaluation kept failing); the policy stops waiting for them: they "
+                        "raise and resolve no alert, and the model's later windows are no longer held "
+                        "back. Their profiles stay readable; GET /v1/models/%s/status counts them "
+                        "(windows.abandoned)", model_id, abandoned, model_id)
+            await self.r.hincrby(status_key(model_id), "abandoned", int(abandoned))
         series = {flat[i].decode(): json.loads(flat[i + 1]) for i in range(0, len(flat), 2)}
         return Recorded(int(seq), math.inf if pending is None else float(pending), series)
 

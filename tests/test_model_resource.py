@@ -139,7 +139,8 @@ async def test_status_counts_each_window_once_with_its_baseline_fdr_and_labels(h
     rng = np.random.default_rng(5)
     await http.post("/v1/models", json={"model_id": "fraud", "tier": 1, "performance": {}})
     status = (await http.get("/v1/models/fraud/status")).json()
-    assert status["windows"] == {"closed": 0, "pending_policy": 0, "evaluated": 0, "skipped": {}}
+    assert status["windows"] == {"closed": 0, "pending_policy": 0, "evaluated": 0, "skipped": {},
+                                 "abandoned": 0}
     assert status["last_evaluated"] is None and status["fdr"] is None
     assert status["labels"] == {k: 0 for k in ("joined", "duplicate", "relabeled", "unknown", "late",
                                                 "invalid", "pending")}
@@ -150,6 +151,8 @@ async def test_status_counts_each_window_once_with_its_baseline_fdr_and_labels(h
     assert status["windows"]["skipped"] == {"no_baseline": 1} and status["windows"]["evaluated"] == 0
     await http.post("/v1/models/fraud/reference", json={"rows": rows(rng, 2000)})
     second = await put_window(store, T0 + 300, rows(rng, 700, shift=1.0))
+    lost = T0 - 86_400  # a window whose event was lost, a day before the next one evaluated
+    await store.r.zadd(pending_key(MODEL), {window_member(300, lost, "1"): lost})
     for _ in range(2):  # evaluated again (a restarted replica): counted once
         await detector.evaluate("fraud", second)
     cohorts = CohortStore(store.r)
@@ -157,7 +160,7 @@ async def test_status_counts_each_window_once_with_its_baseline_fdr_and_labels(h
     await cohorts.park("fraud", "p1", 1, T0 + 10.0)
     status = (await http.get("/v1/models/fraud/status")).json()
     assert status["windows"] == {"closed": 2, "pending_policy": 0, "evaluated": 1,
-                                 "skipped": {"no_baseline": 1}}
+                                 "skipped": {"no_baseline": 1}, "abandoned": 1}
     assert status["records"]["in_evaluated_windows"] == 700
     last = status["last_evaluated"]
     assert (last["window_start"], last["window_end"], last["baseline"]) == (T0 + 300, T0 + 600, "reference")

@@ -85,6 +85,8 @@ class WindowCounts(BaseModel):
     evaluated: int = Field(..., description="Windows tested and applied by the alert policy")
     skipped: dict[str, int] = Field(..., description="Windows not tested, by reason: no_baseline, "
                                                      "no_profile, error, policy_error")
+    abandoned: int = Field(..., description="Windows the alert policy stopped waiting for: still pending a "
+                                            "day after a later window was evaluated (never alerted on)")
 
 
 class LastWindow(BaseModel):
