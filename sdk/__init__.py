@@ -10,7 +10,7 @@ from sdk.lifecycle import flush_on_signals
 from sdk.pii import PiiPolicy
 from sdk.record import SCHEMA_VERSION, PredictionRecord, RecordError, validate_record
 from sdk.reference import upload_reference
-from sdk.registry import FEATURE_TYPES, register_model
+from sdk.registry import FEATURE_TYPES, FeatureSpec, PerformanceSpec, PersistenceSpec, register_model
 from sdk.sampling import Sampler, sample_point
 from sdk.stats import ClientStats, StreamStats
 
@@ -20,6 +20,9 @@ __all__ = [
     "AsyncClient",
     "Client",
     "ClientStats",
+    "FeatureSpec",
+    "PerformanceSpec",
+    "PersistenceSpec",
     "PiiPolicy",
     "PredictionRecord",
     "RecordError",
