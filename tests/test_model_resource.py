@@ -158,10 +158,11 @@ async def test_status_counts_each_window_once_with_its_baseline_fdr_and_labels(h
     cohorts = CohortStore(store.r)
     await cohorts.count("fraud", "joined", 1064)
     await cohorts.park("fraud", "p1", 1, T0 + 10.0)
+    await store.r.hset(f"fw:agg:{settings.predictions_topic}:0", mapping={"late:fraud": 3, "fut:fraud": 2})
     status = (await http.get("/v1/models/fraud/status")).json()
     assert status["windows"] == {"closed": 2, "pending_policy": 0, "evaluated": 1,
                                  "skipped": {"no_baseline": 1}, "abandoned": 1}
-    assert status["records"]["in_evaluated_windows"] == 700
+    assert status["records"] == {"in_evaluated_windows": 700, "late": 3, "future": 2}
     last = status["last_evaluated"]
     assert (last["window_start"], last["window_end"], last["baseline"]) == (T0 + 300, T0 + 600, "reference")
     assert status["baseline"] == {"configured": "auto", "last_used": "reference"}
@@ -169,3 +170,16 @@ async def test_status_counts_each_window_once_with_its_baseline_fdr_and_labels(h
     assert 0 < status["fdr"]["level"] < 1 and 0 <= status["fdr"]["discoveries"] <= status["fdr"]["tests"]
     assert status["labels"]["joined"] == 1064 and isinstance(status["labels"]["joined"], int)
     assert status["labels"]["pending"] == 1
+
+
+async def test_an_unreadable_stored_configuration_reads_back_as_such_and_patch_refuses_it(http, store):
+    from service.store import config_key
+
+    await http.post("/v1/models", json=REGISTRATION)
+    await store.r.set(config_key(MODEL), '{"window_seconds": null}')  # written by hand
+    body = (await http.get(f"/v1/models/{MODEL}")).json()
+    assert body["config"] is None and "window_seconds" in body["config_error"]
+    resp = await http.patch(f"/v1/models/{MODEL}", json={"tier": 1})
+    assert (resp.status_code, resp.json()["code"]) == (409, "config_unreadable")
+    assert (await http.put(f"/v1/models/{MODEL}", json={"tier": 1})).status_code == 200
+    assert (await http.patch(f"/v1/models/{MODEL}", json={"owner": "x"})).json()["config"]["tier"] == 1

@@ -65,8 +65,8 @@ DELETED = ["configuration", "detector configuration", "reference profile",
            "alert-policy series and pending windows", "label cohorts, joined predictions and label counters",
            "per-model status counters", "membership of the model list"]
 KEPT = ["alerts and incidents (fleet-wide history; resolve open ones first)",
-        "late-record counts in the aggregator's partition checkpoints (reset when the model's records "
-        "come again)",
+        "late and future record counts in the aggregators' partition checkpoints (read back if the "
+        "model is registered again)",
         "records in flight (open windows, the topics' backlog): they create the model again as an "
         "implicit model when they are aggregated",
         "dead-lettered records in the dead-letter topic (expire with the topic's retention)"]
@@ -76,6 +76,8 @@ class RecordCounts(BaseModel):
     in_evaluated_windows: int = Field(..., description="Records of the windows the detector evaluated "
                                                        "(each window counted once)")
     late: int = Field(..., description="Records dead-lettered as late (their window had closed)")
+    future: int = Field(..., description="Records dead-lettered because their event time was more than "
+                                         "FLEETWATCH_MAX_FUTURE_SECONDS ahead of the aggregator's clock")
 
 
 class WindowCounts(BaseModel):
