@@ -68,6 +68,8 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
     RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError, MasterDownError,
     ReadOnlyError, OutOfMemoryError,
 )
+#: Prefix of an open window's field in a partition checkpoint (``service.aggregator``).
+OPEN_FIELD = b"open:"
 WINDOWS_STREAM = "fw:windows"
 IMPLICIT = "fw:implicit"
 IMPLICIT_RATE_SECONDS = 60
@@ -510,6 +512,19 @@ class Store:
                 late[m] += int(v or 0)
                 future[m] += int(f or 0)
         return {m: DroppedRecords(late[m], future[m]) for m in model_ids}
+
+    async def open_windows(self, topic: str, model_id: str) -> int:
+        """Windows of the model open in the aggregators of ``topic``, as of their last
+        checkpoint: the distinct (length, start) of the partitions' ``open:`` fields
+        (``open:[model, version, length, start]``, written by ``service.aggregator``)."""
+        windows: set[tuple[int, int]] = set()
+        async for key in self.r.scan_iter(match=f"fw:agg:{topic}:*", count=1_000):
+            for name in await self.r.hkeys(key):
+                if name.startswith(OPEN_FIELD):
+                    m, _version, length, start = json.loads(name[len(OPEN_FIELD):])
+                    if m == model_id:
+                        windows.add((int(length), int(start)))
+        return len(windows)
 
     # -- window-closed events -------------------------------------------------------
     async def ensure_event_group(self, group: str) -> None:

@@ -7,6 +7,7 @@ import httpx
 import numpy as np
 import pytest_asyncio
 
+from service.aggregator import _open_field
 from service.api.app import create_app
 from service.store import pending_key, status_key, window_member
 
@@ -139,7 +140,7 @@ async def test_status_counts_each_window_once_with_its_baseline_fdr_and_labels(h
     rng = np.random.default_rng(5)
     await http.post("/v1/models", json={"model_id": "fraud", "tier": 1, "performance": {}})
     status = (await http.get("/v1/models/fraud/status")).json()
-    assert status["windows"] == {"closed": 0, "pending_policy": 0, "evaluated": 0, "skipped": {},
+    assert status["windows"] == {"open": 0, "closed": 0, "pending_policy": 0, "evaluated": 0, "skipped": {},
                                  "abandoned": 0}
     assert status["last_evaluated"] is None and status["fdr"] is None
     assert status["labels"] == {k: 0 for k in ("joined", "duplicate", "relabeled", "unknown", "late",
@@ -158,9 +159,13 @@ async def test_status_counts_each_window_once_with_its_baseline_fdr_and_labels(h
     cohorts = CohortStore(store.r)
     await cohorts.count("fraud", "joined", 1064)
     await cohorts.park("fraud", "p1", 1, T0 + 10.0)
-    await store.r.hset(f"fw:agg:{settings.predictions_topic}:0", mapping={"late:fraud": 3, "fut:fraud": 2})
+    await store.r.hset(f"fw:agg:{settings.predictions_topic}:0", mapping={
+        "late:fraud": 3, "fut:fraud": 2, "cu:fraud": T0,
+        # the next window, open in two versions, and another model's open window
+        _open_field(("fraud", "1", 300, T0 + 600)): b"", _open_field(("fraud", "2", 300, T0 + 600)): b"",
+        _open_field(("fraud}:x", "1", 300, T0 + 900)): b""})
     status = (await http.get("/v1/models/fraud/status")).json()
-    assert status["windows"] == {"closed": 2, "pending_policy": 0, "evaluated": 1,
+    assert status["windows"] == {"open": 1, "closed": 2, "pending_policy": 0, "evaluated": 1,
                                  "skipped": {"no_baseline": 1}, "abandoned": 1}
     assert status["records"] == {"in_evaluated_windows": 700, "late": 3, "future": 2}
     last = status["last_evaluated"]

@@ -81,6 +81,7 @@ class RecordCounts(BaseModel):
 
 
 class WindowCounts(BaseModel):
+    open: int = Field(..., description="Windows open in the aggregators, as of their last checkpoint")
     closed: int = Field(..., description="Closed windows still stored (within FLEETWATCH_RETENTION_WINDOW_"
                                          "SECONDS)")
     pending_policy: int = Field(..., description="Closed windows the alert policy has not applied yet")

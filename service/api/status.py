@@ -25,8 +25,8 @@ SKIPPED = "skipped:"
 
 STATUS_EXAMPLE = {
     "model_id": "fraud-v3", "records": {"in_evaluated_windows": 288_000, "late": 12, "future": 0},
-    "windows": {"closed": 288, "pending_policy": 0, "evaluated": 287, "skipped": {"no_baseline": 1},
-                "abandoned": 0},
+    "windows": {"open": 1, "closed": 288, "pending_policy": 0, "evaluated": 287,
+                "skipped": {"no_baseline": 1}, "abandoned": 0},
     "last_evaluated": {"window_start": 1_700_006_400, "window_end": 1_700_006_700, "version": "3",
                        "baseline": "reference", "evaluated_at": 1_700_006_712.4},
     "fdr": {"level": 0.0004, "window_start": 1_700_006_400, "tests": 24, "discoveries": 0},
@@ -65,6 +65,7 @@ async def model_status(model_id: ModelId, request: Request) -> ModelStatus:
         records=RecordCounts(in_evaluated_windows=int(counted.get("records", 0)), late=dropped.late,
                              future=dropped.future),
         windows=WindowCounts(
+            open=await store.open_windows(request.app.state.settings.predictions_topic, model_id),
             closed=await store.r.zcard(index_key(model_id)), pending_policy=await store.r.zcard(
                 pending_key(model_id)), evaluated=int(counted.get("evaluated", 0)),
             skipped={k[len(SKIPPED):]: int(v) for k, v in sorted(counted.items()) if k.startswith(SKIPPED)},
