@@ -339,7 +339,7 @@ class Store:
 
     async def delete_model(self, model_id: str) -> DeletedModel:
         """Forget a model: every key under ``fw:{m}:`` (configuration, detector
-        configuration, reference, window and rollup profiles and their indexes, pending
+        configuration, reference and its bin edges, window and rollup profiles and their indexes, pending
         windows, results, cached baselines, alert-policy series, cohorts, joined
         predictions, label counters, status) and its place in the model sets.
 

@@ -51,7 +51,11 @@ async def test_a_registered_model_reads_back_with_lineage_and_reference(http):
     assert ref["features"]["amount"]["kind"] == "numeric" and ref["features"]["amount"]["count"] == 300
     assert ref["features"]["country"]["top"] == {
         c: int(n) for c, n in zip(*np.unique([r["country"] for r in rows], return_counts=True), strict=True)}
-    assert ref["score"]["count"] == 300 and ref["edges"] is None
+    assert ref["score"]["count"] == 300
+    assert set(ref["edges"]) == {"amount", "__score__"}  # bins derived from the rows at upload
+    edges = ref["edges"]["amount"]["edges"]
+    assert edges == sorted(edges) and len(edges) > 10 and edges[0] > min(r["amount"] for r in rows)
+    assert ref["edges"]["amount"]["version"] != ref["edges"]["__score__"]["version"]
 
 
 async def test_patch_changes_one_field_and_keeps_the_rest(http):
@@ -119,8 +123,9 @@ async def test_delete_removes_every_key_of_the_model_and_only_its_own(http, stor
     assert tricky_keys
     resp = await http.delete(f"/v1/models/{MODEL}")
     assert resp.status_code == 200, resp.text
-    # configuration, detector configuration, reference, pending, status and its counted set
-    assert resp.json()["deleted_keys"] == 6
+    # configuration, detector configuration, reference and its bin edges, pending, status and
+    # its counted set
+    assert resp.json()["deleted_keys"] == 7
     assert "alerts and incidents" in " ".join(resp.json()["kept"])
     assert await keys("fw:{fraud}:*") == tricky_keys
     assert await keys("fw:{other}:*") == others

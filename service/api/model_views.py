@@ -10,6 +10,12 @@ from pydantic import BaseModel, Field
 from service.model_config import ModelConfig
 
 
+class BinEdges(BaseModel):
+    version: str = Field(..., description="Hash of the edges: windows counted in other edges are not "
+                                          "compared bin by bin")
+    edges: list[float] = Field(..., description="Inner bin edges, ascending (bins: len(edges) + 1)")
+
+
 class ReferenceSummary(BaseModel):
     """What a reference profile holds (summaries as in ``GET /v1/models/{id}/profiles``)."""
 
@@ -20,9 +26,10 @@ class ReferenceSummary(BaseModel):
     score: dict[str, Any] = Field(..., description="Summary of the score column (count 0 without one)")
     predictions: dict[str, int] = Field(
         ..., description="Top predicted labels (empty without a label column)")
-    edges: dict[str, list[float]] | None = Field(
-        None, description="Fixed bin edges per numeric feature; none are stored with a reference in this "
-                          "version (the drift tests bin on the t-digest), so always null")
+    edges: dict[str, BinEdges] = Field(
+        ..., description="Per numeric feature ('__score__': the score), the bin edges derived from the "
+                         "reference at upload, which every window counts in (empty: no bins, the tests use "
+                         "the t-digests)")
 
 
 class ReferenceBrief(BaseModel):
@@ -60,7 +67,7 @@ class DeletedView(BaseModel):
     kept: list[str] = Field(..., description="What was not deleted, and why")
 
 
-DELETED = ["configuration", "detector configuration", "reference profile",
+DELETED = ["configuration", "detector configuration", "reference profile and its bin edges",
            "window and rollup profiles and their indexes", "stored test results and cached baselines",
            "alert-policy series and pending windows", "label cohorts, joined predictions and label counters",
            "per-model status counters", "membership of the model list"]

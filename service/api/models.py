@@ -18,6 +18,7 @@ from service.api.model_views import (
     DELETED,
     KEPT,
     BaselineView,
+    BinEdges,
     DeletedView,
     ModelView,
     ReferenceBrief,
@@ -33,6 +34,7 @@ from service.store import Store, parse_member
 from service.stored import Unreadable, describe
 from service.summary import TOP_CATEGORIES as TOP_PREDICTIONS
 from service.summary import feature_summary, numeric_summary, window_summary
+from sketches.bins import edge_version
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 MAX_REFERENCE_ROWS = 100_000
@@ -215,7 +217,9 @@ REFERENCE_EXAMPLE = {
         "kind": "numeric", "null_rate": 0.0, "null_count": 0, "inf_count": 0, "type_mismatch_count": 0,
         "count": 50_000, "min": 0.5, "max": 980.0, "mean": 42.1, "std": 51.3, "quantiles": {"p50": 27.0},
         "exact": False}},
-    "score": {"count": 0}, "predictions": {}, "edges": None}
+    "score": {"count": 0}, "predictions": {},
+    "edges": {"amount": {"version": "9f1c2a",
+                         "edges": [3.1, 7.4, 12.0, 19.5, 27.0, 38.2, 55.0, 80.3, 141.0]}}}
 PATCH_EXAMPLES = {
     "raise the tier": {"summary": "Make the model business critical, keep everything else",
                        "value": {"tier": 1}},
@@ -308,7 +312,9 @@ async def get_reference(model_id: ModelId, request: Request) -> ReferenceSummary
     return ReferenceSummary(
         model_id=model_id, count=ref.count,
         features={k: feature_summary(f) for k, f in sorted(ref.features.items())},
-        score=numeric_summary(ref.score), predictions=ref.prediction.frequencies(TOP_PREDICTIONS))
+        score=numeric_summary(ref.score), predictions=ref.prediction.frequencies(TOP_PREDICTIONS),
+        edges={name: BinEdges(version=edge_version(e), edges=e.tolist())
+               for name, e in sorted((await store.edge_sets([model_id]))[model_id].items())})
 
 
 @router.get(
