@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import IllegalStateError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
@@ -47,6 +48,7 @@ from sdk.columns import RecordColumns
 from sdk.errors import WireError
 from sdk.wire import decode_batch, encode_columns
 from service import metrics
+from service.continuity import GAP, REPLACED, SHORTER, LogContinuity, LogMark
 from service.kafka import DeadLetters, key_error, produced_at
 from service.model_config import ModelConfig
 from service.settings import Settings
@@ -63,6 +65,7 @@ _OPEN = "open:"
 _MAX_EVENT = "wm:"
 _RECENT = "wq:"
 _CLOSED_UNTIL = "cu:"
+_TAIL = "tail"  # LogMark of the last message the checkpoint covers
 LATE = "late:"
 FUTURE = "fut:"
 CONFIG_TTL_SECONDS = 30.0
@@ -162,6 +165,10 @@ class PartitionState:
         self.deleted: list[str] = []
         self.features: dict[str, set[str]] = defaultdict(set)  # feature names seen per model
         self.broker = BrokerFreshness()
+        self.last_msg = None  # the last message consumed (its LogMark is checkpointed)
+        tail = cp.fields.get(_TAIL)
+        self.tail = None if tail is None else LogMark.from_json(tail)
+        self.continuity = LogContinuity(None, None, 0.0)  # set on acquisition
         for name, value in cp.fields.items():
             if name.startswith(_OPEN):
                 m, v, length, start = json.loads(name[len(_OPEN):])
@@ -213,6 +220,8 @@ class PartitionState:
         out: dict[str, bytes | str | int] = {}
         if self.offset is not None:
             out["offset"] = self.offset
+        if self.last_msg is not None:
+            out[_TAIL] = LogMark.of(self.last_msg).to_json()
         # Rewritten every interval while open: zlib level 1, and digests' buffered values are
         # written as they are rather than compressed at every checkpoint (read back as buffered).
         for key in self.dirty:
@@ -299,6 +308,7 @@ class Aggregator:
             while not stop.is_set():
                 batch = await self._consumer.getmany(timeout_ms=200)
                 self._sample_broker()
+                await self._watch_logs()
                 await self.process(batch)
                 self._update_lag()
                 if time.monotonic() - self._last_checkpoint >= self._interval:
@@ -318,9 +328,11 @@ class Aggregator:
                 continue
             cp = await self._retrying(lambda tp=tp: self.store.acquire_partition(self.topic, tp.partition))
             state = PartitionState(tp.partition, cp)
+            state.continuity = LogContinuity(state.offset, state.tail,
+                                             self.settings.log_rewind_confirm_seconds)
             self.partitions[tp.partition] = state
             if state.offset is not None:
-                self._consumer.seek(tp, state.offset)
+                self._consumer.seek(tp, state.continuity.seek_offset(state.offset))
             log.info("partition %d acquired (epoch %d, offset %s, %d open windows)",
                      tp.partition, state.epoch, state.offset, len(state.open))
         self._update_open_gauge()
@@ -345,6 +357,8 @@ class Aggregator:
                 if messages and tp in self._consumer.assignment():
                     self._consumer.seek(tp, messages[0].offset)
                 continue
+            if messages and state.continuity.verifying and not await self._continues(tp, state, messages[0]):
+                continue
             for msg in messages:
                 if state.offset is not None and msg.offset < state.offset:
                     continue  # already covered by the checkpoint
@@ -357,6 +371,7 @@ class Aggregator:
         now = time.monotonic()
         for state, msg, batch_ in decoded:
             state.offset = msg.offset + 1
+            state.last_msg = msg
             if batch_ is None:
                 continue
             metrics.RECORDS_CONSUMED.inc(len(batch_.columns) + len(batch_.errors))
@@ -370,6 +385,45 @@ class Aggregator:
             self._aggregate(state, batch_.columns, layouts[batch_.model_id], now_wall, now, produced,
                             source)
         self._update_open_gauge()
+
+    async def _continues(self, tp: TopicPartition, state: PartitionState, first) -> bool:
+        """Verify the first message fetched after acquiring a partition against the
+        checkpoint's last message (:mod:`service.continuity`); False: drop this fetch."""
+        verdict = state.continuity.first_message(first, state.offset)
+        if verdict == REPLACED:
+            await self._rewind(tp, state, REPLACED, f"offset {first.offset} holds another message than "
+                                              f"the checkpoint's last ({state.tail})")
+            return False
+        if verdict == GAP:
+            metrics.LOG_DISCONTINUITIES.labels(reason=GAP).inc()
+            log.warning("partition %d: the log now starts at offset %d, after the checkpoint's "
+                        "offset %d: the records in between were deleted unread (retention)",
+                        tp.partition, first.offset, state.offset)
+        return True  # "covered": the checkpoint's last message, skipped below as already read
+
+    async def _watch_logs(self) -> None:
+        """After each poll: a partition whose broker reports a high watermark below the
+        checkpointed offset (for ``log_rewind_confirm_seconds``) lost its log."""
+        now = time.monotonic()
+        for p, state in list(self.partitions.items()):
+            tp = TopicPartition(self.topic, p)
+            if state.continuity.shorter(self._consumer.highwater(tp), state.offset, now):
+                await self._rewind(tp, state, SHORTER, f"the broker's log ends at offset "
+                                                 f"{self._consumer.highwater(tp)}")
+
+    async def _rewind(self, tp: TopicPartition, state: PartitionState, reason: str, detail: str) -> None:
+        """Read a partition whose log went backwards again from its earliest offset,
+        keeping the open windows and clocks the checkpoint holds (the new log holds
+        only records never read, so nothing is counted twice)."""
+        metrics.LOG_DISCONTINUITIES.labels(reason=reason).inc()
+        log.warning("partition %d of %s went backwards: checkpoint at offset %s, but %s; the broker "
+                    "lost or replaced its log. Reading it again from the earliest offset; the %d open "
+                    "window(s) and the closed windows already stored are kept",
+                    tp.partition, self.topic, state.offset, detail, len(state.open))
+        state.offset, state.last_msg = None, None
+        state.continuity.reset()
+        with contextlib.suppress(IllegalStateError):  # revoked meanwhile: its next owner checks
+            await self._consumer.seek_to_beginning(tp)
 
     def _decode(self, msg):
         source = f"{msg.topic}:{msg.partition}:{msg.offset}"

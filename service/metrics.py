@@ -30,6 +30,13 @@ RECORDS_AGGREGATED = Counter(
     "fleetwatch_records_aggregated_total", "Prediction records added to window profiles"
 )
 MESSAGES_CONSUMED = Counter("fleetwatch_messages_consumed_total", "Kafka messages consumed")
+LOG_DISCONTINUITIES = Counter(
+    "fleetwatch_log_discontinuities_total",
+    "Partitions whose broker log no longer continues the aggregator's checkpoint (shorter: it ends "
+    "before the checkpointed offset; replaced: the checkpoint's last message is gone; gap: it starts "
+    "after the checkpointed offset)",
+    ["reason"],
+)
 DEAD_LETTERED = Counter(
     "fleetwatch_records_dead_lettered_total",
     "Records (or whole undecodable messages) sent to the dead-letter topic",

@@ -67,6 +67,11 @@ class Settings(BaseSettings):
         description="Longest share of time checkpoints may take: under load the interval stretches to "
         "checkpoint duration / share (at most 10x checkpoint_interval_seconds)",
     )
+    log_rewind_confirm_seconds: float = Field(
+        2.0, ge=0,
+        description="A broker high watermark below the aggregator's checkpointed offset must persist "
+                    "this long before the log counts as gone backwards (read again from the earliest offset)",
+    )
     max_poll_records: int = Field(5_000, ge=1, description="Kafka records per poll")
     kafka_session_timeout_ms: int = Field(
         10_000, ge=1_000, description="Consumer group session timeout (failure detection)"
