@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from time import time
 from typing import Any
@@ -52,6 +53,16 @@ _NOT_A_MAPPING = (PREDICTIONS, INVALID, 1, "features must be a mapping of name -
 # Workers inherited from the parent by a forked child are kept alive, never used:
 # finalizing them could touch connections the child shares with the parent.
 _ABANDONED: list[Worker] = []
+
+
+def _env_bool(name: str, value: str) -> bool:
+    """A boolean environment value, read as the service's settings read it."""
+    v = value.strip().lower()
+    if v in ("1", "true", "yes", "on", "y", "t"):
+        return True
+    if v in ("0", "false", "no", "off", "n", "f"):
+        return False
+    raise ValueError(f"{name}={value!r} is not a boolean (true/false, 1/0, yes/no, on/off)")
 
 
 class _BaseClient:
@@ -133,6 +144,46 @@ class _BaseClient:
         self._closed = False
         self._reset_buffer()
         lifecycle.track(self)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **options: Any):
+        """A client configured by the ``FLEETWATCH_*`` variables the service reads.
+
+        ``FLEETWATCH_KAFKA_BOOTSTRAP`` (required), ``FLEETWATCH_PREDICTIONS_TOPIC``,
+        ``FLEETWATCH_LABELS_TOPIC`` and ``FLEETWATCH_KAFKA_ENABLE_IDEMPOTENCE``; ``fleetwatch
+        run`` prints the ``export`` lines and writes them to ``<data dir>/endpoints.env``.
+
+        Parameters
+        ----------
+        environ : Mapping[str, str], optional
+            Where to read the variables (default ``os.environ``).
+        **options
+            Any other parameter of the client (they win over the environment).
+
+        Raises
+        ------
+        ValueError
+            If ``FLEETWATCH_KAFKA_BOOTSTRAP`` is unset or empty, or a variable holds a bad value.
+
+        Examples
+        --------
+        >>> fw = Client.from_env({"FLEETWATCH_KAFKA_BOOTSTRAP": "127.0.0.1:9092"})
+        >>> fw._delivery.bootstrap_servers, fw._delivery.topic
+        ('127.0.0.1:9092', 'fw.predictions')
+        """
+        env = os.environ if environ is None else environ
+        bootstrap = env.get("FLEETWATCH_KAFKA_BOOTSTRAP", "").strip()
+        if not bootstrap:
+            raise ValueError("FLEETWATCH_KAFKA_BOOTSTRAP is not set: export the lines `fleetwatch run` "
+                             "prints (also in <data dir>/endpoints.env), or pass bootstrap_servers")
+        kwargs: dict[str, Any] = {}
+        if topic := env.get("FLEETWATCH_PREDICTIONS_TOPIC"):
+            kwargs["topic"] = topic
+        if labels := env.get("FLEETWATCH_LABELS_TOPIC"):
+            kwargs["labels_topic"] = labels
+        if (idem := env.get("FLEETWATCH_KAFKA_ENABLE_IDEMPOTENCE")) is not None:
+            kwargs["enable_idempotence"] = _env_bool("FLEETWATCH_KAFKA_ENABLE_IDEMPOTENCE", idem)
+        return cls(bootstrap, **{**kwargs, **options})
 
     def _reset_buffer(self) -> None:
         """A new empty buffer and stats; the hot path reads them from attributes of self."""

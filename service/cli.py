@@ -41,11 +41,30 @@ def _run(roles: tuple[str, ...], embedded_ok: bool, verbose: bool) -> None:
             start_metrics_server(s)
         await run_roles(s, roles, stop)
 
+    if "api" in roles and settings.api_port == 0:  # any free port, known before it is announced
+        from service.embedded import free_port
+
+        settings = settings.model_copy(update={"api_port": free_port()})
     with infrastructure(settings) as s:
         if "api" in roles:
             typer.echo(f"fleetwatch API on http://{s.listen_host}:{s.api_port} "
                        f"(Kafka {s.kafka_bootstrap}, Redis {s.redis_url}); Ctrl-C stops")
+        if embedded_ok:
+            _announce_endpoints(s)
         asyncio.run(main(s))
+
+
+def _announce_endpoints(s: Settings) -> None:
+    """Write the endpoints of ``fleetwatch run`` to its data folder and print the
+    ``export`` lines that point a shell, the SDK (``Client.from_env()``) or another role at it."""
+    from service.endpoints import Endpoints, write_endpoints
+
+    host = "127.0.0.1" if s.api_host in ("0.0.0.0", "::", "") else s.api_host  # a listen-all address
+    endpoints = Endpoints(f"http://{host}:{s.api_port}", s.kafka_bootstrap, s.redis_url)
+    path = write_endpoints(s.data_dir.resolve(), endpoints)
+    typer.echo(f"endpoints written to {path}; to use them in another shell:")
+    for line in endpoints.export_lines():
+        typer.echo(f"  {line}")
 
 
 Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO level")]

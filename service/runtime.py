@@ -18,6 +18,7 @@ from service.aggregator import Aggregator
 from service.api.app import create_app
 from service.detector import Detector
 from service.embedded import kafka_broker, redis_server
+from service.endpoints import KAFKA_BOOTSTRAP, REDIS_URL, reusable_port
 from service.joiner import Joiner
 from service.kafka import ensure_topics
 from service.notifier import Notifier
@@ -36,13 +37,16 @@ def infrastructure(settings: Settings) -> Iterator[Settings]:
     children = []
     updates = {}
     try:
+        # The ports of the last start on this data folder when free: the endpoints users
+        # exported (service.endpoints) stay valid across restarts.
+        data_dir = settings.data_dir.resolve()
         if settings.redis_url is None:
-            redis = redis_server(settings.data_dir.resolve() / "redis")
+            redis = redis_server(data_dir / "redis", reusable_port(data_dir, REDIS_URL))
             redis.start()
             children.append(redis)
             updates["redis_url"] = f"redis://127.0.0.1:{redis.port}/0"
         if settings.kafka_bootstrap is None:
-            broker = kafka_broker(settings.data_dir.resolve() / "broker")
+            broker = kafka_broker(data_dir / "broker", reusable_port(data_dir, KAFKA_BOOTSTRAP))
             broker.start()
             children.append(broker)
             updates["kafka_bootstrap"] = f"127.0.0.1:{broker.port}"

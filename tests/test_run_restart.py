@@ -1,0 +1,125 @@
+"""`fleetwatch run` stopped and started again on the same data folder: its embedded Redis
+kept its state (the aggregator's checkpoints), its embedded broker (memory storage)
+started empty. Predictions sent after the restart are aggregated; the endpoints file
+and the broker address stay the same; the SDK connects with ``Client.from_env``."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from sdk.client import Client
+from service.embedded import free_port
+from service.endpoints import API_URL, KAFKA_BOOTSTRAP, REDIS_URL, read_endpoints
+from service.settings import Settings
+from service.store import Store
+from tests.conftest import wait_for
+from tests.test_broker_restart import aggregated
+from tests.test_crash_safety import MODELS, WINDOW, workload
+
+
+def start_run(data_dir, api_port: int, log) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("FLEETWATCH_KAFKA_BOOTSTRAP", "FLEETWATCH_REDIS_URL")}
+    env.update({
+        "FLEETWATCH_DATA_DIR": str(data_dir), "FLEETWATCH_API_PORT": str(api_port),
+        "FLEETWATCH_CHECKPOINT_INTERVAL_SECONDS": "0.3", "FLEETWATCH_IDLE_CLOSE_SECONDS": "3600",
+        "FLEETWATCH_LOG_REWIND_CONFIRM_SECONDS": "0.5",
+    })
+    return subprocess.Popen([sys.executable, "-m", "service.cli", "run", "-v"], env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_up(proc: subprocess.Popen, api_port: int, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, "fleetwatch run exited"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{api_port}/healthz", timeout=2):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise TimeoutError("fleetwatch run did not come up") from None
+            time.sleep(0.2)
+
+
+def metric(api_port: int, name: str) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{api_port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+               if s.name == name)
+
+
+def send(endpoints: dict[str, str], records) -> None:
+    with Client.from_env(endpoints) as fw:
+        for r in records:
+            fw.log_prediction(r.model_id, r.features, model_version=r.model_version,
+                              prediction_id=r.prediction_id, event_time=r.event_time, score=r.score)
+        assert fw.flush(30)
+    assert fw.stats.dropped == 0
+
+
+@pytest.mark.timeout(600)
+async def test_restart_on_the_same_folder_keeps_ingesting(tmp_path):
+    data_dir, api_port = tmp_path / "data", free_port()
+    before = workload(1_500, windows=2, seed=3)
+    after = workload(1_500, windows=2, seed=4)
+    for r in after:  # from the window ``before`` left open on
+        r.event_time += WINDOW
+    settings = Settings(predictions_topic="fw.predictions", topic_partitions=8)
+    with open(tmp_path / "run.log", "ab") as log:
+        proc = start_run(data_dir, api_port, log)
+        try:
+            wait_up(proc, api_port)
+            first = read_endpoints(data_dir)
+            assert first[API_URL] == f"http://127.0.0.1:{api_port}"
+            store = Store(first[REDIS_URL])
+            try:
+                send(first, before)
+                await wait_for(lambda: _equals(store, settings, len(before)), timeout=90)
+                assert proc.send_signal(signal.SIGTERM) is None and proc.wait(60) == 0
+                proc = start_run(data_dir, api_port, log)
+                wait_up(proc, api_port)
+                second = read_endpoints(data_dir)
+                assert second == first  # same ports: the exported lines still hold
+                send(second, after)
+                await wait_for(lambda: _equals(store, settings, len(before) + len(after)), timeout=120)
+                assert metric(api_port, "fleetwatch_log_discontinuities_total") >= 1
+                assert metric(api_port, "fleetwatch_records_consumed_total") == len(after)
+            finally:
+                await store.close()
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(60)
+    assert {r.model_id for r in after} == set(MODELS)
+
+
+async def _equals(store, settings, n: int) -> bool:
+    got = await aggregated(store, settings)
+    assert got <= n, f"{got} records aggregated, only {n} sent: counted twice"
+    return got == n
+
+
+def test_endpoints_file_round_trips_and_from_env_requires_the_bootstrap(tmp_path):
+    from service.endpoints import Endpoints, previous_port, write_endpoints
+
+    e = Endpoints("http://127.0.0.1:8000", "127.0.0.1:19092", "redis://127.0.0.1:16379/0")
+    path = write_endpoints(tmp_path, e)
+    assert path.read_text().count("export FLEETWATCH_") == 3
+    assert read_endpoints(tmp_path) == e.variables()
+    assert previous_port(tmp_path, KAFKA_BOOTSTRAP) == 19092
+    assert previous_port(tmp_path, REDIS_URL) == 16379
+    assert read_endpoints(tmp_path / "nothing") == {}
+    with pytest.raises(ValueError, match="FLEETWATCH_KAFKA_BOOTSTRAP is not set"):
+        Client.from_env({})
+    with pytest.raises(ValueError, match="not a boolean"):
+        Client.from_env({KAFKA_BOOTSTRAP: "h:1", "FLEETWATCH_KAFKA_ENABLE_IDEMPOTENCE": "maybe"})
+    fw = Client.from_env({KAFKA_BOOTSTRAP: "h:1", "FLEETWATCH_PREDICTIONS_TOPIC": "p"}, batch_size=7)
+    assert (fw._delivery.topic, fw._delivery.batch_size) == ("p", 7)
