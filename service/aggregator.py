@@ -45,10 +45,11 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 
 from sdk.columns import RecordColumns
-from sdk.errors import WireError
+from sdk.errors import BAD_ENVELOPE, WireError
 from sdk.wire import decode_batch, encode_columns
 from service import metrics
 from service.continuity import GAP, REPLACED, SHORTER, LogContinuity, LogMark
+from service.control import FlushRequest, decode_control, is_control
 from service.kafka import DeadLetters, key_error, produced_at
 from service.model_config import ModelConfig
 from service.settings import Settings
@@ -216,6 +217,13 @@ class PartitionState:
         if not any(k[0] == m for k in self.open):
             self.features.pop(m, None)  # the next window learns its features afresh
 
+    def close_model(self, model_id: str) -> int:
+        """Close every open window of ``model_id`` now (a flush request); returns how many."""
+        keys = [k for k in self.open if k[0] == model_id]
+        for key in sorted(keys, key=lambda k: k[3]):
+            self._close(key)
+        return len(keys)
+
     def updates(self) -> dict[str, bytes | str | int]:
         out: dict[str, bytes | str | int] = {}
         if self.offset is not None:
@@ -363,16 +371,23 @@ class Aggregator:
                 if state.offset is not None and msg.offset < state.offset:
                     continue  # already covered by the checkpoint
                 metrics.MESSAGES_CONSUMED.inc()
-                decoded.append((state, msg, self._decode(msg)))
-        refused = await self._admit({d.model_id for _s, _m, d in decoded if d is not None})
-        layouts = await self._layouts({d.model_id for _s, _m, d in decoded
-                                       if d is not None and d.model_id not in refused})
+                control = is_control(msg.headers)  # a flush request (service.control)
+                decoded.append((state, msg, self._control(msg) if control else self._decode(msg)))
+        batches = [d for _s, _m, d in decoded if d is not None and not isinstance(d, FlushRequest)]
+        refused = await self._admit({d.model_id for d in batches})
+        layouts = await self._layouts({d.model_id for d in batches if d.model_id not in refused})
         now_wall = time.time()
         now = time.monotonic()
         for state, msg, batch_ in decoded:
             state.offset = msg.offset + 1
             state.last_msg = msg
             if batch_ is None:
+                continue
+            if isinstance(batch_, FlushRequest):  # in order: after the records produced before it
+                n = state.close_model(batch_.model_id)
+                metrics.WINDOWS_FLUSHED.inc(n)
+                log.info("flush model=%s: %d open window(s) closed in partition %d",
+                         batch_.model_id, n, state.partition)
                 continue
             metrics.RECORDS_CONSUMED.inc(len(batch_.columns) + len(batch_.errors))
             source = f"{msg.topic}:{msg.partition}:{msg.offset}"
@@ -424,6 +439,14 @@ class Aggregator:
         state.continuity.reset()
         with contextlib.suppress(IllegalStateError):  # revoked meanwhile: its next owner checks
             await self._consumer.seek_to_beginning(tp)
+
+    def _control(self, msg) -> FlushRequest | None:
+        try:
+            return decode_control(msg.key, msg.value, msg.headers)
+        except ValueError as exc:
+            self._dead.send(msg.key, msg.value, BAD_ENVELOPE, str(exc), 1,
+                            f"{msg.topic}:{msg.partition}:{msg.offset}")
+            return None
 
     def _decode(self, msg):
         source = f"{msg.topic}:{msg.partition}:{msg.offset}"

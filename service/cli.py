@@ -138,6 +138,36 @@ def reference_build(
     typer.echo(f"reference for {model}: {profile.count} rows, features {sorted(profile.features)}")
 
 
+ApiUrl = Annotated[str, typer.Option("--url", envvar="FLEETWATCH_API_URL",
+                                     help="fleetwatch API (`fleetwatch run` prints it)")]
+ApiKey = Annotated[str | None, typer.Option("--api-key", envvar="FLEETWATCH_API_KEY",
+                                            help="API key with write scope (when the API requires keys)")]
+
+
+@app.command()
+def flush(
+    model: Annotated[str, typer.Argument(help="Model id")],
+    url: ApiUrl = "http://127.0.0.1:8000",
+    api_key: ApiKey = None,
+) -> None:
+    """Close a model's open windows now, after every record already sent (the end of a
+    backfill or replay), through POST /v1/models/{id}/flush."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    try:
+        r = httpx.post(f"{url.rstrip('/')}/v1/models/{model}/flush", headers=headers, timeout=30)
+    except httpx.HTTPError as exc:
+        typer.echo(f"error: {url} unreachable: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if r.status_code != 202:
+        typer.echo(f"error: HTTP {r.status_code}: {r.text}", err=True)
+        raise typer.Exit(1)
+    body = r.json()
+    typer.echo(f"flush of {model} requested (partition {body['partition']}, offset {body['offset']}): "
+               "its open windows close when the aggregator reaches it")
+
+
 def _scenario(name: str) -> str:
     from service.sim.scenarios import scenario
 

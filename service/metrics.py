@@ -55,6 +55,9 @@ DEAD_LETTERS_LOST = Counter(
 )
 WINDOWS_CLOSED = Counter("fleetwatch_windows_closed_total", "Window profiles closed and stored")
 OPEN_WINDOWS = Gauge("fleetwatch_open_windows", "Window profiles held open by this aggregator")
+WINDOWS_FLUSHED = Counter(
+    "fleetwatch_windows_flushed_total", "Open windows closed by a flush request (POST /v1/models/{id}/flush)"
+)
 WINDOWS_CLOSED_EARLY = Counter(
     "fleetwatch_windows_closed_early_total",
     "Windows closed before their watermark because the open-window cap was reached",

@@ -21,6 +21,7 @@ from service.endpoints import API_URL, KAFKA_BOOTSTRAP, REDIS_URL, read_endpoint
 from service.settings import Settings
 from service.store import Store
 from tests.conftest import wait_for
+from tests.roles import window_counts
 from tests.test_broker_restart import aggregated
 from tests.test_crash_safety import MODELS, WINDOW, workload
 
@@ -93,6 +94,17 @@ async def test_restart_on_the_same_folder_keeps_ingesting(tmp_path):
                 await wait_for(lambda: _equals(store, settings, len(before) + len(after)), timeout=120)
                 assert metric(api_port, "fleetwatch_log_discontinuities_total") >= 1
                 assert metric(api_port, "fleetwatch_records_consumed_total") == len(after)
+                # The end of a replay: `fleetwatch flush` closes the model's open windows now.
+                out = subprocess.run([sys.executable, "-m", "service.cli", "flush", "fraud"],
+                                     env={**os.environ, API_URL: second[API_URL]},
+                                     capture_output=True, text=True, timeout=60)
+                assert out.returncode == 0, out.stderr
+                assert "flush of fraud requested" in out.stdout
+                fraud = sum(r.model_id == "fraud" for r in before + after)
+
+                async def fraud_closed() -> bool:
+                    return sum((await window_counts(store, "fraud")).values()) == fraud
+                await wait_for(fraud_closed, timeout=60)
             finally:
                 await store.close()
         finally:

@@ -27,6 +27,7 @@ from service.api import (
     silences,
     status,
 )
+from service.api import flush as flush_api
 from service.api.errors import ApiError, ErrorBody
 from service.api.limits import BodySizeLimit, RouteLimit
 from service.auth import Scope, document_scopes, include_secured, same_secret
@@ -108,6 +109,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
                    performance.router,
                    ingest.router, silences.router, receivers.router, receivers.notifications_router):
         include_secured(app, router)
+    include_secured(app, flush_api.router)  # POST: write scope
     include_secured(app, keys.router, Scope.admin)
     document_scopes(app)
     # The dashboard: its pages check the same keys and scopes themselves (service.ui.session).
