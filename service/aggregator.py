@@ -187,16 +187,17 @@ class PartitionState:
                 self.clocks[name[len(FUTURE):]].future_records = int(value)
 
     def close_due(self, lateness: float, idle_seconds: float, now: float, max_open: int,
-                  caught_up: bool) -> None:
+                  caught_up: bool, idle_by_model: dict[str, float] | None = None) -> None:
         """Move windows past the watermark to ``closed``, and those of models idle
-        for ``idle_seconds`` while the partition is ``caught_up`` (no backlog that
-        could hold their records); if more than ``max_open`` remain open, close
-        the oldest early."""
+        for ``idle_seconds`` (``idle_by_model[model]`` if given: backfilling models)
+        while the partition is ``caught_up`` (no backlog that could hold their
+        records); if more than ``max_open`` remain open, close the oldest early."""
+        idle_by_model = idle_by_model or {}
         by_age = sorted(self.open, key=lambda k: k[3])
         for key in by_age:
             clock = self.clocks[key[0]]
             end = key[3] + key[2]
-            idle = caught_up and now - clock.last_seen >= idle_seconds
+            idle = caught_up and now - clock.last_seen >= idle_by_model.get(key[0], idle_seconds)
             if end <= clock.max_event_time - lateness or idle:
                 self._close(key)
         excess = [k for k in by_age if k in self.open][: max(len(self.open) - max_open, 0)]
@@ -489,7 +490,7 @@ class Aggregator:
         clock = state.clocks[model_id]
         self._cap_features(cols, state.features[model_id])
         t = np.asarray(cols.event_time, dtype=np.float64)
-        starts = window_starts(t, length)
+        starts = window_starts(t, length, layout.window_origin)
         future = t > now_wall + self.settings.max_future_seconds
         late = ~future & (starts + length <= clock.closed_until)
         ok = ~(future | late)
@@ -563,6 +564,11 @@ class Aggregator:
                 refused[m] = f"model {m!r} is not registered and {limit} is reached: register it first"
         return refused
 
+    async def _backfill_idle(self, state: PartitionState) -> dict[str, float]:
+        """Idle-close time of the partition's backfilling models (``ModelConfig.backfill``)."""
+        configs = await self._configs.get({k[0] for k in state.open})  # cached
+        return {m: self.settings.backfill_idle_seconds for m, cfg in configs.items() if cfg.backfill}
+
     async def _layouts(self, model_ids: set[str]) -> dict[str, ModelConfig]:
         """Each model's configuration (window length, slices), cached for a while; an
         unreadable one is counted and replaced by the model's last good one (else the
@@ -597,7 +603,8 @@ class Aggregator:
         if close_windows:
             state.close_due(self.settings.allowed_lateness_seconds,
                             self.settings.idle_close_seconds, time.monotonic(),
-                            self.settings.max_open_windows, self._caught_up(state))
+                            self.settings.max_open_windows, self._caught_up(state),
+                            await self._backfill_idle(state))
         updates = state.updates()
         if not updates and not state.deleted and not state.closed:
             return

@@ -211,7 +211,8 @@ def predictions_of(cols: RecordColumns, cfg: ModelConfig) -> list[Prediction]:
         slices = tuple((key, v) for key, col, raw in slice_cols
                        if (v := (col[i] if raw else slice_value(col[i]))) is not None)
         s = score[i]
-        out.append(Prediction(pid, None if s is None else float(s), int(t // length) * length, float(t),
+        start = int((t - cfg.window_origin) // length) * length + cfg.window_origin  # as the aggregator's
+        out.append(Prediction(pid, None if s is None else float(s), start, float(t),
                               predicted, confidence, slices))
     return out
 

@@ -11,6 +11,7 @@ from detectors.strict import StrictModel
 from sdk.record import MAX_FEATURES, MAX_ID_LENGTH, RecordError, check_model_id
 from sdk.registry import FEATURE_TYPES
 from sketches.slices import MAX_SLICE_VALUES
+from sketches.window import ISO_WEEK_ORIGIN
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -113,6 +114,19 @@ class ModelConfig(StrictModel):
                                   description="Slice values kept per slice key; the rest go to __other__")
     performance: PerformanceConfig | None = Field(
         None, description="Label-joined performance checks (run for tier-1 models only)")
+    window_alignment: Literal["epoch", "iso_week"] = Field(
+        "epoch", description="Origin of the tumbling windows: epoch: 1970-01-01T00:00Z, a Thursday (7-day "
+                             "windows start on Thursdays 00:00 UTC); iso_week: Monday 1970-01-05T00:00Z "
+                             "(7-day windows are ISO weeks, Monday 00:00 UTC)")
+    backfill: bool = Field(
+        False, description="Backfilling or replaying history: open windows close after "
+                           "FLEETWATCH_BACKFILL_IDLE_SECONDS without records (once everything sent has "
+                           "been read) instead of FLEETWATCH_IDLE_CLOSE_SECONDS")
+
+    @property
+    def window_origin(self) -> int:
+        """Unix time (s) the model's windows are aligned to (see ``window_alignment``)."""
+        return ISO_WEEK_ORIGIN if self.window_alignment == "iso_week" else 0
 
     @property
     def joins_labels(self) -> bool:

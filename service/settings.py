@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     idle_close_seconds: float = Field(
         360.0, gt=0, description="Close a model's open windows after this long without records"
     )
+    backfill_idle_seconds: float = Field(
+        10.0, gt=0,
+        description="Close a backfilling model's open windows (ModelConfig.backfill) after this long "
+                    "without records, once everything sent has been read",
+    )
     max_future_seconds: float = Field(
         86_400.0, description="Records with event time further ahead of now are dead-lettered"
     )

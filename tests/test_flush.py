@@ -69,3 +69,31 @@ def test_control_messages_are_recognised_and_checked():
         except ValueError:
             continue
         raise AssertionError(f"accepted {bad!r}")
+
+
+async def test_a_backfilling_model_closes_its_windows_soon_after_its_last_record(settings, store):
+    s = settings.model_copy(update={"idle_close_seconds": 3600.0, "allowed_lateness_seconds": 60,
+                                    "backfill_idle_seconds": 0.5})
+    app = create_app(s, store)
+    async with app.router.lifespan_context(app), running(s, store, "aggregator"):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+            for model, backfill in (("replayed", True), ("live", False)):
+                config = {"window_seconds": 300, "backfill": backfill}
+                resp = await http.put(f"/v1/models/{model}", json=config)
+                assert resp.status_code == 200, resp.text
+            resp = await http.put("/v1/models/weekly", json={
+                "window_seconds": 7 * 86_400, "window_alignment": "iso_week", "backfill": True})
+            assert resp.status_code == 200, resp.text
+            records = [record(i, model_id=m, prediction_id=f"{m}{i}")
+                       for m in ("replayed", "live", "weekly") for i in range(100)]
+            assert (await http.post("/v1/ingest", json={"records": records})).status_code == 200
+
+            async def replay_closed() -> bool:
+                return await window_counts(store, "replayed") == {T0: 60, T0 + 300: 40}
+            await wait_for(replay_closed)
+
+            async def week_closed() -> bool:  # T0 is Tuesday 2023-11-14 22:15 UTC
+                return await window_counts(store, "weekly") == {1_699_833_600: 100}  # Monday the 13th
+            await wait_for(week_closed)
+            # The live model's last window waits for its watermark (or an hour idle).
+            assert await window_counts(store, "live") == {T0: 60}
