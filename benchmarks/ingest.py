@@ -155,7 +155,8 @@ def main() -> None:
     total = len(recs) * args.repeat
     per_message = 500
     with tempfile.TemporaryDirectory() as tmp:
-        base = Settings(kafka_bootstrap=None, redis_url=None, data_dir=Path(tmp), topic_partitions=8)
+        base = Settings(kafka_bootstrap=None, redis_url=None, data_dir=Path(tmp), topic_partitions=8,
+                        embedded_broker_storage="memory")  # measures the aggregator, not the broker's disk
         with infrastructure(base) as s:
             asyncio.run(ensure_topics(s))
             messages = asyncio.run(workload.produce(s.kafka_bootstrap, s.predictions_topic, recs,

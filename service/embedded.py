@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +109,26 @@ def kafka_broker(data_dir: Path, port: int | None = None) -> ChildProcess:
         "--storage-engine", "memory://tansu/",
     ]
     return ChildProcess("tansu", argv, port, cwd=data_dir)
+
+
+def file_object_store(data_dir: Path, port: int | None = None) -> ChildProcess:
+    """An S3-compatible server keeping its buckets as folders of files in ``data_dir``
+    (``localbucket``, from the ``server`` extra): the durable storage of the embedded
+    broker (:func:`kafka_broker_s3`), surviving restarts of both."""
+    port = port or free_port()
+    argv = [sys.executable, "-m", "localbucket", "--host", "127.0.0.1", "--port", str(port),
+            str(data_dir / "buckets")]
+    (data_dir / "buckets").mkdir(parents=True, exist_ok=True)
+    return ChildProcess("objects", argv, port, cwd=data_dir)
+
+
+def ensure_bucket(endpoint: str, bucket: str, timeout: float = 10.0) -> None:
+    """Create ``bucket`` at ``endpoint`` unless it exists (409 from the server)."""
+    try:
+        create_bucket(endpoint, bucket, timeout)
+    except urllib.error.HTTPError as exc:
+        if exc.code != 409:
+            raise
 
 
 def s3_server(data_dir: Path, port: int | None = None) -> ChildProcess:

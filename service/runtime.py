@@ -17,7 +17,7 @@ from service import metrics
 from service.aggregator import Aggregator
 from service.api.app import create_app
 from service.detector import Detector
-from service.embedded import kafka_broker, redis_server
+from service.embedded import ensure_bucket, file_object_store, kafka_broker, kafka_broker_s3, redis_server
 from service.endpoints import KAFKA_BOOTSTRAP, REDIS_URL, reusable_port
 from service.joiner import Joiner
 from service.kafka import ensure_topics
@@ -27,6 +27,7 @@ from service.store import Store
 
 log = logging.getLogger("fleetwatch")
 ROLES = ("aggregator", "detector", "joiner", "notifier", "api")
+BROKER_BUCKET = "tansu"
 
 
 @contextlib.contextmanager
@@ -46,7 +47,16 @@ def infrastructure(settings: Settings) -> Iterator[Settings]:
             children.append(redis)
             updates["redis_url"] = f"redis://127.0.0.1:{redis.port}/0"
         if settings.kafka_bootstrap is None:
-            broker = kafka_broker(data_dir / "broker", reusable_port(data_dir, KAFKA_BOOTSTRAP))
+            port = reusable_port(data_dir, KAFKA_BOOTSTRAP)
+            if settings.embedded_broker_storage == "disk":  # the log survives restarts
+                objects = file_object_store(data_dir / "broker-log")
+                objects.start()
+                children.append(objects)
+                endpoint = f"http://127.0.0.1:{objects.port}"
+                ensure_bucket(endpoint, BROKER_BUCKET)
+                broker = kafka_broker_s3(data_dir / "broker", endpoint, BROKER_BUCKET, port)
+            else:
+                broker = kafka_broker(data_dir / "broker", port)
             broker.start()
             children.append(broker)
             updates["kafka_bootstrap"] = f"127.0.0.1:{broker.port}"

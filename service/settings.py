@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field, IPvAnyNetwork, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -21,7 +22,10 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         None, description="Redis URL; unset: `run`/`demo` start an embedded Redis"
     )
-    data_dir: Path = Field(Path(".fleetwatch"), description="Folder for embedded Redis data")
+    data_dir: Path = Field(Path(".fleetwatch"), description="Folder for embedded Redis and broker data")
+    embedded_broker_storage: Literal["disk", "memory"] = Field(
+        "disk", description="Log storage of the embedded broker: disk keeps it in data_dir across restarts "
+                            "(Tansu on S3 storage served from files); memory loses it with the process")
     predictions_topic: str = Field("fw.predictions", description="Topic the SDK produces to")
     dead_letter_topic: str = Field("fw.deadletter", description="Topic for rejected records")
     labels_topic: str = Field("fw.labels", description="Topic the SDK produces delayed labels to")

@@ -250,7 +250,9 @@ def run_demo(settings: Settings, json_path: Path | None = None, serve: bool = Fa
 
     with tempfile.TemporaryDirectory(prefix="fleetwatch-demo-") as tmp:
         demo_settings = settings.model_copy(update={
-            "kafka_bootstrap": None, "redis_url": None, "data_dir": Path(tmp), **PIPELINE_SETTINGS})
+            "kafka_bootstrap": None, "redis_url": None, "data_dir": Path(tmp),
+            "embedded_broker_storage": "memory",  # a temporary folder: nothing outlives the run
+            **PIPELINE_SETTINGS})
         with infrastructure(demo_settings) as s:
             asyncio.run(_main(s, done, serve))
     return out

@@ -524,6 +524,7 @@ def sim_settings(settings: Settings, scenario: inc.Scenario, data_dir: Path) -> 
     closed promptly."""
     return settings.model_copy(update={
         "kafka_bootstrap": None, "redis_url": None, "data_dir": data_dir,
+        "embedded_broker_storage": "memory",  # one run in a temporary folder: nothing to keep
         "window_seconds": WINDOW_SECONDS, "fdr_epoch_seconds": fl.DAY,
         "idle_close_seconds": 3.0, "allowed_lateness_seconds": 600,
         "checkpoint_interval_seconds": 0.5, "performance_eval_interval_seconds": 3.0,
