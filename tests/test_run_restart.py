@@ -141,3 +141,25 @@ def test_endpoints_file_round_trips_and_from_env_requires_the_bootstrap(tmp_path
         Client.from_env({KAFKA_BOOTSTRAP: "h:1", "FLEETWATCH_KAFKA_ENABLE_IDEMPOTENCE": "maybe"})
     fw = Client.from_env({KAFKA_BOOTSTRAP: "h:1", "FLEETWATCH_PREDICTIONS_TOPIC": "p"}, batch_size=7)
     assert (fw._delivery.topic, fw._delivery.batch_size) == ("p", 7)
+
+
+def test_embedded_servers_die_with_their_parent(tmp_path):
+    """A SIGKILLed parent leaves no embedded server behind (it would hold the port and, for
+    the broker, the data folder's log)."""
+    from service.embedded import wait_for_port
+
+    code = ("import sys, time; from pathlib import Path; from service.embedded import redis_server; "
+            "r = redis_server(Path(sys.argv[1])); r.start(); print(r.port, flush=True); time.sleep(600)")
+    parent = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    port = int(parent.stdout.readline())
+    wait_for_port(port)
+    parent.kill()
+    parent.wait(10)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            wait_for_port(port, timeout=0.1)
+        except TimeoutError:
+            return  # nothing listens any more
+        assert time.monotonic() < deadline, "the child outlived its parent"
+        time.sleep(0.1)
