@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -80,7 +81,10 @@ class ChildProcess:
             self.argv, cwd=self.cwd, stdout=log or subprocess.DEVNULL,
             stderr=subprocess.STDOUT, start_new_session=True,
             env={**os.environ, **self.env} if self.env else None,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,  # noqa: PLW1509
+            # Linux signals the child when the *thread* that forked it exits: only the main
+            # thread's children (fleetwatch run, demo, fixtures) are tied to it.
+            preexec_fn=_die_with_parent if sys.platform == "linux"  # noqa: PLW1509
+            and threading.current_thread() is threading.main_thread() else None,
         )
         wait_for_port(self.port, timeout)
 
