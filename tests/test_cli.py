@@ -45,11 +45,13 @@ def test_run_starts_embedded_broker_and_redis_and_stops_them_on_ctrl_c(tmp_path)
         assert status == 200 and body == {"status": "ok", "redis": True}
         children = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True)
         child_pids = [int(p) for p in children.stdout.split()]
-        assert len(child_pids) == 2  # tansu and redis-server
+        assert len(child_pids) == 3  # redis-server, the broker's object store (its log) and tansu
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0, out
+    for name in ("FLEETWATCH_API_URL", "FLEETWATCH_KAFKA_BOOTSTRAP", "FLEETWATCH_REDIS_URL"):
+        assert f"  export {name}=" in out  # the lines to paste in another shell
     for pid in child_pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

@@ -7,6 +7,7 @@ the endpoints file and the broker address stay the same; the SDK connects with
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -53,6 +54,14 @@ def wait_up(proc: subprocess.Popen, api_port: int, timeout: float = 90.0) -> Non
             time.sleep(0.2)
 
 
+def register(api_url: str, model_id: str) -> None:
+    req = urllib.request.Request(f"{api_url}/v1/models/{model_id}", method="PUT",
+                                 data=json.dumps({"window_seconds": WINDOW}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        assert r.status == 200
+
+
 def metric(api_port: int, name: str) -> float:
     with urllib.request.urlopen(f"http://127.0.0.1:{api_port}/metrics", timeout=5) as r:
         text = r.read().decode()
@@ -86,6 +95,8 @@ async def test_restart_on_the_same_folder_keeps_ingesting(storage, tmp_path):
             assert first[API_URL] == f"http://127.0.0.1:{api_port}"
             store = Store(first[REDIS_URL])
             try:
+                for m in MODELS:
+                    register(first[API_URL], m)
                 send(first, before)
                 await wait_for(lambda: _equals(store, settings, len(before)), timeout=90)
                 assert proc.send_signal(signal.SIGTERM) is None and proc.wait(60) == 0
