@@ -59,7 +59,7 @@ def _announce_endpoints(s: Settings) -> None:
     ``export`` lines that point a shell, the SDK (``Client.from_env()``) or another role at it."""
     from service.endpoints import Endpoints, write_endpoints
 
-    host = "127.0.0.1" if s.api_host in ("0.0.0.0", "::", "") else s.api_host  # a listen-all address
+    host = "127.0.0.1" if s.listen_host in ("0.0.0.0", "::", "") else s.listen_host  # a listen-all address
     endpoints = Endpoints(f"http://{host}:{s.api_port}", s.kafka_bootstrap, s.redis_url)
     path = write_endpoints(s.data_dir.resolve(), endpoints)
     typer.echo(f"endpoints written to {path}; to use them in another shell:")
