@@ -103,6 +103,9 @@ class FakeStore:
         return PartitionCheckpoint(epoch=1, fields={
             "open:" + json.dumps(["m", "1", 300, 0]): profile.to_bytes()})
 
+    async def model_configs(self, model_ids, role):  # none stored: every model has the defaults
+        return dict.fromkeys(model_ids)
+
     async def checkpoint(self, topic, partition, epoch, updates, deleted, closed, retention) -> bool:
         self.closed_at += [self.clock.t] * len(closed)
         return True

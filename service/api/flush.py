@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
-from service.api.errors import ApiError, ErrorBody
+from service.api.errors import UNAVAILABLE_RESPONSE, ErrorBody, unavailable
 from service.api.ingest import _producer
 from service.api.models import require_model, store_of
 from service.api.params import ModelId
@@ -26,7 +26,7 @@ class FlushAccepted(BaseModel):
 @router.post(
     "/{model_id}/flush", status_code=202, response_model=FlushAccepted,
     summary="Close the model's open windows now (after every record already sent)",
-    responses={404: {"model": ErrorBody}, 503: {"model": ErrorBody}},
+    responses={404: {"model": ErrorBody}, 503: UNAVAILABLE_RESPONSE},
 )
 async def flush(model_id: ModelId, request: Request) -> FlushAccepted:
     await require_model(store_of(request), model_id)
@@ -36,5 +36,6 @@ async def flush(model_id: ModelId, request: Request) -> FlushAccepted:
         meta = await producer.send_and_wait(request.app.state.settings.predictions_topic, value,
                                             key=key, headers=headers)
     except Exception as exc:
-        raise ApiError(503, "broker_unavailable", f"Kafka did not take the flush request: {exc}") from None
+        raise unavailable("broker_unavailable", f"Kafka did not take the flush request: {exc}",
+                          request.app.state.settings.api_retry_after_seconds) from None
     return FlushAccepted(model_id=model_id, partition=meta.partition, offset=meta.offset)
