@@ -215,7 +215,7 @@ async def _main(settings: Settings, done: Callable[[dict[str, Any], str], None],
                 roles.result()
             await asyncio.sleep(0.05)
         result = await replay(settings, f"http://127.0.0.1:{api.port}", store)
-        done(result, f"http://{settings.api_host}:{api.port}/ui")
+        done(result, f"http://{settings.listen_host}:{api.port}/ui")
         if serve:
             install_signal_handlers(stop)
             await stop.wait()
