@@ -49,14 +49,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 from detect import N_CATEGORICAL, N_NUMERIC, profile_of, raw_columns  # noqa: E402
 
 from detectors.suite import alerting_checks, evaluate_window  # noqa: E402
-from service.alert_store import AlertStore  # noqa: E402
-from service.alerting import AlertPolicy, WindowRef  # noqa: E402
+from service.alerting.fdr import FdrGate, spending  # noqa: E402
+from service.alerting.policy import AlertPolicy, WindowRef  # noqa: E402
+from service.alerting.store import AlertStore  # noqa: E402
 from service.api.app import create_app  # noqa: E402
 from service.embedded import redis_server  # noqa: E402
-from service.fdr import FdrGate, spending  # noqa: E402
-from service.model_config import ModelConfig  # noqa: E402
+from service.profiles.store import ClosedWindow, Store, window_member  # noqa: E402
+from service.registry import ModelConfig  # noqa: E402
 from service.settings import Settings  # noqa: E402
-from service.store import ClosedWindow, Store, window_member  # noqa: E402
 
 WINDOW = 300
 T0 = 1_700_000_100 - 1_700_000_100 % WINDOW

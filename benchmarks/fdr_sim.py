@@ -193,7 +193,7 @@ class Fleet:
 
 
 def capacities(fleet: Fleet, windows: int) -> np.ndarray:
-    """Each window's slot capacity as the service derives it (``service.fdr``): at a
+    """Each window's slot capacity as the service derives it (``service.alerting.fdr``): at a
     slot's first batch, ``EpochSpending.capacity`` of the larger of this and the
     previous epoch's peak tests per slot, and at least the batch's tests. The
     fleet's submissions do not depend on its p-values, so this is one sequence for

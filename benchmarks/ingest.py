@@ -40,9 +40,9 @@ from aiokafka import AIOKafkaConsumer
 
 from service.embedded import free_port
 from service.kafka import ensure_topics
+from service.profiles.store import edges_key
 from service.runtime import infrastructure
 from service.settings import Settings
-from service.store import edges_key
 from sketches.bins import SCORE_EDGES, derive_edges, edge_set_to_bytes
 
 

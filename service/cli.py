@@ -116,8 +116,8 @@ def reference_build(
 ) -> None:
     """Build a model's reference profile from a CSV file and store it in Redis."""
     from sdk.record import RecordError
-    from service.reference import build_reference, read_csv_rows
-    from service.store import Store
+    from service.profiles.reference import build_reference, read_csv_rows
+    from service.profiles.store import Store
 
     settings = Settings()
     if settings.redis_url is None:

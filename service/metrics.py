@@ -142,7 +142,7 @@ for _role in CONFIG_ROLES:
     for _kind in CONFIG_KINDS:
         CONFIG_ERRORS.labels(role=_role, kind=_kind)
 
-# -- models created implicitly, by records of a model never registered (service.store) ---
+# -- models created implicitly, by records of a model never registered (service.profiles.store) ---
 IMPLICIT_OUTCOMES = ("created", "refused_rate", "refused_total")
 IMPLICIT_MODELS = Counter(
     "fleetwatch_implicit_models_total",
@@ -155,7 +155,7 @@ for _outcome in IMPLICIT_OUTCOMES:
 for _reason in DEAD_LETTER_REASONS:
     DEAD_LETTERED.labels(reason=_reason)
 
-# -- paging (service.notifier): labelled by receiver kind, never by receiver id --------
+# -- paging (service.paging.notifier): labelled by receiver kind, never by receiver id --------
 NOTIFICATION_OUTCOMES = ("delivered", "retried", "dead", "rate_limited")
 NOTIFICATIONS = Counter(
     "fleetwatch_notifications_total",
@@ -172,7 +172,7 @@ for _kind in ("webhook", "slack", "pagerduty", "alertmanager"):
 for _state in ("pending", "delivered", "dead"):
     OUTBOX_ITEMS.labels(state=_state)
 
-# -- open alerts, read from Redis at scrape time (service.alert_metrics) --------------
+# -- open alerts, read from Redis at scrape time (service.api.alert_metrics) --------------
 MAX_EFFECT_SERIES = 500
 ALERTS_OPEN = Gauge("fleetwatch_alerts_open", "Alerts not resolved, by state and severity",
                     ["state", "severity"])

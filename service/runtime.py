@@ -14,16 +14,16 @@ import uvicorn
 from prometheus_client import REGISTRY, start_http_server
 
 from service import metrics
-from service.aggregator import Aggregator
 from service.api.app import create_app
-from service.detector import Detector
+from service.cohorts.joiner import Joiner
+from service.detection.detector import Detector
 from service.embedded import ensure_bucket, file_object_store, kafka_broker, kafka_broker_s3, redis_server
 from service.endpoints import KAFKA_BOOTSTRAP, REDIS_URL, reusable_port
-from service.joiner import Joiner
 from service.kafka import ensure_topics
-from service.notifier import Notifier
+from service.paging.notifier import Notifier
+from service.profiles.aggregator import Aggregator
+from service.profiles.store import Store
 from service.settings import Settings
-from service.store import Store
 
 log = logging.getLogger("fleetwatch")
 ROLES = ("aggregator", "detector", "joiner", "notifier", "api")

@@ -56,7 +56,7 @@ def encode_stored(value: BaseModel, *, exclude_unset: bool = False,
 
     Examples
     --------
-    >>> from service.model_config import ModelConfig
+    >>> from service.registry import ModelConfig
     >>> encode_stored(ModelConfig(window_seconds=60), exclude_unset=True)
     '{"window_seconds":60}'
     """
@@ -95,7 +95,7 @@ def read_stored(cls: type[M], raw: str | bytes, *, role: str, kind: str, key: st
 
     Examples
     --------
-    >>> from service.model_config import ModelConfig
+    >>> from service.registry import ModelConfig
     >>> read_stored(ModelConfig, '{"window_seconds": null}', role="api", kind="model", key="m")
     Unreadable(error='window_seconds: Input should be a valid integer')
     """

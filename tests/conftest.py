@@ -15,8 +15,8 @@ import pytest
 import pytest_asyncio
 
 from service.embedded import create_bucket, kafka_broker, kafka_broker_s3, redis_server, s3_server
+from service.profiles.store import Store
 from service.settings import Settings
-from service.store import Store
 
 
 @pytest.fixture(scope="session")

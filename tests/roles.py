@@ -5,12 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from service.aggregator import Aggregator
-from service.detector import Detector
-from service.joiner import Joiner
+from service.cohorts.joiner import Joiner
+from service.detection.detector import Detector
 from service.kafka import ensure_topics
+from service.profiles.aggregator import Aggregator
+from service.profiles.store import Store
 from service.settings import Settings
-from service.store import Store
 
 
 @contextlib.asynccontextmanager

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from service.alert_store import AlertStore
+from service.alerting.store import AlertStore
 from service.api.app import create_app
 from tests.test_alerting import BREACH, HEALTHY, apply, policy
 

@@ -12,12 +12,12 @@ from detectors.fdr.epoch import EpochSpending
 from detectors.policy.persistence import ImmediateRule, PersistenceConfig
 from detectors.policy.silence import Matcher, SilenceSpec
 from detectors.result import TestResult, judged
-from service.alert_store import AlertStore
-from service.alerting import AlertPolicy, WindowRef, alert_id
-from service.fdr import FdrGate
-from service.model_config import FeatureDeclaration, ModelConfig
-from service.silences import SilenceStore
-from service.store import Store, window_member
+from service.alerting.fdr import FdrGate
+from service.alerting.policy import AlertPolicy, WindowRef, alert_id
+from service.alerting.silences import SilenceStore
+from service.alerting.store import AlertStore
+from service.profiles.store import Store, window_member
+from service.registry import FeatureDeclaration, ModelConfig
 
 T0 = 1_700_006_400 - 1_700_006_400 % 86_400  # an epoch (UTC day) start
 W = 300

@@ -11,8 +11,8 @@ import pytest
 from pydantic import SecretStr
 
 from service.api.app import create_app
-from service.auth import KEYS, ApiKeyStore, Scope, key_id_of, token_sha256
-from service.model_config import ModelConfig
+from service.api.auth import KEYS, ApiKeyStore, Scope, key_id_of, token_sha256
+from service.registry import ModelConfig
 
 ADMIN = "bootstrap-admin-key-0123456789abcdef"  # >= 32 characters
 LIMIT = 4_096

@@ -8,7 +8,7 @@ import pytest
 
 from service.api.app import create_app
 from service.api.params import MAX_OFFSET
-from service.model_config import ModelConfig
+from service.registry import ModelConfig
 from tests.test_detector_api import MODEL, T0, put_window, rows
 
 LISTS = ["/v1/models", "/v1/alerts", "/v1/incidents", "/v1/silences", "/v1/receivers", "/v1/notifications",

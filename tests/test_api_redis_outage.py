@@ -12,8 +12,8 @@ import pytest_asyncio
 
 from service.api.app import create_app
 from service.embedded import redis_server
+from service.profiles.store import Store
 from service.settings import Settings
-from service.store import Store
 
 ADMIN = "a" * 40
 MODEL = {"model_id": "outage-m", "tier": 1}

@@ -50,10 +50,10 @@ from schemathesis.transport.serialization import serialize_json
 from sdk.record import PredictionRecord
 from service.api import receivers as receivers_api
 from service.api.app import create_app
-from service.model_config import ModelConfig, PerformanceConfig
-from service.reference import build_reference
+from service.profiles.reference import build_reference
+from service.profiles.store import index_key, profile_key, window_member
+from service.registry import ModelConfig, PerformanceConfig
 from service.settings import Settings
-from service.store import index_key, profile_key, window_member
 from sketches.profile import WindowProfile
 
 MAX_EXAMPLES = 25

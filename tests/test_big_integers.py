@@ -35,7 +35,7 @@ from sdk.stats import ClientStats, StreamStats
 from sdk.wire import decode_batch, encode_columns
 from service.api.app import create_app
 from service.cli import app as cli_app
-from service.model_config import ModelConfig
+from service.registry import ModelConfig
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
 from tests.test_sdk_client import consume

@@ -15,10 +15,10 @@ import json
 
 from aiokafka import TopicPartition
 
-import service.aggregator as aggregator_module
-from service.aggregator import BROKER_SILENCE_SECONDS, Aggregator, BrokerFreshness
+import service.profiles.aggregator as aggregator_module
+from service.profiles.aggregator import BROKER_SILENCE_SECONDS, Aggregator, BrokerFreshness
+from service.profiles.store import PartitionCheckpoint
 from service.settings import Settings
-from service.store import PartitionCheckpoint
 from sketches.profile import WindowProfile
 
 T0 = 1_700_000_000.0

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from service.cli import app
 from service.embedded import free_port
-from service.store import reference_key
+from service.profiles.store import reference_key
 from sketches.profile import WindowProfile
 
 

@@ -234,7 +234,7 @@ async def test_messages_fetched_before_their_partition_is_acquired_are_read_agai
     from aiokafka import TopicPartition
     from aiokafka.structs import ConsumerRecord
 
-    from service.aggregator import Aggregator
+    from service.profiles.aggregator import Aggregator
 
     tp = TopicPartition(settings.predictions_topic, 3)
 

@@ -9,10 +9,10 @@ import numpy as np
 from detectors.policy.persistence import PersistenceConfig
 from sdk.record import PredictionRecord
 from service.api.app import create_app
-from service.detector import Detector
-from service.model_config import ModelConfig
-from service.reference import build_reference
-from service.store import index_key, profile_key, window_member
+from service.detection.detector import Detector
+from service.profiles.reference import build_reference
+from service.profiles.store import index_key, profile_key, window_member
+from service.registry import ModelConfig
 from sketches.profile import WindowProfile
 
 T0 = 1_700_006_400

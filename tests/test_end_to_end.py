@@ -8,7 +8,7 @@ import pytest
 
 from sdk import AsyncClient
 from service.api.app import create_app
-from service.reference import build_reference
+from service.profiles.reference import build_reference
 from tests.conftest import wait_for
 from tests.roles import running
 

@@ -7,7 +7,7 @@ import httpx
 
 from service import metrics
 from service.api.app import create_app
-from service.control import FlushRequest, decode_control, is_control
+from service.profiles.control import FlushRequest, decode_control, is_control
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
 from tests.test_ingest_api import T0, record

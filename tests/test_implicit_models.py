@@ -13,7 +13,7 @@ from sdk.record import PredictionRecord
 from sdk.wire import encode_batch
 from service.api import ingest
 from service.api.app import create_app
-from service.model_config import ModelConfig
+from service.registry import ModelConfig
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
 from tests.test_bad_input import dead_lettered

@@ -9,11 +9,11 @@ import httpx
 import numpy as np
 
 from sdk import AsyncClient
-from service.alert_store import AlertStore
+from service.alerting.store import AlertStore
 from service.api.app import create_app
 from service.cohorts import CohortStore, Prediction
-from service.joiner import Joiner
-from service.model_config import ModelConfig, PerformanceConfig
+from service.cohorts.joiner import Joiner
+from service.registry import ModelConfig, PerformanceConfig
 from service.settings import Settings
 from tests.conftest import wait_for
 from tests.roles import running

@@ -11,11 +11,11 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from sdk import AsyncClient
-from service.alert_store import AlertStore
+from service.alerting.store import AlertStore
 from service.api.app import create_app
 from service.cohorts import BinaryCodec, CohortStore, Prediction, slice_id
-from service.joiner import Joiner
-from service.model_config import ModelConfig, PerformanceConfig
+from service.cohorts.joiner import Joiner
+from service.registry import ModelConfig, PerformanceConfig
 from service.settings import Settings
 from tests.conftest import wait_for
 from tests.roles import running

@@ -19,10 +19,10 @@ import numpy as np
 from sklearn import metrics as skm
 
 from sdk import AsyncClient
-from service.alert_store import AlertStore
+from service.alerting.store import AlertStore
 from service.api.app import create_app
 from service.cohorts import CohortStore, MulticlassCodec, RegressionCodec, slice_id
-from service.model_config import ModelConfig, PerformanceConfig
+from service.registry import ModelConfig, PerformanceConfig
 from service.settings import Settings
 from tests.conftest import wait_for
 from tests.roles import running

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from sdk.record import PredictionRecord
 from sdk.wire import encode_batch
-from service.aggregator import Aggregator
 from service.kafka import ensure_topics
+from service.profiles.aggregator import Aggregator
 from tests.conftest import wait_for
 from tests.roles import header, window_counts
 

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from sdk import AsyncClient
-from service.alert_store import AlertStore
+from service.alerting.store import AlertStore
 from service.api.app import create_app
 from service.cohorts import CohortStore
-from service.model_config import ModelConfig
+from service.registry import ModelConfig
 from tests.conftest import wait_for
 from tests.roles import running
 from tests.test_joiner import joiner_settings

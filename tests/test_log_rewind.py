@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from service import metrics
-from service.continuity import REPLACED, SHORTER, LogContinuity, LogMark
 from service.embedded import kafka_broker
+from service.profiles.continuity import REPLACED, SHORTER, LogContinuity, LogMark
 from tests.conftest import wait_for
 from tests.roles import running
 from tests.test_broker_restart import aggregated

@@ -11,8 +11,8 @@ import numpy as np
 from detectors.config import DetectorConfig
 from sdk import AsyncClient
 from service.api.app import create_app
-from service.model_config import ModelConfig
-from service.reference import build_reference
+from service.profiles.reference import build_reference
+from service.registry import ModelConfig
 from tests.conftest import wait_for
 from tests.roles import running
 

@@ -13,12 +13,12 @@ import pytest
 import pytest_asyncio
 
 from detectors.policy.silence import STORED_CONTEXT, Matcher, Silence, compile_regex, silencing
+from service.alerting.silences import SILENCES, SilenceStore
 from service.api.app import create_app
-from service.receiver_config import Receiver
-from service.receivers import RECEIVERS, ReceiverStore
+from service.paging.receiver_config import Receiver
+from service.paging.receiver_store import RECEIVERS, ReceiverStore
+from service.profiles.store import Store
 from service.settings import Settings
-from service.silences import SILENCES, SilenceStore
-from service.store import Store
 
 # Patterns on which a backtracking engine takes time exponential (or of a high polynomial
 # degree) in the length of a subject they fail to match.
@@ -30,7 +30,7 @@ VALUE = "a" * 255 + "!"  # 256 characters, matched by none of them
 _TIMING = """
 import json, sys, time
 from detectors.policy.silence import Matcher, Silence
-from service.receiver_config import ReceiverMatcher
+from service.paging.receiver_config import ReceiverMatcher
 patterns, value = json.loads(sys.argv[1]), sys.argv[2]
 out = {}
 for p in patterns:

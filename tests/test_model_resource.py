@@ -7,9 +7,9 @@ import httpx
 import numpy as np
 import pytest_asyncio
 
-from service.aggregator import _open_field
 from service.api.app import create_app
-from service.store import pending_key, status_key, window_member
+from service.profiles.aggregator import _open_field
+from service.profiles.store import pending_key, status_key, window_member
 
 MODEL = "fraud"
 T0 = 1_700_006_400
@@ -139,7 +139,7 @@ async def test_delete_removes_every_key_of_the_model_and_only_its_own(http, stor
 
 async def test_status_counts_each_window_once_with_its_baseline_fdr_and_labels(http, settings, store):
     from service.cohorts.store import CohortStore
-    from service.detector import Detector
+    from service.detection.detector import Detector
     from tests.test_detector_api import put_window, rows
 
     rng = np.random.default_rng(5)
@@ -183,7 +183,7 @@ async def test_status_counts_each_window_once_with_its_baseline_fdr_and_labels(h
 
 
 async def test_an_unreadable_stored_configuration_reads_back_as_such_and_patch_refuses_it(http, store):
-    from service.store import config_key
+    from service.profiles.store import config_key
 
     await http.post("/v1/models", json=REGISTRATION)
     await store.r.set(config_key(MODEL), '{"window_seconds": null}')  # written by hand

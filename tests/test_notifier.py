@@ -24,16 +24,16 @@ from prometheus_client import REGISTRY
 
 from detectors.policy.persistence import PersistenceConfig
 from detectors.policy.silence import Matcher, SilenceSpec
-from service.alert_store import EVENTS, AlertStore
+from service.alerting.silences import SilenceStore
+from service.alerting.store import EVENTS, AlertStore
 from service.api.app import create_app
 from service.embedded import free_port
-from service.model_config import FeatureDeclaration, ModelConfig
-from service.notifier import GROUPS_DUE, GroupState, Notifier, Timing, decide, group_key
-from service.outbox import ITEM_PREFIX, Outbox, RetryPolicy
-from service.payloads import SIGNATURE_HEADER, verify_signature
+from service.paging.notifier import GROUPS_DUE, GroupState, Notifier, Timing, decide, group_key
+from service.paging.outbox import ITEM_PREFIX, Outbox, RetryPolicy
+from service.paging.payloads import SIGNATURE_HEADER, verify_signature
+from service.profiles.store import Store
+from service.registry import FeatureDeclaration, ModelConfig
 from service.settings import Settings
-from service.silences import SilenceStore
-from service.store import Store
 from tests.conftest import wait_for
 from tests.test_alerting import BREACH, HEALTHY, apply, policy
 

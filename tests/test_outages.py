@@ -10,7 +10,7 @@ import time
 from service import metrics
 from service.embedded import kafka_broker, redis_server
 from service.kafka import ensure_topics
-from service.store import Store
+from service.profiles.store import Store
 from tests.conftest import wait_for
 from tests.roles import running
 from tests.test_crash_safety import all_windows_stored, assert_matches, committed_offsets, produce, workload

@@ -8,7 +8,7 @@ import numpy as np
 
 from sdk import AsyncClient
 from service import metrics
-from service.model_config import ModelConfig
+from service.registry import ModelConfig
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
 

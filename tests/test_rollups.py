@@ -8,8 +8,8 @@ import numpy as np
 
 from sdk.record import PredictionRecord
 from service.api.app import create_app
-from service.rollups import DAY, HOUR, Rollups
-from service.store import index_key, pending_key, profile_key, window_member
+from service.profiles.rollups import DAY, HOUR, Rollups
+from service.profiles.store import index_key, pending_key, profile_key, window_member
 from sketches.profile import WindowProfile
 
 T0 = 1_700_006_400 - 1_700_006_400 % DAY

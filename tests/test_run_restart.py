@@ -21,8 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sdk.client import Client
 from service.embedded import free_port
 from service.endpoints import API_URL, KAFKA_BOOTSTRAP, REDIS_URL, read_endpoints
+from service.profiles.store import Store
 from service.settings import Settings
-from service.store import Store
 from tests.conftest import wait_for
 from tests.roles import window_counts
 from tests.test_broker_restart import aggregated

@@ -22,12 +22,12 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from sdk.record import PredictionRecord
-from service.alert_store import AlertStore
+from service.alerting.store import AlertStore
 from service.embedded import free_port
 from service.kafka import ensure_topics
-from service.reference import build_reference
+from service.profiles.reference import build_reference
+from service.profiles.store import Store
 from service.settings import Settings
-from service.store import Store
 from tests.conftest import wait_for
 from tests.processes import role_process
 from tests.test_crash_safety import (

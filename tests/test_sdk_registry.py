@@ -13,8 +13,8 @@ import pytest
 import pytest_asyncio
 
 from sdk import PiiPolicy, register_model, upload_reference
+from service.profiles.store import config_key
 from service.runtime import ApiServer
-from service.store import config_key
 
 
 @pytest_asyncio.fixture

@@ -18,10 +18,10 @@ from detectors.policy.silence import (
     new_silence,
     silencing,
 )
+from service.alerting.silences import SILENCES, SilenceStore
 from service.api.app import create_app
+from service.profiles.store import Store
 from service.settings import Settings
-from service.silences import SILENCES, SilenceStore
-from service.store import Store
 
 T0 = datetime(2024, 5, 1, 12, tzinfo=UTC)
 US = timedelta(microseconds=1)

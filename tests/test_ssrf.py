@@ -1,4 +1,4 @@
-"""The SSRF guard (service.ssrf) on IPv6 forms that carry an IPv4 address."""
+"""The SSRF guard (service.paging.ssrf) on IPv6 forms that carry an IPv4 address."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from ipaddress import ip_address, ip_network
 
 import pytest
 
-from service.ssrf import UnsafeUrl, check_url, refusal
+from service.paging.ssrf import UnsafeUrl, check_url, refusal
 
 # (address, refusal): every IPv6 transition form carrying a loopback, link-local (metadata),
 # private or otherwise non-global IPv4 address is refused for it; the same forms carrying a

@@ -32,12 +32,12 @@ from detectors.policy.silence import Silence
 from sdk.record import PredictionRecord
 from sdk.wire import encode_batch
 from service.api.app import create_app
-from service.auth import StoredKey
-from service.detector import Detector
-from service.model_config import ModelConfig
-from service.receiver_config import Receiver
-from service.reference import build_reference
-from service.store import config_key
+from service.api.auth import StoredKey
+from service.detection.detector import Detector
+from service.paging.receiver_config import Receiver
+from service.profiles.reference import build_reference
+from service.profiles.store import config_key
+from service.registry import ModelConfig
 from service.stored import ConfigCache, Unreadable, decode_stored, encode_stored
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
@@ -197,7 +197,7 @@ async def _async(value: bool) -> bool:
 async def test_detector_evaluates_a_model_with_a_poisoned_detector_config(settings, store):
     await poison(store, "p")
     await store.put_reference("p", build_reference("p", [{"x": float(i % 50)} for i in range(500)]))
-    from service.store import index_key, profile_key, window_member
+    from service.profiles.store import index_key, profile_key, window_member
     from sketches.profile import WindowProfile
 
     w = WindowProfile("p", T0 // 300 * 300, 300)
@@ -216,7 +216,7 @@ async def test_detector_evaluates_a_model_with_a_poisoned_detector_config(settin
 
 
 async def test_a_corrupt_reference_profile_neither_breaks_the_listing_nor_the_detector(settings, store):
-    from service.store import index_key, profile_key, reference_key, window_member
+    from service.profiles.store import index_key, profile_key, reference_key, window_member
     from sketches.profile import WindowProfile
 
     await store.put_model_config("c", ModelConfig())

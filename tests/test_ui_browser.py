@@ -28,9 +28,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from service.demo import run as demo
+from service.profiles.store import Store
 from service.runtime import ApiServer, run_roles
 from service.settings import Settings
-from service.store import Store
 from tests.conftest import wait_for
 
 CHROMIUM = Path("/usr/bin/chromium")

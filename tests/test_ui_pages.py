@@ -11,11 +11,11 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from service.alert_store import AlertStore
+from service.alerting.store import AlertStore
 from service.api.app import create_app
-from service.auth import ApiKeyStore, Scope
-from service.model_config import ModelConfig
-from service.store import ClosedWindow, window_member
+from service.api.auth import ApiKeyStore, Scope
+from service.profiles.store import ClosedWindow, window_member
+from service.registry import ModelConfig
 from service.ui.session import KEY_COOKIE
 from sketches.profile import WindowProfile
 from tests.test_alerting import BREACH, HEALTHY, apply, policy

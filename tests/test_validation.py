@@ -18,7 +18,7 @@ from sdk.record import INVALID_ID, RecordError, check_model_id, validate_record
 from sdk.stats import ClientStats
 from sdk.wire import decode_batch
 from service.api.app import create_app
-from service.model_config import ModelConfig
+from service.registry import ModelConfig
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
 from tests.test_bad_input import dead_lettered

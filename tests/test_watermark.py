@@ -15,8 +15,8 @@ from aiokafka import AIOKafkaProducer
 from sdk.record import PredictionRecord
 from sdk.wire import encode_batch
 from service import metrics
-from service.aggregator import PartitionState
-from service.store import PartitionCheckpoint
+from service.profiles.aggregator import PartitionState
+from service.profiles.store import PartitionCheckpoint
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
 
@@ -154,8 +154,8 @@ async def test_future_predictions_do_not_move_the_label_joiners_watermark(settin
     """The joiner's watermark (which parks labels and matures cohorts by age) was the
     latest prediction event time read: one prediction an hour ahead matured every
     cohort of the hour. Now it moves at most to when the message was produced."""
-    from service.joiner import Joiner
-    from service.model_config import ModelConfig, PerformanceConfig
+    from service.cohorts.joiner import Joiner
+    from service.registry import ModelConfig, PerformanceConfig
 
     settings = settings.model_copy(update={"labels_topic": settings.predictions_topic + "-labels",
                                            "joiner_group": settings.aggregator_group + "-joiner"})

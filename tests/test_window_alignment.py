@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from service.model_config import ModelConfig
+from service.registry import ModelConfig
 from sketches.window import ISO_WEEK_ORIGIN, window_starts
 
 WEEK = 7 * 86_400

@@ -57,7 +57,7 @@ Inside a batch the tests may carry prior weights (weighted BH, same batch
 level): data-quality checks that fire at p ~ 1e-50 when they fire at all can
 lend most of their share to drift tests whose p-values sit near the level.
 
-Pure arithmetic; the counters live in Redis (``service.fdr``).
+Pure arithmetic; the counters live in Redis (``service.alerting.fdr``).
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ class EpochSpending:
         -------
         int
             clamp(ceil(h D), ``min_tests_per_slot``, ``max_tests_per_slot``).
-            The Redis script of ``service.fdr`` computes the same expression in
+            The Redis script of ``service.alerting.fdr`` computes the same expression in
             IEEE doubles.
 
         Examples

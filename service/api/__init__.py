@@ -1,1 +1,9 @@
-"""The FastAPI alert and profile API."""
+"""The HTTP API under ``/v1``: routers, API keys, and what only the API reads.
+
+This package owns the FastAPI application. Each router serves one resource
+(models, alerts, incidents, drift, performance, receivers, silences, keys,
+ingest, flush, status); ``auth`` checks API keys and their scopes;
+``summary`` and ``alert_metrics`` compute what the API and its ``/metrics``
+show but no worker needs. Routers read the stores of the other packages and
+never run a worker role.
+"""

@@ -11,10 +11,10 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import Field
 
 from detectors.strict import StrictModel
-from service.alert_store import AlertStore
-from service.alerting import resolve_by_user
+from service.alerting.policy import resolve_by_user
+from service.alerting.store import AlertStore
 from service.api.errors import ApiError, ErrorBody
-from service.api.models import json_example, require_model, store_of
+from service.api.model_routes import json_example, require_model, store_of
 from service.api.params import Offset, limit_query
 
 router = APIRouter(prefix="/v1/alerts", tags=["alerts"])

@@ -12,27 +12,28 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 
-from service import alert_metrics, metrics
-from service.alert_store import AlertStore
+from service import metrics
+from service.alerting.store import AlertStore
 from service.api import (
+    alert_metrics,
     alerts,
     drift,
     errors,
     incidents,
     ingest,
     keys,
-    models,
+    model_routes,
     performance,
     receivers,
     silences,
     status,
 )
 from service.api import flush as flush_api
+from service.api.auth import Scope, document_scopes, include_secured, same_secret
 from service.api.errors import ApiError, ErrorBody
 from service.api.limits import BodySizeLimit, RouteLimit
-from service.auth import Scope, document_scopes, include_secured, same_secret
+from service.profiles.store import Store
 from service.settings import Settings
-from service.store import Store
 from service.ui import routes as ui
 
 log = logging.getLogger(__name__)
@@ -103,9 +104,9 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         overrides=[RouteLimit("POST", r"/v1/models/[^/]+/reference", settings.api_max_reference_body_bytes)],
     )
     # Every /v1 route needs an API key when settings.api_auth is on: GETs scope read,
-    # other methods write, key management admin (service.auth). /healthz, /metrics
+    # other methods write, key management admin (service.api.auth). /healthz, /metrics
     # and the OpenAPI docs stay open.
-    for router in (models.router, status.router, alerts.router, incidents.router, drift.router,
+    for router in (model_routes.router, status.router, alerts.router, incidents.router, drift.router,
                    performance.router,
                    ingest.router, silences.router, receivers.router, receivers.notifications_router):
         include_secured(app, router)

@@ -10,10 +10,10 @@ from fastapi import APIRouter, Body, Path, Query, Request
 
 from detectors.config import CheckOverrides, DetectorConfig
 from service.api.errors import ApiError, ErrorBody
-from service.api.models import editable_detector_config, json_example, require_model, store_of
+from service.api.model_routes import editable_detector_config, json_example, require_model, store_of
 from service.api.params import ModelId
-from service.detector import evaluate_member, model_detector_config
-from service.store import parse_member
+from service.detection.detector import evaluate_member, model_detector_config
+from service.profiles.store import parse_member
 from service.stored import Unreadable
 
 router = APIRouter(prefix="/v1/models", tags=["drift"])

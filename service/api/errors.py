@@ -1,6 +1,6 @@
 """One error body for every 4xx and 503: ``{"code", "message", "field"}``.
 
-A Redis outage (:data:`service.store.UNAVAILABLE`) met by any route or by the
+A Redis outage (:data:`service.profiles.store.UNAVAILABLE`) met by any route or by the
 authentication of a stored key is answered 503 ``redis_unavailable`` with a
 ``Retry-After`` header (``Settings.api_retry_after_seconds``), never 500.
 """
@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service import metrics
-from service.store import UNAVAILABLE
+from service.profiles.store import UNAVAILABLE
 
 log = logging.getLogger(__name__)
 

@@ -7,9 +7,9 @@ from pydantic import BaseModel, Field
 
 from service.api.errors import UNAVAILABLE_RESPONSE, ErrorBody, unavailable
 from service.api.ingest import _producer
-from service.api.models import require_model, store_of
+from service.api.model_routes import require_model, store_of
 from service.api.params import ModelId
-from service.control import FlushRequest
+from service.profiles.control import FlushRequest
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 

@@ -10,7 +10,7 @@ from fastapi import APIRouter, Path, Query, Request
 from detectors.policy.severity import highest
 from service.api.alerts import ALERT_EXAMPLE, alerts_of
 from service.api.errors import ApiError, ErrorBody
-from service.api.models import json_example
+from service.api.model_routes import json_example
 from service.api.params import Offset, limit_query
 
 router = APIRouter(prefix="/v1/incidents", tags=["incidents"])

@@ -9,9 +9,9 @@ from fastapi import APIRouter, Body, Path, Request
 from pydantic import BaseModel, Field
 
 from detectors.strict import LAX, StrictModel
+from service.api.auth import ApiKeyStore, Principal, Scope, StoredKey
 from service.api.errors import ApiError, ErrorBody
 from service.api.params import Offset, limit_query
-from service.auth import ApiKeyStore, Principal, Scope, StoredKey
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"])
 MAX_KEYS_PAGE = 1_000

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from service.model_config import ModelConfig
+from service.registry import ModelConfig
 
 
 class BinEdges(BaseModel):

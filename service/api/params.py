@@ -17,7 +17,7 @@ from pydantic import AfterValidator, BaseModel, Field
 from detectors.policy.silence import Matcher
 from sdk.record import MAX_ID_LENGTH
 from service.api.errors import ApiError
-from service.model_config import valid_model_id
+from service.registry import valid_model_id
 
 MAX_OFFSET = 1_000_000
 

@@ -11,11 +11,11 @@ from fastapi import APIRouter, Query, Request
 
 from detectors.performance.maturity import maturity
 from service.api.errors import ApiError, ErrorBody
-from service.api.models import json_example, require_model, store_of
+from service.api.model_routes import json_example, require_model, store_of
 from service.api.params import ModelId, Offset, limit_query
 from service.cohorts import CohortStore, codec_for, parse_slice_label, slice_id
-from service.joiner import estimated_metrics, realized_metrics
-from service.model_config import ModelConfig
+from service.cohorts.joiner import estimated_metrics, realized_metrics
+from service.registry import ModelConfig
 
 router = APIRouter(prefix="/v1/models", tags=["performance"])
 MAX_COHORTS = 1_000

@@ -11,10 +11,10 @@ from pydantic import BaseModel, Field
 
 from service.api.errors import ApiError, ErrorBody
 from service.api.params import MatcherView, Offset, check_regex_lengths, limit_query
-from service.outbox import Outbox, OutboxState
-from service.receiver_config import Receiver, ReceiverKind, ReceiverSpec
-from service.receivers import ReceiverStore
-from service.ssrf import UnsafeUrl, check_url
+from service.paging.outbox import Outbox, OutboxState
+from service.paging.receiver_config import Receiver, ReceiverKind, ReceiverSpec
+from service.paging.receiver_store import ReceiverStore
+from service.paging.ssrf import UnsafeUrl, check_url
 
 router = APIRouter(prefix="/v1/receivers", tags=["receivers"])
 MAX_RECEIVERS_PAGE = 1_000

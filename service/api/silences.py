@@ -10,9 +10,9 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, Field, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
 
 from detectors.policy.silence import Silence, SilenceSpec, SilenceState
+from service.alerting.silences import SilenceStore
 from service.api.errors import ApiError, ErrorBody
 from service.api.params import MatcherView, Offset, check_regex_lengths, limit_query
-from service.silences import SilenceStore
 
 router = APIRouter(prefix="/v1/silences", tags=["silences"])
 MAX_SILENCES_PAGE = 1_000

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-from service.alert_store import AlertStore
+from service.alerting.store import AlertStore
 from service.api.errors import ErrorBody
+from service.api.model_routes import json_example, model_view, store_of
 from service.api.model_views import (
     FdrApplied,
     LabelCounts,
@@ -14,11 +15,10 @@ from service.api.model_views import (
     RecordCounts,
     WindowCounts,
 )
-from service.api.models import json_example, model_view, store_of
 from service.api.params import ModelId
 from service.cohorts.store import STATS, CohortStore
-from service.model_config import ModelConfig
-from service.store import index_key, parse_member, pending_key
+from service.profiles.store import index_key, parse_member, pending_key
+from service.registry import ModelConfig
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 SKIPPED = "skipped:"

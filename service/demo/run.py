@@ -39,9 +39,9 @@ from sdk import AsyncClient, upload_reference
 from service.demo import data
 from service.demo.fault import WeatherFeedFault
 from service.demo.report import classify, render
+from service.profiles.store import Store
 from service.runtime import ApiServer, infrastructure, install_signal_handlers, run_roles
 from service.settings import Settings
-from service.store import Store
 
 DAY = 86_400
 TRAIN_START = datetime(2013, 1, 1, tzinfo=UTC).timestamp()

@@ -47,12 +47,12 @@ import numpy as np
 from detectors.catalog import DEFAULT_ALERTING
 from sdk import AsyncClient, upload_reference
 from service import metrics
+from service.profiles.store import Store, index_key, pending_key
 from service.runtime import ApiServer, infrastructure, run_roles
 from service.settings import Settings
 from service.sim import fleet as fl
 from service.sim import incidents as inc
 from service.sim import score as sc
-from service.store import Store, index_key, pending_key
 
 WINDOW_SECONDS = fl.HOUR
 #: Checks the simulator runs per feature (the alerting ones and PSI everywhere, which the

@@ -23,13 +23,13 @@ from markupsafe import Markup, escape
 from pydantic import ValidationError
 
 from detectors.policy.silence import Matcher
-from service.alert_store import AlertStore
+from service.alerting.store import AlertStore
 from service.api import alerts as alerts_api
 from service.api import performance as performance_api
 from service.api import silences as silences_api
 from service.api.errors import ApiError
 from service.api.incidents import summarize
-from service.model_config import ModelConfig
+from service.registry import ModelConfig
 from service.ui import views
 from service.ui.session import (
     LoginRequired,

@@ -1,6 +1,6 @@
 """The dashboard's session: the API key in a cookie, CSRF tokens, scopes.
 
-The dashboard uses the API's keys and scopes (:mod:`service.auth`): read to view,
+The dashboard uses the API's keys and scopes (:mod:`service.api.auth`): read to view,
 write to acknowledge, resolve and silence. A key is never put in a URL:
 
 - ``POST /ui/login`` takes the key from a form and sets cookie ``fw_key`` to it:
@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from fastapi import Request, Response
 
-from service.auth import BOOTSTRAP_ID, ApiKeyStore, Principal, Scope, is_bootstrap_key
+from service.api.auth import BOOTSTRAP_ID, ApiKeyStore, Principal, Scope, is_bootstrap_key
 
 KEY_COOKIE = "fw_key"
 CSRF_COOKIE = "fw_csrf"

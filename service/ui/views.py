@@ -1,8 +1,8 @@
 """What each dashboard page shows, read from profiles, results and the alert store.
 
-Nothing here reads raw events: window profiles (``service.store``), the detector's stored
-test results per window, alerts and incidents (``service.alert_store``), the FDR gate's
-counters (``service.fdr``) and the notification outbox (``service.outbox``). Each page
+Nothing here reads raw events: window profiles (``service.profiles.store``), the detector's stored
+test results per window, alerts and incidents (``service.alerting.store``), the FDR gate's
+counters (``service.alerting.fdr``) and the notification outbox (``service.paging.outbox``). Each page
 builds a small frozen dataclass the template renders.
 
 The fleet overview filters and sorts every model server-side on what is cheap to read
@@ -24,12 +24,12 @@ import numpy as np
 
 from detectors.fdr.epoch import EpochSpending
 from detectors.policy.severity import highest
-from service.alert_store import AlertStore
-from service.fdr import epochs, slot_use, spending
-from service.model_config import ModelConfig
-from service.outbox import Outbox
+from service.alerting.fdr import epochs, slot_use, spending
+from service.alerting.store import AlertStore
+from service.paging.outbox import Outbox
+from service.profiles.store import Store, parse_member
+from service.registry import ModelConfig
 from service.settings import Settings
-from service.store import Store, parse_member
 from service.stored import Unreadable
 from service.ui import charts
 from sketches.profile import FeatureProfile, WindowProfile

@@ -2,7 +2,7 @@
 
 Consumes window-closed events from a Redis stream consumer group (so replicas
 share the work and a crashed replica's events are reclaimed), runs the tier-1
-tests and applies the alert policy (``service.alerting``: FDR gate,
+tests and applies the alert policy (``service.alerting.policy``: FDR gate,
 persistence, incidents). Every step is idempotent per window, so
 re-processing an event never duplicates an alert or counts a test twice.
 """
@@ -35,12 +35,12 @@ from detectors.config import DetectorConfig, merge, service_defaults
 from detectors.result import TestResult
 from detectors.suite import alerting_checks, evaluate_window
 from service import metrics
-from service.alerting import AlertPolicy, WindowRef
-from service.model_config import ModelConfig
-from service.rollups import GRANULARITIES, Rollups
+from service.alerting.policy import AlertPolicy, WindowRef
+from service.alerting.silences import SilenceStore
+from service.profiles.rollups import GRANULARITIES, Rollups
+from service.profiles.store import Store, parse_member
+from service.registry import ModelConfig
 from service.settings import Settings
-from service.silences import SilenceStore
-from service.store import Store, parse_member
 from service.stored import ConfigCache, Unreadable
 from sketches.profile import WindowProfile
 

@@ -14,7 +14,7 @@ from sdk.wire import encode_columns
 from service.cohorts import Prediction, class_name, codec_for
 from service.cohorts.codec import labelled_counters
 from service.cohorts.counters import Counters
-from service.model_config import PerformanceConfig
+from service.registry import PerformanceConfig
 from sketches.bins import SCORE_EDGES, EdgeSet, bin_templates, derive_edges
 from sketches.profile import WindowProfile
 

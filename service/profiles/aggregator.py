@@ -48,12 +48,12 @@ from sdk.columns import RecordColumns
 from sdk.errors import BAD_ENVELOPE, WireError
 from sdk.wire import decode_batch, encode_columns
 from service import metrics
-from service.continuity import GAP, REPLACED, SHORTER, LogContinuity, LogMark
-from service.control import FlushRequest, decode_control, is_control
 from service.kafka import DeadLetters, key_error, produced_at
-from service.model_config import ModelConfig
+from service.profiles.continuity import GAP, REPLACED, SHORTER, LogContinuity, LogMark
+from service.profiles.control import FlushRequest, decode_control, is_control
+from service.profiles.store import ClosedWindow, PartitionCheckpoint, Store, window_member
+from service.registry import ModelConfig
 from service.settings import Settings
-from service.store import ClosedWindow, PartitionCheckpoint, Store, window_member
 from service.stored import ConfigCache
 from sketches.bins import BinCounts, bin_templates
 from sketches.profile import WindowProfile
@@ -372,7 +372,7 @@ class Aggregator:
                 if state.offset is not None and msg.offset < state.offset:
                     continue  # already covered by the checkpoint
                 metrics.MESSAGES_CONSUMED.inc()
-                control = is_control(msg.headers)  # a flush request (service.control)
+                control = is_control(msg.headers)  # a flush request (service.profiles.control)
                 decoded.append((state, msg, self._control(msg) if control else self._decode(msg)))
         batches = [d for _s, _m, d in decoded if d is not None and not isinstance(d, FlushRequest)]
         refused = await self._admit({d.model_id for d in batches})
@@ -404,7 +404,7 @@ class Aggregator:
 
     async def _continues(self, tp: TopicPartition, state: PartitionState, first) -> bool:
         """Verify the first message fetched after acquiring a partition against the
-        checkpoint's last message (:mod:`service.continuity`); False: drop this fetch."""
+        checkpoint's last message (:mod:`service.profiles.continuity`); False: drop this fetch."""
         verdict = state.continuity.first_message(first, state.offset)
         if verdict == REPLACED:
             await self._rewind(tp, state, REPLACED, f"offset {first.offset} holds another message than "

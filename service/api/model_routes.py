@@ -25,15 +25,15 @@ from service.api.model_views import (
     ReferenceSummary,
 )
 from service.api.params import ModelId, Offset, limit_query
+from service.api.summary import TOP_CATEGORIES as TOP_PREDICTIONS
+from service.api.summary import feature_summary, numeric_summary, window_summary
 from service.cohorts import CohortStore
-from service.detector import model_detector_config
-from service.model_config import ModelConfig, ModelName
-from service.reference import build_reference, labelled_reference
-from service.rollups import DAY, HOUR
-from service.store import Store, parse_member
+from service.detection.detector import model_detector_config
+from service.profiles.reference import build_reference, labelled_reference
+from service.profiles.rollups import DAY, HOUR
+from service.profiles.store import Store, parse_member
+from service.registry import ModelConfig, ModelName
 from service.stored import Unreadable, describe
-from service.summary import TOP_CATEGORIES as TOP_PREDICTIONS
-from service.summary import feature_summary, numeric_summary, window_summary
 from sketches.bins import edge_version
 
 router = APIRouter(prefix="/v1/models", tags=["models"])

@@ -20,7 +20,7 @@ Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
                                     ``skipped:{reason}``, ``records``, ``abandoned``,
                                     ``last_window``, ``last_window_start``, ``last_baseline``,
                                     ``last_evaluated_at``, ``last_fdr_window`` (its gate
-                                    record: ``service.alert_store``)
+                                    record: ``service.alerting.store``)
 ``fw:{m}:counted``                  ZSET windows already counted in ``status``, by start
                                     (a window evaluated twice counts once)
 ``fw:implicit``                     SET of the models created implicitly (by records of a
@@ -30,8 +30,8 @@ Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
                                     counts of closed windows (profiles never change once closed)
 ==================================  ==============================================
 
-Alerts, alert series and incidents: ``service.alert_store``; the FDR gate:
-``service.fdr``; silences: ``service.silences``.
+Alerts, alert series and incidents: ``service.alerting.store``; the FDR gate:
+``service.alerting.fdr``; silences: ``service.alerting.silences``.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from detectors.config import DetectorConfig
 from service import metrics
-from service.model_config import ModelConfig
+from service.registry import ModelConfig
 from service.stored import Unreadable, encode_stored, read_stored
 from sketches.bins import edge_set_from_bytes, edge_set_to_bytes
 from sketches.profile import WindowProfile
@@ -68,7 +68,7 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
     RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError, MasterDownError,
     ReadOnlyError, OutOfMemoryError,
 )
-#: Prefix of an open window's field in a partition checkpoint (``service.aggregator``).
+#: Prefix of an open window's field in a partition checkpoint (``service.profiles.aggregator``).
 OPEN_FIELD = b"open:"
 WINDOWS_STREAM = "fw:windows"
 IMPLICIT = "fw:implicit"
@@ -516,7 +516,7 @@ class Store:
     async def open_windows(self, topic: str, model_id: str) -> int:
         """Windows of the model open in the aggregators of ``topic``, as of their last
         checkpoint: the distinct (length, start) of the partitions' ``open:`` fields
-        (``open:[model, version, length, start]``, written by ``service.aggregator``)."""
+        (``open:[model, version, length, start]``, written by ``service.profiles.aggregator``)."""
         windows: set[tuple[int, int]] = set()
         async for key in self.r.scan_iter(match=f"fw:agg:{topic}:*", count=1_000):
             for name in await self.r.hkeys(key):

@@ -33,7 +33,7 @@ from detectors.policy.silence import (
 from service.stored import Unreadable, encode_stored, read_stored
 
 if TYPE_CHECKING:
-    from service.receiver_config import Receiver
+    from service.paging.receiver_config import Receiver
 
 SILENCES = "fw:silences"
 STORED = {STORED_CONTEXT: True}  # the validation context of stored silences and receivers

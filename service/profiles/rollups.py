@@ -10,7 +10,7 @@ replicas need no coordination. Day rollups merge hour rollups when the model's
 windows are shorter than an hour, else its windows.
 
 Keys: ``fw:{m}:p:{len}:{start}:{version}`` and the index ``fw:{m}:idx:{len}``
-(``service.store``); ``fw:{m}:rolled`` HASH granularity -> start of the next
+(``service.profiles.store``); ``fw:{m}:rolled`` HASH granularity -> start of the next
 period to build.
 """
 
@@ -20,8 +20,8 @@ import logging
 import math
 
 from service import metrics
+from service.profiles.store import Store, index_key, parse_member, pending_key, profile_key, window_member
 from service.settings import Settings
-from service.store import Store, index_key, parse_member, pending_key, profile_key, window_member
 from sketches.profile import WindowProfile
 
 log = logging.getLogger("fleetwatch.rollups")

@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from service.store import pending_key, status_key
+from service.profiles.store import pending_key, status_key
 
 log = logging.getLogger("fleetwatch.alerting")
 
@@ -295,7 +295,7 @@ class AlertStore:
 
     # -- FDR gate answers per window (the dashboard's "why did this page?") -------------
     async def put_gate(self, model_id: str, member: str, record: dict[str, Any]) -> None:
-        """Keep what the gate answered for one window (:func:`service.alerting.gate_record`)
+        """Keep what the gate answered for one window (:func:`service.alerting.policy.gate_record`)
         for :data:`SPAN_MEMORY_SECONDS`. Idempotent: the gate answers a window the same way
         each time it is evaluated."""
         await self.r.set(gate_key(model_id, member), json.dumps(record), ex=SPAN_MEMORY_SECONDS)

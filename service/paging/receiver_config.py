@@ -3,7 +3,7 @@
 A *receiver* is one destination of notifications: a generic signed JSON
 ``webhook``, a ``slack`` incoming webhook, a ``pagerduty`` Events API v2
 integration or an ``alertmanager``-format webhook (payloads:
-``service.payloads``). It receives the notifiable alerts (``notify: true``:
+``service.paging.payloads``). It receives the notifiable alerts (``notify: true``:
 neither silenced nor inhibited) that satisfy **all** of its matchers, grouped
 by incident, with Alertmanager's timing [1]_:
 
@@ -27,7 +27,7 @@ notifiable alert.
 
 Pure code: no clock, no network. The URL's scheme and form are checked here;
 whether its host is a safe destination needs DNS and is checked by
-``service.ssrf`` (when the receiver is created and again at each delivery).
+``service.paging.ssrf`` (when the receiver is created and again at each delivery).
 
 References
 ----------
@@ -82,7 +82,7 @@ def alert_labels(alert: Mapping[str, Any]) -> dict[str, str]:
     Parameters
     ----------
     alert : mapping
-        An alert as ``service.alert_store.AlertStore`` returns it.
+        An alert as ``service.alerting.store.AlertStore`` returns it.
 
     Returns
     -------
@@ -127,7 +127,7 @@ class ReceiverSpec(StrictModel):
     name : str
         1 to 256 characters, for people.
     kind : {"webhook", "slack", "pagerduty", "alertmanager"}
-        The payload format (``service.payloads``).
+        The payload format (``service.paging.payloads``).
     url : str, optional
         http or https. Required, except for ``pagerduty`` (default: the Events
         API v2 endpoint).

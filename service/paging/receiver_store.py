@@ -1,4 +1,4 @@
-"""Redis store of receivers (``service.receiver_config``).
+"""Redis store of receivers (``service.paging.receiver_config``).
 
 Key layout:
 
@@ -18,8 +18,8 @@ import uuid
 
 import redis.asyncio as aioredis
 
-from service.receiver_config import Receiver, ReceiverSpec
-from service.silences import STORED, read_matching
+from service.alerting.silences import STORED, read_matching
+from service.paging.receiver_config import Receiver, ReceiverSpec
 from service.stored import encode_stored
 
 RECEIVERS = "fw:receivers"

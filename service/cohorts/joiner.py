@@ -2,7 +2,7 @@
 
 Consumes the predictions and labels topics (its own consumer group; both
 keyed by model id). For tier-1 models with a performance configuration
-(:class:`~service.model_config.PerformanceConfig`; ``task`` binary,
+(:class:`~service.registry.PerformanceConfig`; ``task`` binary,
 multiclass or regression):
 
 - predictions kept by the model's join sampling rate (a fixed point of the
@@ -67,7 +67,8 @@ from sdk.labels import decode_labels
 from sdk.sampling import sample_point
 from sdk.wire import decode_batch
 from service import metrics
-from service.alerting import AlertPolicy, WindowRef
+from service.alerting.policy import AlertPolicy, WindowRef
+from service.alerting.silences import SilenceStore
 from service.cohorts import (
     Codec,
     CohortStore,
@@ -81,10 +82,9 @@ from service.cohorts import (
     slice_value,
 )
 from service.kafka import DeadLetters, key_error, produced_at
-from service.model_config import ModelConfig, PerformanceConfig
+from service.profiles.store import Store, window_member
+from service.registry import ModelConfig, PerformanceConfig
 from service.settings import Settings
-from service.silences import SilenceStore
-from service.store import Store, window_member
 from service.stored import ConfigCache
 
 __all__ = ["PERFORMANCE", "PERFORMANCE_CHECKS", "Joiner", "binary_label", "cohort_metrics",

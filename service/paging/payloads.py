@@ -24,7 +24,7 @@ the open alert. Alertmanager has no acknowledgement: :func:`render` returns
 None for it.
 
 Secrets never enter a body: the PagerDuty ``routing_key`` is added and the
-signature computed when a notification is sent (``service.notifier``), so the
+signature computed when a notification is sent (``service.paging.notifier``), so the
 stored outbox (``GET /v1/notifications``) shows bodies without credentials.
 
 References

@@ -10,7 +10,7 @@ feature, check) -- features with a firing alert only -- at most
 from __future__ import annotations
 
 from detectors.policy.severity import SEVERITIES
-from service.alert_store import AlertStore
+from service.alerting.store import AlertStore
 from service.metrics import ALERT_EFFECT, ALERTS_OPEN, EFFECT_SERIES_DROPPED, MAX_EFFECT_SERIES
 
 

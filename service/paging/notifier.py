@@ -2,7 +2,7 @@
 
 Three loops share one Redis:
 
-1. **Consume** ``fw:alert-events`` (``service.alert_store.EVENTS``) with a
+1. **Consume** ``fw:alert-events`` (``service.alerting.store.EVENTS``) with a
    consumer group, as the detector consumes windows: entries another notifier
    read but did not acknowledge within the lease are reclaimed (XAUTOCLAIM),
    new ones read (XREADGROUP), and each is acknowledged and deleted once
@@ -16,11 +16,11 @@ Three loops share one Redis:
    decide what to send (:func:`decide`: Alertmanager's group_wait /
    group_interval / repeat_interval, one trigger per incident, a resolve when
    all its alerts resolved, acknowledgements forwarded), render the payloads
-   (``service.payloads``) and commit the new state *and* the notifications to
-   the outbox in one compare-and-set (``service.outbox``): two notifiers
+   (``service.paging.payloads``) and commit the new state *and* the notifications to
+   the outbox in one compare-and-set (``service.paging.outbox``): two notifiers
    flushing one group commit once, and a restart never sends a decision twice.
 3. **Deliver** what the outbox has due, under a lease: the SSRF guard again
-   (``service.ssrf``), the receiver's rate limit (deferred, not dropped), an
+   (``service.paging.ssrf``), the receiver's rate limit (deferred, not dropped), an
    HTTP POST with httpx (signed for webhook receivers), then delivered,
    retried later (tenacity's backoff, stored as the due time) or dead-lettered.
 
@@ -52,14 +52,22 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service import metrics
-from service.alert_store import EVENTS, AlertStore
-from service.outbox import Guard, NewItem, Outbox, OutboxItem, RetryPolicy
-from service.payloads import DELIVERY_HEADER, SIGNATURE_HEADER, Notice, encode, incident_url, render, sign
-from service.receiver_config import SIGNED_KINDS, Receiver
-from service.receivers import ReceiverStore
+from service.alerting.store import EVENTS, AlertStore
+from service.paging.outbox import Guard, NewItem, Outbox, OutboxItem, RetryPolicy
+from service.paging.payloads import (
+    DELIVERY_HEADER,
+    SIGNATURE_HEADER,
+    Notice,
+    encode,
+    incident_url,
+    render,
+    sign,
+)
+from service.paging.receiver_config import SIGNED_KINDS, Receiver
+from service.paging.receiver_store import ReceiverStore
+from service.paging.ssrf import UnsafeUrl, check_url
+from service.profiles.store import Store
 from service.settings import Settings
-from service.ssrf import UnsafeUrl, check_url
-from service.store import Store
 
 log = logging.getLogger("fleetwatch.notifier")
 

@@ -1,7 +1,7 @@
 """The alert policy applied to one evaluated window.
 
 1. Eligible results (checks that may alert, decided, with a p-value) pass the
-   fleet FDR gate (``service.fdr``); a discovery whose effect clears its floor
+   fleet FDR gate (``service.alerting.fdr``); a discovery whose effect clears its floor
    is a *breach*, every other eligible result is healthy.
 2. Each (feature, check) series records the window's outcome in Redis and
    folds its recent outcomes into alert episodes (k-of-m persistence, evidence
@@ -36,11 +36,11 @@ from detectors.policy.severity import highest, severity
 from detectors.policy.silence import Silence, silencing
 from detectors.result import TestResult
 from service import metrics
-from service.alert_store import AlertStore, series_field
-from service.fdr import FdrGate, GateDecision, spending
-from service.model_config import ModelConfig
+from service.alerting.fdr import FdrGate, GateDecision, spending
+from service.alerting.store import AlertStore, series_field
+from service.profiles.store import status_key
+from service.registry import ModelConfig
 from service.settings import Settings
-from service.store import status_key
 
 log = logging.getLogger("fleetwatch.alerting")
 
