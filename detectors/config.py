@@ -10,12 +10,13 @@ and validated as JSON by the API.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import Field, field_validator
 
 from detectors.catalog import CHECKS_BY_TARGET, DEFAULT_ALERTING, DEFAULT_FLOORS, matches, valid_entry
+from detectors.policy.learned import AppliedFloor, LearnedFloors, applied_floor
 from detectors.strict import StrictModel
 
 BaselineKind = Literal["auto", "reference", "trailing", "seasonal"]
@@ -94,13 +95,15 @@ class DetectorConfig(CheckOverrides):
 
 @dataclass(frozen=True)
 class TestPlan:
-    """The resolved checks of one target: what runs, what may alert, each floor."""
+    """The resolved checks of one target: what runs, what may alert, each floor (the
+    configured one, or the learned one where larger: ``applied`` says which and why)."""
 
     __test__ = False
 
     checks: tuple[str, ...]
     alerting: frozenset[str]
     floors: dict[str, float]
+    applied: dict[str, AppliedFloor] = field(default_factory=dict)
 
 
 def service_defaults(alpha: float = 0.01, floors: dict[str, float] | None = None) -> DetectorConfig:
@@ -148,14 +151,21 @@ def merge(base: DetectorConfig, override: DetectorConfig | None) -> DetectorConf
     )
 
 
-def plan(config: DetectorConfig, feature: str, target: str) -> TestPlan:
-    """The checks of ``feature`` (on ``target``) after the per-feature overrides.
+def plan(config: DetectorConfig, feature: str, target: str,
+         learned: LearnedFloors | None = None) -> TestPlan:
+    """The checks of ``feature`` (on ``target``) after the per-feature overrides; with
+    ``learned``, each floor is ``max(configured, learned)`` (``applied`` says which).
 
     Examples
     --------
     >>> cfg = merge(service_defaults(), DetectorConfig(features={"x": {"checks": ["ks"]}}))
     >>> plan(cfg, "x", "numeric").checks, sorted(plan(cfg, "y", "numeric").alerting)
     (('ks',), ['nonfinite', 'null_rate', 'psi', 'type_mismatch'])
+    >>> from detectors.policy.learned import LearnedFloor
+    >>> lf = LearnedFloors("reference", 3600, 0.95, 24, {"y": {"psi": LearnedFloor(0.3, 0.4, 0.1, 24)}})
+    >>> p = plan(cfg, "y", "numeric", lf)
+    >>> p.floors["psi"], p.applied["psi"].source, p.floors["ks"], p.applied["ks"].source
+    (0.3, 'learned', 0.1, 'configured')
     """
     o = config.features.get(feature, CheckOverrides())
     enabled = o.checks if o.checks is not None else config.checks
@@ -163,8 +173,27 @@ def plan(config: DetectorConfig, feature: str, target: str) -> TestPlan:
     available = CHECKS_BY_TARGET[target]
     checks = available if enabled is None else tuple(
         c for c in available if any(matches(e, c, target) for e in enabled))
+    floors = {**DEFAULT_FLOORS, **config.floors, **o.floors}
+    applied = {} if learned is None else {
+        c: applied_floor(c, floors[c], learned.get(feature, c), learned) for c in checks}
     return TestPlan(
         checks=checks,
         alerting=frozenset(c for c in checks if any(matches(e, c, target) for e in alerting)),
-        floors={**DEFAULT_FLOORS, **config.floors, **o.floors},
+        floors={**floors, **{c: a.floor for c, a in applied.items()}},
+        applied=applied,
     )
+
+
+def alerting_only(config: DetectorConfig) -> DetectorConfig:
+    """``config`` running only the checks that may alert (model-wide and per feature).
+
+    Examples
+    --------
+    >>> cfg = alerting_only(merge(service_defaults(), DetectorConfig(features={"x": {"alerting": ["ks"]}})))
+    >>> plan(cfg, "x", "numeric").checks, plan(cfg, "y", "numeric").checks
+    (('ks',), ('null_rate', 'type_mismatch', 'nonfinite', 'psi'))
+    """
+    features = {name: o.model_copy(update={"checks": config.alerting if o.alerting is None else o.alerting})
+                for name, o in config.features.items()}
+    return config.model_copy(update={"checks": config.alerting, "features": features})
+

@@ -54,6 +54,12 @@ class TestResult:
     floor : float
         The effect floor of the interval null hypothesis the p-value tests
         (0.0: the point null "no change").
+    floor_source : str
+        Which floor that is: ``"configured"`` (the detector configuration's) or
+        ``"learned"`` (the feature's own window-to-window movement, larger;
+        :mod:`detectors.policy.learned`).
+    floor_reason : str
+        Why that floor, with the figures (empty when no learning was consulted).
     """
 
     __test__ = False  # not a pytest test class
@@ -69,6 +75,8 @@ class TestResult:
     status: Status = Status.OK
     reason: str = ""
     floor: float = 0.0
+    floor_source: str = "configured"
+    floor_reason: str = ""
 
     def __post_init__(self) -> None:
         for name in ("statistic", "effect_size", "p_value"):

@@ -11,6 +11,7 @@ from detectors.config import DetectorConfig, TestPlan, merge, plan, service_defa
 from detectors.drift.binned import aligned_bins
 from detectors.drift.divergence import MIN_COUNT
 from detectors.drift.grid import JointCdf, joint_cdf
+from detectors.policy.learned import AppliedFloor, LearnedFloors
 from detectors.quality.volume import volume_test
 from detectors.result import Status, TestResult, failed, insufficient
 from sketches.categorical import CategoricalSketch
@@ -27,10 +28,11 @@ NOT_RUN = (Status.INSUFFICIENT_DATA, Status.ERROR)
 
 
 def _guarded(fn: Callable[..., TestResult], check: str, feature: str, n_cur: int, n_ref: int,
-             *args: Any, **kwargs: Any) -> TestResult:
+             *args: Any, applied: AppliedFloor | None = None, **kwargs: Any) -> TestResult:
     """Run one check; an exception becomes an ``error`` result naming it (never a crash).
     A result that did not run (``insufficient_data``, ``error``) reports the floor the
-    check was configured with, not the point null's 0."""
+    check was configured with, not the point null's 0; with ``applied`` (learned floors
+    were consulted) the result says which floor it ran with and why."""
     try:
         result = fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - one bad check must not hide the others
@@ -38,6 +40,8 @@ def _guarded(fn: Callable[..., TestResult], check: str, feature: str, n_cur: int
     floor = kwargs.get("floor")
     if floor is not None and result.status in NOT_RUN and result.floor != floor:
         result = replace(result, floor=floor)
+    if applied is not None:
+        result = replace(result, floor_source=applied.source, floor_reason=applied.reason)
     return result
 
 
@@ -50,7 +54,8 @@ def _numeric(name: str, ref: NumericSketch, cur: NumericSketch, p: TestPlan,
         fn = NUMERIC_CHECKS.get(check)
         if fn is None:
             continue
-        kwargs: dict[str, Any] = {"floor": p.floors[check], "alpha": alpha}
+        kwargs: dict[str, Any] = {"floor": p.floors[check], "alpha": alpha,
+                                  "applied": p.applied.get(check)}
         if binned and check in BIN_CHECKS:
             pass  # read the exact bin counts, no grid
         elif check in GRID_CHECKS and min(ref.count, cur.count) >= MIN_COUNT:
@@ -65,20 +70,20 @@ def _categorical(name: str, ref: CategoricalSketch, cur: CategoricalSketch, p: T
                  alpha: float) -> list[TestResult]:
     return [
         _guarded(CATEGORICAL_CHECKS[c], c, name, cur.count, ref.count, ref, cur, name,
-                 floor=p.floors[c], alpha=alpha)
+                 floor=p.floors[c], alpha=alpha, applied=p.applied.get(c))
         for c in p.checks if c in CATEGORICAL_CHECKS
     ]
 
 
 def _feature(name: str, ref: FeatureProfile, cur: FeatureProfile, config: DetectorConfig,
-             alpha: float) -> list[TestResult]:
+             alpha: float, learned: LearnedFloors | None) -> list[TestResult]:
     target = ref.kind
     if target == "empty":
         return [insufficient("drift", name, cur.total, ref.total, "baseline has no values")]
-    p = plan(config, name, target)
+    p = plan(config, name, target, learned)
     out = [
         _guarded(FEATURE_CHECKS[c], c, name, cur.total, ref.total, ref, cur, name,
-                 floor=p.floors[c], alpha=alpha)
+                 floor=p.floors[c], alpha=alpha, applied=p.applied.get(c))
         for c in p.checks if c in FEATURE_CHECKS
     ]
     if target == "numeric":
@@ -120,6 +125,7 @@ def evaluate_window(
     baseline: WindowProfile,
     config: DetectorConfig | None = None,
     volume_history: Sequence[int] | None = None,
+    learned: LearnedFloors | None = None,
 ) -> list[TestResult]:
     """All configured tier-1 tests of ``current`` against ``baseline``.
 
@@ -132,6 +138,12 @@ def evaluate_window(
     volume_history : sequence of int, optional
         Record counts of comparable past windows for the volume test (the
         same slot of past weeks); None: volume is ``insufficient_data``.
+    learned : LearnedFloors, optional
+        What each feature normally moves window to window
+        (:mod:`detectors.policy.learned`): each test's floor is then
+        ``max(configured, learned)`` and its result says which (``floor_source``,
+        ``floor_reason``). The caller passes it only when it fits the
+        comparison (learned against this baseline, for windows of this length).
 
     Returns
     -------
@@ -168,12 +180,13 @@ def evaluate_window(
                 if cur is None:
                     cur = FeatureProfile()
                     cur.missing = current.count
-                results += _feature(name, baseline.features[name], cur, cfg, alpha)
+                results += _feature(name, baseline.features[name], cur, cfg, alpha, learned)
             elif target == "score":
-                results += _numeric(name, baseline.score, current.score, plan(cfg, name, target), alpha)
+                results += _numeric(name, baseline.score, current.score,
+                                    plan(cfg, name, target, learned), alpha)
             elif target == "prediction":
                 results += _categorical(name, baseline.prediction, current.prediction,
-                                        plan(cfg, name, target), alpha)
+                                        plan(cfg, name, target, learned), alpha)
     if "volume" in window_plan.checks:
         results.append(volume_test(current.count, volume_history or (), WINDOW_FEATURE,
                                    floor=window_plan.floors["volume"], alpha=alpha))

@@ -53,6 +53,7 @@ def upload_reference(
     feature_names: Sequence[str] | None = None,
     score_column: str | None = None,
     label_column: str | None = None,
+    time_column: str | None = None,
     pii: PiiPolicy | None = None,
     api_key: str | None = None,
     timeout: float = 60.0,
@@ -71,6 +72,12 @@ def upload_reference(
         Column names of a 2-D array.
     score_column, label_column : str, optional
         Columns holding the model's score and predicted label.
+    time_column : str, optional
+        Column holding each row's event time (Unix seconds): the service then
+        learns each feature's floors from how much it moves between the
+        model's windows (docs/detectors.md, learned floors). Rows in time
+        order keep the uploads' windows whole (each request of
+        ``UPLOAD_CHUNK_ROWS`` rows is learned from on its own).
     pii : PiiPolicy, optional
         The policy the model's client applies: the same features are dropped
         or hashed (with the same secret) so the reference matches live traffic
@@ -100,7 +107,7 @@ def upload_reference(
 
     def send(chunk_rows: list[dict[str, Any]], replace: bool) -> dict[str, Any]:
         body = {"rows": chunk_rows, "score_column": score_column, "label_column": label_column,
-                "replace": replace}
+                "time_column": time_column, "replace": replace}
         return send_json("POST", url, body, api_key=api_key, timeout=timeout)
 
     for i, row in enumerate(rows(data, feature_names)):

@@ -131,7 +131,7 @@ for _outcome in LABEL_OUTCOMES:
 
 # -- stored configuration that does not parse (service.stored) --------------------------
 CONFIG_ROLES = ("api", "aggregator", "detector", "joiner", "notifier")
-CONFIG_KINDS = ("model", "detector", "silence", "receiver", "key", "reference")
+CONFIG_KINDS = ("model", "detector", "silence", "receiver", "key", "reference", "floors")
 CONFIG_ERRORS = Counter(
     "fleetwatch_config_errors_total",
     "Stored configurations that did not parse when read, by the role reading and the kind of "

@@ -126,6 +126,24 @@ class Settings(BaseSettings):
     null_rate_floor: float = Field(
         0.1, ge=0, description="Default null-rate floor: the null-rate change a test must clear"
     )
+    learned_floor_quantile: float = Field(
+        0.99, gt=0, le=1,
+        description="Learned floors: the quantile q of a feature's window-to-window movement in its "
+                    "reference's windows (minus the same quantile of shuffled windows: sampling noise) "
+                    "that its tests' floors rise to when above the configured floor (docs/detectors.md)",
+    )
+    learned_floor_min_windows: int = Field(
+        8, ge=2, description="Learned floors: reference windows (by event time) needed to learn them"
+    )
+    learned_floor_max_windows: int = Field(
+        300, ge=2, description="Learned floors: reference windows tested at most (a seeded sample of them "
+                               "when there are more)"
+    )
+    learned_floor_shuffles: int = Field(
+        2, ge=1, le=64,
+        description="Learned floors: random partitions of the reference rows into windows of the same "
+                    "sizes whose effects measure sampling noise",
+    )
     alpha: float = Field(
         0.01, gt=0, lt=1, description="Level at which one test's status reads drift (alerts: the FDR gate)"
     )

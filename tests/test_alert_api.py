@@ -63,11 +63,11 @@ async def test_alert_endpoints_answer_4xx_naming_the_field(settings, store):
         assert [x["id"] for x in critical] == [a["id"]]
 
 
-async def test_register_a_model_with_lineage_thresholds_and_policy(settings, store):
+async def test_register_a_model_with_lineage_floors_and_policy(settings, store):
     body = {"model_id": "fraud", "owner": "payments", "tier": 1, "window_seconds": 600,
             "features": {"amount": {"type": "numeric", "source": "payments_db"},
                          "country": {"type": "categorical"}},
-            "thresholds": {"psi": 0.3}, "persistence": {"k": 1, "m": 2, "resolve_after": 4},
+            "floors": {"psi": 0.3}, "persistence": {"k": 1, "m": 2, "resolve_after": 4},
             "routing": {"team": "payments"}}
     async with client(settings, store) as http:
         created = await http.post("/v1/models", json=body)
@@ -82,7 +82,7 @@ async def test_register_a_model_with_lineage_thresholds_and_policy(settings, sto
         det = (await http.get("/v1/models/fraud/detector-config")).json()
         assert det["effective"]["floors"]["psi"] == 0.3 and det["effective"]["floors"]["js"] == 0.1
 
-        for field, patch in [("thresholds", {"thresholds": {"nope": 1.0}}),
+        for field, patch in [("floors", {"floors": {"nope": 1.0}}),
                              ("features.amount.type", {"features": {"amount": {"type": "text"}}}),
                              ("persistence", {"persistence": {"k": 3, "m": 2}}),
                              ("tier", {"tier": 4}), ("model_id", {"model_id": ""})]:

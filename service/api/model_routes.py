@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -10,6 +11,7 @@ from fastapi import APIRouter, Body, Query, Request
 from pydantic import Field, ValidationError
 
 from detectors.config import DetectorConfig, merge
+from detectors.policy.learned import LearnedFloors
 from detectors.strict import StrictModel
 from sdk.record import RecordError
 from service.api.errors import ApiError, ErrorBody
@@ -20,16 +22,24 @@ from service.api.model_views import (
     BaselineView,
     BinEdges,
     DeletedView,
+    FloorsView,
     ModelView,
     ReferenceBrief,
     ReferenceSummary,
+    learned_floors_view,
 )
 from service.api.params import ModelId, Offset, limit_query
 from service.api.summary import TOP_CATEGORIES as TOP_PREDICTIONS
 from service.api.summary import feature_summary, numeric_summary, window_summary
 from service.cohorts import CohortStore
 from service.detection.detector import model_detector_config
-from service.profiles.reference import build_reference, labelled_reference
+from service.profiles.reference import (
+    FloorLearning,
+    ReferenceColumns,
+    build_reference,
+    labelled_reference,
+    learned_reference_floors,
+)
 from service.profiles.rollups import DAY, HOUR
 from service.profiles.store import Store, parse_member
 from service.registry import ModelConfig, ModelName
@@ -79,6 +89,10 @@ class ReferenceUpload(StrictModel):
         None, description="Column holding the true label (e.g. of the validation set): the labelled "
                           "reference becomes the baseline of the label-joined checks (tier-1 models "
                           "with performance)")
+    time_column: str | None = Field(
+        None, description="Column holding each row's event time (Unix seconds): the rows are then split "
+                          "into the model's windows and each feature's floors learned from how much it "
+                          "moves between them (docs/detectors.md, learned floors)")
     replace: bool = Field(True, description="Replace the reference (else merge into it)")
 
     model_config = {"json_schema_extra": {"examples": [
@@ -87,18 +101,19 @@ class ReferenceUpload(StrictModel):
 
 
 class ModelRegistration(ModelConfig):
-    """The body of ``POST /v1/models``: the model's id, configuration and alert thresholds."""
+    """The body of ``POST /v1/models``: the model's id, configuration and effect floors."""
 
     model_id: ModelName = Field(..., description="The model's id, as the SDK sends it: 1 to 256 "
                                                  "printable characters, no '/' or '\\', not '.' or '..'")
-    thresholds: dict[str, float] = Field(
-        default_factory=dict, description="Effect floor per check (e.g. psi: 0.25), on top of the defaults")
+    floors: dict[str, float] = Field(
+        default_factory=dict, description="Effect floor per check (e.g. psi: 0.25), on top of the defaults "
+                                          "(the detector configuration's `floors`)")
 
     model_config = {"json_schema_extra": {"examples": [{
         "model_id": "fraud-v3", "owner": "payments-ml", "tier": 1,
         "features": {"amount": {"type": "numeric", "source": "payments_db"},
                      "country": {"type": "categorical", "source": "geo_ip"}},
-        "thresholds": {"psi": 0.25}, "routing": {"team": "payments"}}]}}
+        "floors": {"psi": 0.25}, "routing": {"team": "payments"}}]}}
 
 
 @router.get("", summary="Monitored models, by id",
@@ -136,13 +151,12 @@ async def register_model(body: ModelRegistration, request: Request) -> dict[str,
         raise ApiError(409, "model_exists", f"model {body.model_id!r} is registered; PUT "
                        f"/v1/models/{body.model_id} replaces its configuration", "model_id")
     try:
-        floors = DetectorConfig(floors=body.thresholds)
+        floors = DetectorConfig(floors=body.floors)
     except ValidationError as exc:
-        raise ApiError(422, "invalid_request", f"thresholds: {exc.errors()[0]['msg']}",
-                       "thresholds") from None
-    config = ModelConfig.model_validate(body.model_dump(exclude={"model_id", "thresholds"}))
+        raise ApiError(422, "invalid_request", f"floors: {exc.errors()[0]['msg']}", "floors") from None
+    config = ModelConfig.model_validate(body.model_dump(exclude={"model_id", "floors"}))
     refuse_unjoined_performance(config)
-    if body.thresholds:
+    if body.floors:
         current = await editable_detector_config(store, body.model_id)
         await store.put_detector_config(body.model_id, merge(current, floors))
     await store.put_model_config(body.model_id, config)
@@ -183,10 +197,12 @@ async def upload_reference(model_id: ModelId, body: ReferenceUpload, request: Re
     await require_model(store, model_id)
     existing = None if body.replace else await store.reference(model_id)
     counters = None
+    columns = ReferenceColumns(body.score_column, body.label_column, body.truth_column, body.time_column)
     try:
         profile = build_reference(model_id, body.rows, body.score_column, body.label_column,
                                   body.truth_column,
-                                  edges=None if existing is None else existing.edge_set())
+                                  edges=None if existing is None else existing.edge_set(),
+                                  time_column=body.time_column)
         if body.truth_column is not None:
             cfg = (await store.model_configs([model_id]))[model_id]
             if not isinstance(cfg, ModelConfig) or not cfg.joins_labels:
@@ -201,8 +217,30 @@ async def upload_reference(model_id: ModelId, body: ReferenceUpload, request: Re
         await CohortStore(store.r).put_reference_cohort(model_id, counters, body.replace)
     if existing is not None:
         profile = existing.merge(profile)
-    await store.put_reference(model_id, profile)
-    return {"model_id": model_id, "count": profile.count, "features": sorted(profile.features)}
+    floors = None if body.replace else await store.learned_floors(model_id)
+    if body.time_column is not None:
+        learned = await _learn_floors(store, request.app.state.settings, model_id, body.rows, profile,
+                                      columns)
+        floors = learned if floors is None or floors.window_seconds != learned.window_seconds \
+            else floors.combined(learned)
+    await store.put_reference(model_id, profile, floors)
+    return {"model_id": model_id, "count": profile.count, "features": sorted(profile.features),
+            "learned_floors": None if floors is None else learned_floors_view(floors)}
+
+
+async def _learn_floors(store: Store, settings: Any, model_id: str, rows: list[dict[str, Any]],
+                        reference: Any, columns: ReferenceColumns) -> LearnedFloors:
+    """The floors the rows teach (in a thread: it tests every window of them)."""
+    cfg = (await store.model_configs([model_id]))[model_id]
+    cfg = cfg if isinstance(cfg, ModelConfig) else ModelConfig()
+    detector = await model_detector_config(store, settings, model_id)
+    how = FloorLearning(settings.learned_floor_quantile, settings.learned_floor_min_windows,
+                        settings.learned_floor_max_windows, settings.learned_floor_shuffles)
+    try:
+        return await asyncio.to_thread(learned_reference_floors, model_id, rows, reference, detector,
+                                       cfg.window_seconds, cfg.window_origin, columns, how)
+    except RecordError as exc:
+        raise ApiError(422, "invalid_row", exc.message, exc.field) from None
 
 
 GRANULARITY = {"window": None, "hour": HOUR, "day": DAY}
@@ -211,6 +249,9 @@ MODEL_VIEW_EXAMPLE = {
         json.dumps(CONFIG_EXAMPLE)).model_dump(mode="json"),
     "config_error": None, "lineage": {"geo_ip": ["country"], "payments_db": ["amount"]},
     "baseline": {"configured": "auto", "last_used": "reference"},
+    "floors": {"configured": {"psi": 0.2, "js": 0.1, "null_rate": 0.1}, "learned": {
+        "source": "reference", "window_seconds": 300, "quantile": 0.95, "windows": 288, "note": None,
+        "floors": {"amount": {"psi": {"floor": 0.31, "movement": 0.36, "noise": 0.05, "windows": 288}}}}},
     "reference": {"count": 50_000, "features": ["", "amount", "country"]}}
 REFERENCE_EXAMPLE = {
     "model_id": "fraud-v3", "count": 50_000, "features": {"amount": {
@@ -242,10 +283,13 @@ async def model_view(store: Store, settings: Any, model_id: str) -> ModelView:
     reference = await store.reference(model_id)
     detector = await model_detector_config(store, settings, model_id)
     status = await store.model_status(model_id)
+    learned = await store.learned_floors(model_id)
     return ModelView(
         model_id=model_id, registered=stored is not None, config=config,
         config_error=stored.error if unreadable else None, lineage=dict(sorted(lineage.items())),
         baseline=BaselineView(configured=detector.baseline.kind, last_used=status.get("last_baseline")),
+        floors=FloorsView(configured=detector.floors, learned=None if learned is None
+                          else learned_floors_view(learned)),
         reference=None if reference is None else ReferenceBrief(count=reference.count,
                                                                 features=sorted(reference.features)))
 

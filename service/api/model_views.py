@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from detectors.policy.learned import LearnedFloors
 from service.registry import ModelConfig
 
 
@@ -44,6 +45,44 @@ class BaselineView(BaseModel):
                                                     "with (null before the first evaluation)")
 
 
+class LearnedFloorView(BaseModel):
+    floor: float = Field(..., description="The learned floor: movement minus noise, at least 0")
+    movement: float = Field(..., description="The quantile of |effect| over the reference's windows")
+    noise: float = Field(..., description="The same quantile over shuffled windows of the same sizes "
+                                          "(sampling noise)")
+    windows: int = Field(..., description="Reference windows whose test decided")
+
+
+class LearnedFloorsView(BaseModel):
+    """The floors learned from the reference (docs/detectors.md, learned floors)."""
+
+    source: str = Field(..., description="reference: its rows split into the model's windows by event time")
+    window_seconds: int = Field(..., description="Window length learned for; windows of another length "
+                                                 "use the configured floors")
+    quantile: float = Field(..., description="FLEETWATCH_LEARNED_FLOOR_QUANTILE when learned")
+    windows: int = Field(..., description="Windows the reference split into")
+    note: str | None = Field(None, description="Why nothing was learned")
+    floors: dict[str, dict[str, LearnedFloorView]] = Field(
+        ..., description="Feature ('__score__': the score) -> check -> learned floor. A test's floor is "
+                         "max(configured, learned) when the reference is its baseline")
+
+
+def learned_floors_view(floors: LearnedFloors) -> LearnedFloorsView:
+    return LearnedFloorsView(
+        source=floors.source, window_seconds=floors.window_seconds, quantile=floors.quantile,
+        windows=floors.chunks, note=floors.note,
+        floors={f: {c: LearnedFloorView(floor=v.floor, movement=v.movement, noise=v.noise, windows=v.chunks)
+                    for c, v in checks.items()} for f, checks in floors.floors.items()})
+
+
+class FloorsView(BaseModel):
+    configured: dict[str, float] = Field(..., description="Effect floor per check in force for the model "
+                                                          "(service defaults and its detector configuration; "
+                                                          "per-feature overrides in its detector-config)")
+    learned: LearnedFloorsView | None = Field(..., description="Floors learned from the reference (null: "
+                                                               "none; upload it with a time_column)")
+
+
 class ModelView(BaseModel):
     """A model as registered: configuration, lineage, baseline and reference."""
 
@@ -57,6 +96,7 @@ class ModelView(BaseModel):
         ..., description="Upstream source -> the declared features it feeds (features without a source "
                          "are left out)")
     baseline: BaselineView
+    floors: FloorsView
     reference: ReferenceBrief | None = Field(..., description="The reference profile, null without one")
 
 
@@ -67,7 +107,7 @@ class DeletedView(BaseModel):
     kept: list[str] = Field(..., description="What was not deleted, and why")
 
 
-DELETED = ["configuration", "detector configuration", "reference profile and its bin edges",
+DELETED = ["configuration", "detector configuration", "reference profile, its bin edges and learned floors",
            "window and rollup profiles and their indexes", "stored test results and cached baselines",
            "alert-policy series and pending windows", "label cohorts, joined predictions and label counters",
            "per-model status counters", "membership of the model list"]
@@ -134,5 +174,6 @@ class ModelStatus(BaseModel):
     fdr: FdrApplied | None = Field(..., description="The FDR gate on the last window it gated (null "
                                                      "before the first)")
     baseline: BaselineView
+    floors: FloorsView
     labels: LabelCounts | None = Field(..., description="Label join counters (null unless the model is "
                                                         "tier 1 with a performance configuration)")

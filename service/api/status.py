@@ -31,6 +31,7 @@ STATUS_EXAMPLE = {
                        "baseline": "reference", "evaluated_at": 1_700_006_712.4},
     "fdr": {"level": 0.0004, "window_start": 1_700_006_400, "tests": 24, "discoveries": 0},
     "baseline": {"configured": "auto", "last_used": "reference"},
+    "floors": {"configured": {"psi": 0.2, "js": 0.1, "null_rate": 0.1}, "learned": None},
     "labels": {"joined": 48_210, "duplicate": 3, "relabeled": 0, "unknown": 0, "late": 12, "invalid": 0,
                "pending": 40}}
 
@@ -70,4 +71,4 @@ async def model_status(model_id: ModelId, request: Request) -> ModelStatus:
                 pending_key(model_id)), evaluated=int(counted.get("evaluated", 0)),
             skipped={k[len(SKIPPED):]: int(v) for k, v in sorted(counted.items()) if k.startswith(SKIPPED)},
             abandoned=int(counted.get("abandoned", 0))),
-        last_evaluated=last, fdr=fdr, baseline=view.baseline, labels=labels)
+        last_evaluated=last, fdr=fdr, baseline=view.baseline, floors=view.floors, labels=labels)

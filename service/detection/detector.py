@@ -126,7 +126,10 @@ async def evaluate_member(
     baseline, counts = await resolve_baseline(store, model_id, current, config)
     if baseline is None:
         return "no_baseline"
-    return current, baseline, config, evaluate_window(current, baseline.profile, config, counts)
+    learned = await store.learned_floors(model_id, "detector") if baseline.kind == "reference" else None
+    if learned is not None and learned.window_seconds != current.window_seconds:
+        learned = None  # learned for windows of another length
+    return current, baseline, config, evaluate_window(current, baseline.profile, config, counts, learned)
 
 
 class Detector:

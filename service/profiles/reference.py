@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from detectors.config import DetectorConfig, alerting_only
+from detectors.policy.learned import LearnedFloors, learn_floors
+from detectors.result import TestResult
+from detectors.suite import evaluate_window
 from sdk.batching import split_messages
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord, RecordError, validate_record
@@ -16,9 +22,21 @@ from service.cohorts.codec import labelled_counters
 from service.cohorts.counters import Counters
 from service.registry import PerformanceConfig
 from sketches.bins import SCORE_EDGES, EdgeSet, bin_templates, derive_edges
+from sketches.columns import subset
 from sketches.profile import WindowProfile
+from sketches.window import window_starts
 
 REFERENCE_VERSION = "reference"
+
+
+@dataclass(frozen=True)
+class ReferenceColumns:
+    """The columns of reference rows that are not features."""
+
+    score: str | None = None
+    label: str | None = None
+    truth: str | None = None
+    time: str | None = None
 
 
 def reference_records(
@@ -27,9 +45,10 @@ def reference_records(
     score_column: str | None = None,
     label_column: str | None = None,
     truth_column: str | None = None,
+    time_column: str | None = None,
 ) -> list[PredictionRecord]:
-    """Validate rows (feature columns plus optional score, predicted-label and
-    ground-truth columns; the ground truth is no feature).
+    """Validate rows (feature columns plus optional score, predicted-label,
+    ground-truth and event-time columns; the ground truth and the time are no features).
 
     Raises
     ------
@@ -38,7 +57,8 @@ def reference_records(
     """
     out = []
     for i, row in enumerate(rows):
-        features = {k: v for k, v in row.items() if k not in (score_column, label_column, truth_column)}
+        features = {k: v for k, v in row.items()
+                    if k not in (score_column, label_column, truth_column, time_column)}
         data = {
             "model_id": model_id,
             "model_version": REFERENCE_VERSION,
@@ -99,6 +119,7 @@ def build_reference(
     label_column: str | None = None,
     truth_column: str | None = None,
     edges: EdgeSet | None = None,
+    time_column: str | None = None,
 ) -> WindowProfile:
     """A reference profile (window start and length 0) of the rows.
 
@@ -113,12 +134,95 @@ def build_reference(
         Naming the first bad row and field.
     """
     cols = RecordColumns.from_records(model_id, reference_records(model_id, rows, score_column,
-                                                                  label_column, truth_column))
+                                                                  label_column, truth_column,
+                                                                  time_column))
     check_encodable(cols)
     bins = bin_templates(edges) if edges is not None else bin_templates(reference_edges(cols), source=True)
     profile = WindowProfile(model_id, 0, 0, bins=bins)
     profile.add_columns(cols)
     return profile
+
+
+def event_times(rows: Sequence[Mapping[str, Any]], time_column: str) -> np.ndarray:
+    """The rows' event times (Unix seconds, float64, shape (n,)) from ``time_column``.
+
+    Raises
+    ------
+    RecordError
+        With ``field`` = ``"rows[i].<time_column>"`` for the first row whose time is
+        missing or not a finite number.
+    """
+    out = np.empty(len(rows), dtype=np.float64)
+    for i, row in enumerate(rows):
+        v = row.get(time_column)
+        if type(v) not in (int, float) or not math.isfinite(v):
+            raise RecordError(f"rows[{i}].{time_column}",
+                              f"the event time must be a finite number of Unix seconds, got {v!r}")
+        out[i] = v
+    return out
+
+
+@dataclass(frozen=True)
+class FloorLearning:
+    """How :func:`learned_reference_floors` learns (``FLEETWATCH_LEARNED_FLOOR_*``)."""
+
+    quantile: float = 0.99
+    min_windows: int = 8
+    max_windows: int = 300
+    shuffles: int = 2
+    seed: int = 0
+
+
+def learned_reference_floors(
+    model_id: str,
+    rows: Sequence[Mapping[str, Any]],
+    reference: WindowProfile,
+    config: DetectorConfig,
+    window_seconds: int,
+    origin: int,
+    columns: ReferenceColumns,
+    how: FloorLearning = FloorLearning(),
+) -> LearnedFloors:
+    """What each feature of the reference moves window to window
+    (:func:`detectors.policy.learned.learn_floors`), for the checks that may alert.
+
+    The rows are split into the model's windows by ``columns.time`` (aligned as the
+    aggregator aligns them; at most ``how.max_windows`` of them, a seeded sample,
+    are tested); each window's profile, counted in the reference's bins, is tested
+    against ``reference`` with ``config``'s alerting checks; so are ``how.shuffles``
+    random partitions of the same rows into windows of the same sizes (seeded: the
+    same rows learn the same floors).
+
+    Raises
+    ------
+    RecordError
+        Naming the first row whose event time is not a number.
+    """
+    times = event_times(rows, columns.time)
+    starts = window_starts(times, window_seconds, origin)
+    order = np.argsort(starts, kind="stable")
+    groups = np.split(order, np.flatnonzero(np.diff(starts[order])) + 1) if len(rows) else []
+    if len(groups) < how.min_windows:  # nothing to test: the rule says why
+        return learn_floors([[] for _ in groups], [], window_seconds, how.quantile, how.min_windows)
+    rng = np.random.default_rng(how.seed)
+    if len(groups) > how.max_windows:
+        groups = [groups[i] for i in np.sort(rng.choice(len(groups), how.max_windows, replace=False))]
+    used = np.concatenate(groups)
+    cols = RecordColumns.from_records(model_id, reference_records(
+        model_id, [rows[i] for i in used], columns.score, columns.label, columns.truth, columns.time))
+    templates = bin_templates(reference.edge_set())
+    checks = alerting_only(config)
+
+    def tested(idx: np.ndarray) -> list[TestResult]:
+        chunk = WindowProfile(model_id, 0, 0, bins=templates)
+        chunk.add_columns(subset(cols, idx, list(cols.features)))
+        return evaluate_window(chunk, reference, checks)
+
+    sizes = np.cumsum([len(g) for g in groups])[:-1]
+    chunks = [tested(g) for g in np.split(np.arange(len(used)), sizes)]
+    shuffled = [[tested(g) for g in np.split(rng.permutation(len(used)), sizes)]
+                for _ in range(how.shuffles)]
+    return learn_floors(chunks, shuffled, window_seconds, how.quantile, how.min_windows)
 
 
 def labelled_reference(

@@ -53,6 +53,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from detectors.config import DetectorConfig
+from detectors.policy.learned import LearnedFloors
 from service import metrics
 from service.registry import ModelConfig
 from service.stored import Unreadable, encode_stored, read_stored
@@ -85,6 +86,11 @@ def reference_key(m: str) -> str:
 
 def edges_key(m: str) -> str:
     return f"fw:{{{m}}}:edges"
+
+
+def floors_key(m: str) -> str:
+    """JSON of the floors learned from the model's reference (``LearnedFloors.to_dict``)."""
+    return f"fw:{{{m}}}:floors"
 
 
 def index_key(m: str, granularity: int | None = None) -> str:
@@ -394,10 +400,17 @@ class Store:
         return bool(await self.r.sismember(MODELS, model_id))
 
     # -- reference profiles -------------------------------------------------------
-    async def put_reference(self, model_id: str, profile: WindowProfile) -> None:
+    async def put_reference(self, model_id: str, profile: WindowProfile,
+                            floors: LearnedFloors | None = None) -> None:
+        """Store a reference profile, its bin edges and the floors learned from it (None:
+        none, any stored ones are removed) in one transaction."""
         async with self.r.pipeline(transaction=True) as p:
             p.set(reference_key(model_id), profile.to_bytes())
             p.set(edges_key(model_id), edge_set_to_bytes(profile.edge_set()))
+            if floors is None:
+                p.delete(floors_key(model_id))
+            else:
+                p.set(floors_key(model_id), json.dumps(floors.to_dict()))
             p.sadd(MODELS, model_id)
             await p.execute()
 
@@ -429,6 +442,22 @@ class Store:
             metrics.CONFIG_ERRORS.labels(role=role, kind="reference").inc()
             log.error("stored reference profile of %r does not decode (%s: %s); %s ignores it until "
                       "it is replaced", model_id, type(exc).__name__, exc, role)
+            return None
+
+    async def learned_floors(self, model_id: str, role: str = "api") -> LearnedFloors | None:
+        """The floors learned from the model's reference; None when there are none, or
+        when the stored ones do not read back (counted as
+        ``fleetwatch_config_errors_total{kind="floors"}`` under ``role``: the configured
+        floors apply until a new upload replaces them)."""
+        raw = await self.r.get(floors_key(model_id))
+        if raw is None:
+            return None
+        try:
+            return LearnedFloors.from_dict(json.loads(raw))
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+            metrics.CONFIG_ERRORS.labels(role=role, kind="floors").inc()
+            log.error("stored learned floors of %r do not read back (%s: %s); %s uses the configured "
+                      "floors", model_id, type(exc).__name__, exc, role)
             return None
 
     # -- window profiles ----------------------------------------------------------

@@ -90,7 +90,7 @@ class SimOptions:
     reference_rows : int
         Rows of each model's reference profile (the day before the scenario).
     psi_floor : float
-        PSI floor of every model (registration ``thresholds``): shifts with a PSI of 0.25
+        PSI floor of every model (registration ``floors``): shifts with a PSI of 0.25
         must clear it; the default sits at the PSI of the fleet's seasonal movement
         (means move by up to 0.15 standard deviations: PSI ~ 0.02).
     label_fraction : float
@@ -133,7 +133,7 @@ def registration(m: fl.ModelSpec, opts: SimOptions) -> dict[str, Any]:
         "model_id": m.model_id, "window_seconds": WINDOW_SECONDS, "tier": m.tier,
         "owner": f"team-{m.index % 8}",
         "features": {f.name: {"type": f.declared_type, "source": f.source} for f in m.features},
-        "thresholds": {"psi": opts.psi_floor},
+        "floors": {"psi": opts.psi_floor},
     }
     if m.tier == 1:
         horizon = max(WINDOW_SECONDS, int(math.ceil(2 * m.label_delay_seconds / 60.0)) * 60)
