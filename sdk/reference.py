@@ -54,9 +54,11 @@ def upload_reference(
     score_column: str | None = None,
     label_column: str | None = None,
     time_column: str | None = None,
+    truth_column: str | None = None,
     pii: PiiPolicy | None = None,
     api_key: str | None = None,
     timeout: float = 60.0,
+    replace: bool = True,
 ) -> dict[str, Any]:
     """Replace a model's reference profile with one built from ``data``.
 
@@ -67,7 +69,8 @@ def upload_reference(
     model_id : str
     data : DataFrame, mapping of name -> array / sequence, 2-D numpy array, or iterable of mappings
         One row per prediction: feature columns, optionally a score column and
-        a predicted-label column. A 2-D array needs ``feature_names``.
+        a predicted-label column (and a true-label column). A 2-D array needs
+        ``feature_names``.
     feature_names : sequence of str, optional
         Column names of a 2-D array.
     score_column, label_column : str, optional
@@ -78,6 +81,10 @@ def upload_reference(
         model's windows (docs/detectors.md, learned floors). Rows in time
         order keep the uploads' windows whole (each request of
         ``UPLOAD_CHUNK_ROWS`` rows is learned from on its own).
+    truth_column : str, optional
+        Column holding the true label (e.g. of the validation set): the labelled
+        reference becomes the baseline of the label-joined checks (tier-1 models
+        registered with ``performance``).
     pii : PiiPolicy, optional
         The policy the model's client applies: the same features are dropped
         or hashed (with the same secret) so the reference matches live traffic
@@ -86,6 +93,8 @@ def upload_reference(
         Sent as ``X-API-Key``.
     timeout : float
         Seconds per HTTP request.
+    replace : bool
+        Replace the model's reference (default), or merge these rows into it.
 
     Returns
     -------
@@ -95,7 +104,8 @@ def upload_reference(
     Raises
     ------
     urllib.error.HTTPError
-        If the API refuses the data (the body names the row and field).
+        If the API refuses the data (the body names the row and field), 404
+        ``model_not_found`` for a model never registered.
     sdk.record.RecordError
         If a column the policy hashes holds an integer beyond 64 bits (the API
         would see only its hash), naming the row and field.
@@ -105,16 +115,17 @@ def upload_reference(
     chunk: list[dict[str, Any]] = []
     first = True
 
-    def send(chunk_rows: list[dict[str, Any]], replace: bool) -> dict[str, Any]:
+    def send(chunk_rows: list[dict[str, Any]]) -> dict[str, Any]:
+        # the first chunk replaces the reference (unless merging); the next ones merge into it
         body = {"rows": chunk_rows, "score_column": score_column, "label_column": label_column,
-                "time_column": time_column, "replace": replace}
+                "time_column": time_column, "truth_column": truth_column, "replace": replace and first}
         return send_json("POST", url, body, api_key=api_key, timeout=timeout)
 
     for i, row in enumerate(rows(data, feature_names)):
         cleaned = {k: _clean(v) for k, v in row.items()}
         chunk.append(_hashed(pii, cleaned, i) if pii is not None else cleaned)
         if len(chunk) >= UPLOAD_CHUNK_ROWS:
-            answer, chunk, first = send(chunk, first), [], False
+            answer, chunk, first = send(chunk), [], False
     if chunk or first:
-        answer = send(chunk, first)
+        answer = send(chunk)
     return answer

@@ -1,4 +1,5 @@
-"""The ``fleetwatch`` command line."""
+"""``fleetwatch run`` and the single roles (aggregate, detect, join, notify, serve), the demo,
+the simulator and the benchmark scenarios."""
 
 from __future__ import annotations
 
@@ -11,10 +12,7 @@ import typer
 
 from service.settings import Settings
 
-app = typer.Typer(help="fleetwatch: streaming monitoring for fleets of ML models.",
-                  no_args_is_help=True)
-reference_app = typer.Typer(help="Reference (baseline) profiles.", no_args_is_help=True)
-app.add_typer(reference_app, name="reference")
+app = typer.Typer()
 
 
 def _logging(verbose: bool) -> None:
@@ -107,67 +105,6 @@ def serve(verbose: Verbose = False) -> None:
     _run(("api",), False, verbose)
 
 
-@reference_app.command("build")
-def reference_build(
-    model: Annotated[str, typer.Option(help="Model id")],
-    csv: Annotated[Path, typer.Option(exists=True, dir_okay=False, help="CSV file, one row per prediction")],
-    score_column: Annotated[str | None, typer.Option(help="Column holding the score")] = None,
-    label_column: Annotated[str | None, typer.Option(help="Column holding the predicted label")] = None,
-) -> None:
-    """Build a model's reference profile from a CSV file and store it in Redis."""
-    from sdk.record import RecordError
-    from service.profiles.reference import build_reference, read_csv_rows
-    from service.profiles.store import Store
-
-    settings = Settings()
-    if settings.redis_url is None:
-        raise typer.BadParameter("set FLEETWATCH_REDIS_URL")
-    try:
-        profile = build_reference(model, read_csv_rows(str(csv)), score_column, label_column)
-    except RecordError as exc:
-        raise typer.BadParameter(str(exc)) from None
-
-    async def store_it() -> None:
-        store = Store(settings.redis_url)
-        try:
-            await store.put_reference(model, profile)
-        finally:
-            await store.close()
-
-    asyncio.run(store_it())
-    typer.echo(f"reference for {model}: {profile.count} rows, features {sorted(profile.features)}")
-
-
-ApiUrl = Annotated[str, typer.Option("--url", envvar="FLEETWATCH_API_URL",
-                                     help="fleetwatch API (`fleetwatch run` prints it)")]
-ApiKey = Annotated[str | None, typer.Option("--api-key", envvar="FLEETWATCH_API_KEY",
-                                            help="API key with write scope (when the API requires keys)")]
-
-
-@app.command()
-def flush(
-    model: Annotated[str, typer.Argument(help="Model id")],
-    url: ApiUrl = "http://127.0.0.1:8000",
-    api_key: ApiKey = None,
-) -> None:
-    """Close a model's open windows now, after every record already sent (the end of a
-    backfill or replay), through POST /v1/models/{id}/flush."""
-    import httpx
-
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    try:
-        r = httpx.post(f"{url.rstrip('/')}/v1/models/{model}/flush", headers=headers, timeout=30)
-    except httpx.HTTPError as exc:
-        typer.echo(f"error: {url} unreachable: {exc}", err=True)
-        raise typer.Exit(2) from None
-    if r.status_code != 202:
-        typer.echo(f"error: HTTP {r.status_code}: {r.text}", err=True)
-        raise typer.Exit(1)
-    body = r.json()
-    typer.echo(f"flush of {model} requested (partition {body['partition']}, offset {body['offset']}): "
-               "its open windows close when the aggregator reaches it")
-
-
 def _scenario(name: str) -> str:
     from service.sim.scenarios import scenario
 
@@ -239,6 +176,3 @@ def simulate(
     _logging(verbose)
     run_simulation(Settings(), SimOptions(models=models, days=days, seed=seed), json_path)
 
-
-if __name__ == "__main__":
-    app()
