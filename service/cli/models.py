@@ -111,7 +111,8 @@ def merged(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 def patch_model(
     model: Model,
     patch: Annotated[str | None, typer.Option(
-        "--patch", "-p", help='A JSON merge patch, e.g. \'{"tier": 1, "routing": {"team": "risk"}}\'')] = None,
+        "--patch", "-p",
+        help='A JSON merge patch, e.g. \'{"tier": 1, "routing": {"team": "risk"}}\'')] = None,
     assignments: Annotated[list[str] | None, typer.Option(
         "--set", help="FIELD=VALUE, repeatable; dots reach into sections (performance.threshold=0.7); "
                       "VALUE is JSON or a string; null puts the field back to its default")] = None,

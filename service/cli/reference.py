@@ -90,7 +90,8 @@ def upload(
         except RecordError as exc:
             raise fail(f"{exc.field}: {exc.message}") from None
     show(answer, as_json, lambda a: typer.echo(
-        f"reference of {a['model_id']}: {a['count']} rows, features {', '.join(f or '(score)' for f in a['features'])}"))
+        f"reference of {a['model_id']}: {a['count']} rows, "
+        f"features {', '.join(f or '(score)' for f in a['features'])}"))
 
 
 def _show_reference(ref: dict[str, Any]) -> None:
