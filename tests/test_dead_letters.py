@@ -253,3 +253,53 @@ async def test_messages_fetched_before_their_partition_is_acquired_are_read_agai
             for offset in (7, 8)]
     await agg.process({tp: msgs})
     assert agg._consumer.seeks == [(tp, 7)]
+
+
+async def test_status_counts_a_models_dead_letters_by_reason_once_across_a_restart(settings, store):
+    """GET /v1/models/{id}/status names every reason a model's records were dead-lettered
+    for (not only late and future): records violating the contract, a message keyed by
+    another model, an undecodable message keyed by the model. A model that does not exist
+    gets no counters. The counts are checkpointed with the offsets, so an aggregator
+    restarted on the same partitions counts nothing twice."""
+    from service.model_config import ModelConfig
+
+    await store.put_model_config("dl", ModelConfig())
+    app = create_app(settings, store)
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
+    bad = [PredictionRecord("dl", "1", f"inf{i}", T0 + 1.0, {"x": 1.0}, score=float("inf")) for i in range(2)]
+    wrong = [PredictionRecord("dl", "1", f"w{i}", T0 + 1.0, {"x": [1]}) for i in range(3)]
+    expected = {"not_finite": 2, "wrong_type": 3, "key_mismatch": 4, "undecodable": 1}
+
+    async def counted() -> dict:
+        return (await http.get("/v1/models/dl/status")).json()["records"]["dead_lettered"]
+
+    async with running(settings, store, "aggregator"):
+        producer = await producer_for(settings)
+        try:
+            for value, key in ((encode_batch(records("dl", 5) + bad + wrong), b"dl"),
+                               (encode_batch(records("dl", 4, prefix="k")), b"other"),
+                               (b"\xc1 not msgpack", b"dl"),
+                               (encode_batch(records("ghost", 2)), b"ghost2"),
+                               (b"\xc1 not msgpack", b"nosuchmodel")):
+                await producer.send_and_wait(settings.predictions_topic, value, key=key)
+        finally:
+            await producer.stop()
+
+        async def all_counted() -> bool:
+            return await counted() == expected
+
+        await wait_for(all_counted, timeout=60)
+    async with running(settings, store, "aggregator"):  # restarted: resumes at the checkpoints
+        producer = await producer_for(settings)
+        try:  # one more of each on the partitions of the first messages, behind them
+            await producer.send_and_wait(settings.predictions_topic, encode_batch(wrong[:1]), key=b"dl")
+            await producer.send_and_wait(settings.predictions_topic, encode_batch(records("dl", 1)),
+                                         key=b"other")
+        finally:
+            await producer.stop()
+        expected = {**expected, "wrong_type": 4, "key_mismatch": 5}  # and nothing counted twice
+        await wait_for(all_counted, timeout=60)
+    got = await store.dead_letters(settings.predictions_topic, "ghost")
+    assert got.by_reason == {} and not await store.model_exists("ghost")
+    assert (await http.get("/v1/models/ghost/status")).status_code == 404
+    await http.aclose()

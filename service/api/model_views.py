@@ -125,6 +125,12 @@ class RecordCounts(BaseModel):
     late: int = Field(..., description="Records dead-lettered as late (their window had closed)")
     future: int = Field(..., description="Records dead-lettered because their event time was more than "
                                          "FLEETWATCH_MAX_FUTURE_SECONDS ahead of the aggregator's clock")
+    dead_lettered: dict[str, int] = Field(
+        ..., description="Records of the model dead-lettered by the aggregators, by reason (the `reason` "
+                         "header of the dead letter and label of fleetwatch_records_dead_lettered_total: "
+                         "late, future_event_time, not_finite, wrong_type, key_mismatch, undecodable, ...); "
+                         "reasons with none left out. A message is counted for the model its envelope "
+                         "names (its key when the envelope does not decode) if that model exists")
 
 
 class WindowCounts(BaseModel):

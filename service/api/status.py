@@ -24,7 +24,8 @@ router = APIRouter(prefix="/v1/models", tags=["models"])
 SKIPPED = "skipped:"
 
 STATUS_EXAMPLE = {
-    "model_id": "fraud-v3", "records": {"in_evaluated_windows": 288_000, "late": 12, "future": 0},
+    "model_id": "fraud-v3", "records": {"in_evaluated_windows": 288_000, "late": 12, "future": 0,
+                                         "dead_lettered": {"late": 12, "not_finite": 3}},
     "windows": {"open": 1, "closed": 288, "pending_policy": 0, "evaluated": 287,
                 "skipped": {"no_baseline": 1}, "abandoned": 0},
     "last_evaluated": {"window_start": 1_700_006_400, "window_end": 1_700_006_700, "version": "3",
@@ -43,8 +44,7 @@ async def model_status(model_id: ModelId, request: Request) -> ModelStatus:
     store = store_of(request)
     view = await model_view(store, request.app.state.settings, model_id)
     counted = await store.model_status(model_id)
-    dropped = (await store.dropped_records(request.app.state.settings.predictions_topic,
-                                           [model_id]))[model_id]
+    dropped = await store.dead_letters(request.app.state.settings.predictions_topic, model_id)
     last = None
     if "last_window" in counted:
         length, start, version = parse_member(counted["last_window"])
@@ -64,7 +64,7 @@ async def model_status(model_id: ModelId, request: Request) -> ModelStatus:
     return ModelStatus(
         model_id=model_id,
         records=RecordCounts(in_evaluated_windows=int(counted.get("records", 0)), late=dropped.late,
-                             future=dropped.future),
+                             future=dropped.future, dead_lettered=dropped.by_reason),
         windows=WindowCounts(
             open=await store.open_windows(request.app.state.settings.predictions_topic, model_id),
             closed=await store.r.zcard(index_key(model_id)), pending_policy=await store.r.zcard(

@@ -51,7 +51,14 @@ from service import metrics
 from service.kafka import DeadLetters, key_error, produced_at
 from service.profiles.continuity import GAP, REPLACED, SHORTER, LogContinuity, LogMark
 from service.profiles.control import FlushRequest, decode_control, is_control
-from service.profiles.store import ClosedWindow, PartitionCheckpoint, Store, window_member
+from service.profiles.store import (
+    DEAD_FIELD,
+    ClosedWindow,
+    PartitionCheckpoint,
+    Store,
+    dead_field,
+    window_member,
+)
 from service.registry import ModelConfig
 from service.settings import Settings
 from service.stored import ConfigCache
@@ -113,6 +120,16 @@ class BrokerFreshness:
                 and now - self.back_at >= settle_seconds)
 
 
+@dataclass(frozen=True)
+class Blame:
+    """``n`` records of ``model_id`` dead-lettered under ``reason`` from a message of ``state``."""
+
+    state: PartitionState
+    model_id: str
+    reason: str
+    n: int
+
+
 def _open_field(key: WindowKey) -> str:
     return _OPEN + json.dumps(list(key))
 
@@ -152,7 +169,8 @@ class ModelClock:
 
 
 class PartitionState:
-    """Open windows and event-time clocks of the models in one partition."""
+    """Open windows and event-time clocks of the models in one partition, and its models'
+    dead-letter counts."""
 
     def __init__(self, partition: int, cp: PartitionCheckpoint) -> None:
         self.partition = partition
@@ -165,6 +183,9 @@ class PartitionState:
         self.closed: list[ClosedWindow] = []
         self.deleted: list[str] = []
         self.features: dict[str, set[str]] = defaultdict(set)  # feature names seen per model
+        # records dead-lettered per (model, reason) other than late / future, ever (checkpointed)
+        self.dead: dict[tuple[str, str], int] = {}
+        self.dirty_dead: set[tuple[str, str]] = set()
         self.broker = BrokerFreshness()
         self.last_msg = None  # the last message consumed (its LogMark is checkpointed)
         tail = cp.fields.get(_TAIL)
@@ -185,6 +206,16 @@ class PartitionState:
                 self.clocks[name[len(LATE):]].late_records = int(value)
             elif name.startswith(FUTURE):
                 self.clocks[name[len(FUTURE):]].future_records = int(value)
+            elif name.startswith(DEAD_FIELD):
+                m, reason = json.loads(name[len(DEAD_FIELD):])
+                self.dead[(m, reason)] = int(value)
+
+    def count_dead(self, model_id: str, reason: str, n: int) -> None:
+        """Count ``n`` records of ``model_id`` dead-lettered under ``reason`` (persisted with
+        the next checkpoint, together with the offsets that cover them: counted once)."""
+        key = (model_id, reason)
+        self.dead[key] = self.dead.get(key, 0) + n
+        self.dirty_dead.add(key)
 
     def close_due(self, lateness: float, idle_seconds: float, now: float, max_open: int,
                   caught_up: bool, idle_by_model: dict[str, float] | None = None) -> None:
@@ -244,11 +275,14 @@ class PartitionState:
                 out[LATE + m] = c.late_records
             if c.future_records:
                 out[FUTURE + m] = c.future_records
+        for key in self.dirty_dead:
+            out[dead_field(*key)] = self.dead[key]
         return out
 
     def clear_pending(self) -> None:
         self.dirty.clear()
         self.dirty_clocks.clear()
+        self.dirty_dead.clear()
         self.closed.clear()
         self.deleted.clear()
 
@@ -358,6 +392,7 @@ class Aggregator:
     async def process(self, batch: dict[TopicPartition, list]) -> None:
         """Decode and aggregate one poll's messages."""
         decoded = []
+        blamed: list[Blame] = []  # dead letters to count per model, once the model is known to exist
         for tp, messages in batch.items():
             state = self.partitions.get(tp.partition)
             if state is None:
@@ -373,9 +408,11 @@ class Aggregator:
                     continue  # already covered by the checkpoint
                 metrics.MESSAGES_CONSUMED.inc()
                 control = is_control(msg.headers)  # a flush request (service.profiles.control)
-                decoded.append((state, msg, self._control(msg) if control else self._decode(msg)))
+                batch_ = self._control(msg) if control else self._decode(msg, state, blamed)
+                decoded.append((state, msg, batch_))
         batches = [d for _s, _m, d in decoded if d is not None and not isinstance(d, FlushRequest)]
         refused = await self._admit({d.model_id for d in batches})
+        await self._count_blamed(blamed, refused)
         layouts = await self._layouts({d.model_id for d in batches if d.model_id not in refused})
         now_wall = time.time()
         now = time.monotonic()
@@ -449,25 +486,43 @@ class Aggregator:
                             f"{msg.topic}:{msg.partition}:{msg.offset}")
             return None
 
-    def _decode(self, msg):
+    def _decode(self, msg, state: PartitionState, blamed: list[Blame]):
+        """The message's batch (None: dead-lettered whole); each dead letter is also added
+        to ``blamed`` under the model the message names: its envelope's ``model_id``, or its
+        key when the envelope does not decode."""
         source = f"{msg.topic}:{msg.partition}:{msg.offset}"
         try:
             batch = decode_batch(msg.value)
         except WireError as exc:
             self._dead.send(msg.key, msg.value, exc.reason, str(exc), 1, source)
+            with contextlib.suppress(UnicodeDecodeError, AttributeError):
+                blamed.append(Blame(state, msg.key.decode(), exc.reason, 1))
             return None
         if (refused := key_error(msg.key, batch.model_id)) is not None:
             # Records of one model must share a partition, or two partitions' halves of
             # a window would close under the same key and overwrite each other.
             n = len(batch.columns) + len(batch.errors)
             self._dead.send(msg.key, msg.value, *refused, n, source)
+            blamed.append(Blame(state, batch.model_id, refused[0], n))
             return None
         by_reason: dict[str, list] = defaultdict(list)
         for i, e in batch.errors:
             by_reason[e.reason].append({"index": i, "field": e.field, "message": e.message})
         for reason, errors in by_reason.items():
             self._dead.send(msg.key, msg.value, reason, json.dumps(errors[:100]), len(errors), source)
+            blamed.append(Blame(state, batch.model_id, reason, len(errors)))
         return batch
+
+    async def _count_blamed(self, blamed: list[Blame], refused: dict[str, str]) -> None:
+        """Count each dead letter of ``blamed`` for its model, if that model exists (registered,
+        or created by its records): a message naming a model that does not exist (a key that
+        is no model, a model refused by the implicit-creation budgets) is counted only on
+        /metrics, so garbage cannot grow the per-model counters."""
+        unknown = sorted({b.model_id for b in blamed} - self._admitted - refused.keys())
+        existing = await self._retrying(lambda: self.store.existing_models(unknown)) if unknown else set()
+        for b in blamed:
+            if b.model_id in self._admitted or b.model_id in existing:
+                b.state.count_dead(b.model_id, b.reason, b.n)
 
     def _aggregate(self, state: PartitionState, cols: RecordColumns, layout: ModelConfig,
                    now_wall: float, now: float, produced: float | None = None,

@@ -71,6 +71,9 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 )
 #: Prefix of an open window's field in a partition checkpoint (``service.profiles.aggregator``).
 OPEN_FIELD = b"open:"
+#: Field of a partition checkpoint counting one model's records dead-lettered under one
+#: reason (other than late and future, counted in ``late:{m}`` and ``fut:{m}``).
+DEAD_FIELD = "dl:"
 WINDOWS_STREAM = "fw:windows"
 IMPLICIT = "fw:implicit"
 IMPLICIT_RATE_SECONDS = 60
@@ -226,12 +229,25 @@ class PartitionCheckpoint:
     fields: dict[str, bytes] = field(default_factory=dict)
 
 
+def dead_field(model_id: str, reason: str) -> str:
+    """The partition checkpoint's field counting a model's records dead-lettered under ``reason``.
+
+    Examples
+    --------
+    >>> dead_field("fraud v2", "not_finite")
+    'dl:["fraud v2", "not_finite"]'
+    """
+    return DEAD_FIELD + json.dumps([model_id, reason])
+
+
 @dataclass(frozen=True)
 class DroppedRecords:
-    """Records of one model the aggregators dead-lettered by event time, ever."""
+    """Records of one model the aggregators dead-lettered, ever: by event time, and by
+    reason (late and future included, under ``late`` and ``future_event_time``)."""
 
     late: int = 0  # for a window that had closed
     future: int = 0  # more than ``max_future_seconds`` ahead of the aggregator's clock
+    by_reason: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -541,6 +557,27 @@ class Store:
                 late[m] += int(v or 0)
                 future[m] += int(f or 0)
         return {m: DroppedRecords(late[m], future[m]) for m in model_ids}
+
+    async def dead_letters(self, topic: str, model_id: str) -> DroppedRecords:
+        """Records of one model dead-lettered by the aggregators of ``topic``, ever, by
+        reason (fields ``late:{m}``, ``fut:{m}`` and :func:`dead_field` of the partitions'
+        checkpoints); reasons with none are left out."""
+        by_time = (metrics.LATE, metrics.FUTURE_EVENT_TIME)
+        reasons = [r for r in metrics.DEAD_LETTER_REASONS if r not in by_time]
+        names = [f"late:{model_id}", f"fut:{model_id}"] + [dead_field(model_id, r) for r in reasons]
+        totals = dict.fromkeys([metrics.LATE, metrics.FUTURE_EVENT_TIME, *reasons], 0)
+        async for key in self.r.scan_iter(match=f"fw:agg:{topic}:*", count=1_000):
+            for reason, v in zip(totals, await self.r.hmget(key, names), strict=True):
+                totals[reason] += int(v or 0)
+        return DroppedRecords(totals[metrics.LATE], totals[metrics.FUTURE_EVENT_TIME],
+                              {r: n for r, n in totals.items() if n})
+
+    async def existing_models(self, model_ids: list[str]) -> set[str]:
+        """The ids of ``model_ids`` in the model list (registered, or created by records)."""
+        if not model_ids:
+            return set()
+        hits = await self.r.smismember(MODELS, model_ids)
+        return {m for m, hit in zip(model_ids, hits, strict=True) if hit}
 
     async def open_windows(self, topic: str, model_id: str) -> int:
         """Windows of the model open in the aggregators of ``topic``, as of their last
