@@ -261,7 +261,7 @@ async def test_status_counts_a_models_dead_letters_by_reason_once_across_a_resta
     another model, an undecodable message keyed by the model. A model that does not exist
     gets no counters. The counts are checkpointed with the offsets, so an aggregator
     restarted on the same partitions counts nothing twice."""
-    from service.model_config import ModelConfig
+    from service.registry import ModelConfig
 
     await store.put_model_config("dl", ModelConfig())
     app = create_app(settings, store)
