@@ -331,15 +331,16 @@ async def test_reference_dataframes_keep_uint64_and_refuse_python_ints_beyond_64
     assert exc.value.code == 422 and json.loads(exc.value.read())["field"] == "rows[1].features.big"
 
 
-def test_reference_build_from_csv_names_the_row_and_field(tmp_path, settings, monkeypatch):
-    monkeypatch.setenv("FLEETWATCH_REDIS_URL", settings.redis_url)
+async def test_reference_upload_from_csv_names_the_row_and_field(tmp_path, api_url, store):  # noqa: F811
+    await store.put_model_config("shop", ModelConfig())
     for value, field in ((2**64, "rows[1].features.amount"), (10**400, "rows[1].features.amount"),
                          (INT_MIN - 1, "rows[1].features.amount")):
         csv = tmp_path / "big.csv"
         csv.write_text(f"amount,score\n1,0.1\n{value},0.2\n")
-        result = CliRunner().invoke(cli_app, ["reference", "build", "--model", "shop", "--csv", str(csv),
-                                              "--score-column", "score"])
-        assert result.exit_code == 2 and field in result.output, result.output
+        result = await asyncio.to_thread(CliRunner().invoke, cli_app, [
+            "reference", "upload", "shop", "--csv", str(csv), "--score-column", "score", "--url", api_url])
+        assert result.exit_code == 1 and f"(field {field})" in result.stderr, result.output
+    assert await store.reference("shop") is None
 
 
 # -- the aggregator and the joiner: dead-lettered with the reason ----------------------

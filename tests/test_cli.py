@@ -1,4 +1,5 @@
-"""The command line: `fleetwatch run` on embedded infrastructure, `reference build`."""
+"""The command line: `fleetwatch run` on embedded infrastructure, the demo and simulator commands
+(the commands over the API: tests/test_cli_api.py)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,10 @@ import time
 import urllib.request
 
 import pytest
-import redis
 from typer.testing import CliRunner
 
 from service.cli import app
 from service.embedded import free_port
-from service.profiles.store import reference_key
-from sketches.profile import WindowProfile
 
 
 def _get(url: str) -> tuple[int, dict]:
@@ -55,28 +53,6 @@ def test_run_starts_embedded_broker_and_redis_and_stops_them_on_ctrl_c(tmp_path)
     for pid in child_pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-
-
-def test_reference_build_from_csv(tmp_path, settings, monkeypatch):
-    csv = tmp_path / "train.csv"
-    csv.write_text("amount,country,score\n10.5,DE,0.1\n,FR,0.2\n30.0,DE,0.9\n")
-    monkeypatch.setenv("FLEETWATCH_REDIS_URL", settings.redis_url)
-    result = CliRunner().invoke(app, ["reference", "build", "--model", "shop",
-                                      "--csv", str(csv), "--score-column", "score"])
-    assert result.exit_code == 0, result.output
-    ref = WindowProfile.from_bytes(redis.Redis.from_url(settings.redis_url).get(reference_key("shop")))
-    assert ref.count == 3 and sorted(ref.features) == ["amount", "country"]
-    assert ref.features["amount"].null_count == 1 and ref.score.count == 3
-    assert ref.features["country"].categorical.frequencies() == {"DE": 2, "FR": 1}
-
-
-def test_reference_build_names_the_bad_field(tmp_path, settings, monkeypatch):
-    csv = tmp_path / "bad.csv"
-    csv.write_text("amount,score\n1.0,high\n")
-    monkeypatch.setenv("FLEETWATCH_REDIS_URL", settings.redis_url)
-    result = CliRunner().invoke(app, ["reference", "build", "--model", "shop",
-                                      "--csv", str(csv), "--score-column", "score"])
-    assert result.exit_code != 0 and "rows[0].score" in result.output
 
 
 @pytest.mark.parametrize("command", ["bench", "demo"])

@@ -91,7 +91,7 @@ def upload(
             raise fail(f"{exc.field}: {exc.message}") from None
     show(answer, as_json, lambda a: typer.echo(
         f"reference of {a['model_id']}: {a['count']} rows, "
-        f"features {', '.join(f or '(score)' for f in a['features'])}"))
+        f"features {', '.join(a['features'])}"))
 
 
 def _show_reference(ref: dict[str, Any]) -> None:

@@ -1,0 +1,246 @@
+"""The command line over the API (`fleetwatch models|reference|alerts|incidents|silence|status|
+flush`), run against a real `fleetwatch run` with API keys required: every command, its
+table and its JSON, and its errors (unknown model, bad matcher, unknown column, a read-only
+key acting) as a message and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime
+
+import httpx
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from sdk import Client, register_model
+from service.cli import app
+from tests.running_service import fleetwatch_run, until
+
+ADMIN = "a" * 40
+MODEL = "shop"
+WINDOW = 300
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    """`fleetwatch run` with API keys required; yields (running, read key, write key)."""
+    data_dir = tmp_path_factory.mktemp("cli") / "data"
+    with fleetwatch_run(data_dir, FLEETWATCH_API_AUTH="true", FLEETWATCH_API_ADMIN_KEY=ADMIN) as run:
+        keys = {}
+        for scope in ("read", "write"):
+            r = httpx.post(f"{run.api_url}/v1/keys", json={"name": f"cli {scope}", "scope": scope},
+                           headers={"X-API-Key": ADMIN}, timeout=10)
+            assert r.status_code == 201, r.text
+            keys[scope] = r.json()["token"]
+        yield run, keys["read"], keys["write"]
+
+
+def cli(service, *args: str, key: str = "write", env: dict[str, str] | None = None):
+    """``fleetwatch ARGS`` against the service with its ``key`` ("read", "write" or "none")."""
+    run, read, write = service
+    extra = {"read": ["--api-key", read], "write": ["--api-key", write], "none": []}[key]
+    return CliRunner().invoke(app, [*args, "--url", run.api_url, *extra], env=env)
+
+
+def ok(result) -> str:
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def refused(result, code: int, *words: str) -> None:
+    """Exit ``code``, and each of ``words`` in the message on stderr (usage errors come in a
+    box that wraps lines: box and wrapping are taken out)."""
+    assert result.exit_code == code, result.output
+    text = " ".join(re.sub(r"[│╭╮╰╯─]", " ", result.stderr).split())
+    for word in words:
+        assert word in text, result.stderr
+
+
+def frame(rng: np.random.Generator, n: int, scale: float = 1.0) -> pd.DataFrame:
+    return pd.DataFrame({"amount": rng.lognormal(3.0, 0.5, n) * scale,
+                         "country": rng.choice(["DE", "FR", "IT"], n, p=[0.5, 0.3, 0.2]),
+                         "score": rng.beta(2, 8, n)})
+
+
+@pytest.fixture(scope="module")
+def alerted(service, tmp_path_factory):
+    """MODEL registered, its reference uploaded with the CLI, one window of amounts in cents
+    instead of euros logged and flushed: the id of the alert that fired on it."""
+    run, _read, write = service
+    register_model(run.api_url, MODEL, window_seconds=WINDOW, owner="shop-ml", api_key=write,
+                   features={"amount": {"type": "numeric", "source": "payments"},
+                             "country": {"type": "categorical", "source": "geoip"}})
+    csv = tmp_path_factory.mktemp("ref") / "train.csv"
+    frame(np.random.default_rng(1), 5_000).to_csv(csv, index=False)
+    out = ok(cli(service, "reference", "upload", MODEL, "--csv", str(csv), "--score-column", "score"))
+    assert out.strip() == "reference of shop: 5000 rows, features amount, country"
+    start = int(time.time()) // WINDOW * WINDOW - 10 * WINDOW
+    live = frame(np.random.default_rng(2), 2_000, scale=100.0)
+    with Client.from_env(run.endpoints) as fw:
+        for i, row in enumerate(live.itertuples()):
+            fw.log_prediction(MODEL, {"amount": row.amount, "country": row.country}, model_version="1",
+                              prediction_id=f"p{i}", event_time=start + i * 0.1, score=row.score)
+        assert fw.flush(30)
+    ok(cli(service, "flush", MODEL))
+
+    def firing() -> list[str]:
+        return [a["id"] for a in json.loads(ok(cli(service, "alerts", "list", "--model", MODEL, "--json",
+                                                   key="read")))]
+    return until(firing, 120, "an alert on the shifted window")[0]
+
+
+def test_models_list_show_patch(service, alerted):
+    listed = json.loads(ok(cli(service, "models", "list", "--json", key="read")))
+    assert [m["model_id"] for m in listed] == [MODEL] and listed[0]["has_reference"] is True
+    table = ok(cli(service, "models", "list", key="read"))
+    assert table.split("\n")[0].split()[:3] == ["MODEL", "TIER", "OWNER"]
+    assert "shop" in table and "shop-ml" in table
+    shown = ok(cli(service, "models", "show", MODEL, key="read"))
+    assert "payments: amount" in shown.replace("=", ": ") or "payments=amount" in shown
+    patched = json.loads(ok(cli(service, "models", "patch", MODEL, "--set", "owner=risk-ml",
+                                "--set", "routing.team=risk", "--json")))
+    assert patched["config"]["owner"] == "risk-ml" and patched["config"]["routing"] == {"team": "risk"}
+    assert patched["config"]["window_seconds"] == WINDOW  # kept: a merge patch
+    assert patched["config"]["features"]["amount"]["source"] == "payments"
+    again = json.loads(ok(cli(service, "models", "patch", MODEL, "-p", '{"routing": {"channel": "#risk"}}',
+                              "--json")))
+    assert again["config"]["routing"] == {"team": "risk", "channel": "#risk"}
+    refused(cli(service, "models", "show", "nosuch", key="read"), 1, "model_not_found", "'nosuch'")
+    refused(cli(service, "models", "patch", "nosuch", "--set", "tier=1"), 1, "model_not_found")
+    refused(cli(service, "models", "patch", MODEL, "--set", "tier=7"), 1, "HTTP 422", "field tier")
+    refused(cli(service, "models", "patch", MODEL, "--set", "tier"), 2, "FIELD=VALUE")
+    refused(cli(service, "models", "patch", MODEL, "-p", "[1]"), 2, "JSON object")
+    refused(cli(service, "models", "patch", MODEL, "--set", "owner=x", key="read"), 1,
+            "HTTP 403 forbidden", "scope 'write'")
+
+
+def test_reference_upload_checks_columns_and_model_and_reads_parquet(service, alerted, tmp_path):
+    run = service[0]
+    data = frame(np.random.default_rng(3), 300)
+    csv, parquet = tmp_path / "ref.csv", tmp_path / "ref.parquet"
+    data.to_csv(csv, index=False)
+    data.to_parquet(parquet)
+    before = json.loads(ok(cli(service, "reference", "show", MODEL, "--json", key="read")))
+    assert before["count"] == 5_000 and set(before["edges"]) >= {"amount"}
+    # an unknown column is an error, before anything is sent: the reference is unchanged
+    refused(cli(service, "reference", "upload", MODEL, "--csv", str(csv), "--score-column", "nosuch"), 2,
+            "'nosuch' is not a column of the file (columns: amount, country, score)", "--score-column")
+    refused(cli(service, "reference", "upload", MODEL, "--csv", str(csv), "--label-column", "label"), 2,
+            "--label-column")
+    refused(cli(service, "reference", "upload", MODEL), 2, "exactly one of --csv and --parquet")
+    # a model never registered is refused, and not created
+    refused(cli(service, "reference", "upload", "ghost", "--csv", str(csv)), 1, "model_not_found", "'ghost'")
+    refused(cli(service, "models", "show", "ghost", key="read"), 1, "model_not_found")
+    refused(cli(service, "reference", "upload", MODEL, "--csv", str(csv), key="read"), 1, "scope 'write'")
+    refused(cli(service, "reference", "upload", MODEL, "--csv", str(csv), key="none"), 1,
+            "HTTP 401", "--api-key")
+    assert json.loads(ok(cli(service, "reference", "show", MODEL, "--json", key="read")))["count"] == 5_000
+    # Parquet, merged into the reference
+    out = json.loads(ok(cli(service, "reference", "upload", MODEL, "--parquet", str(parquet),
+                            "--score-column", "score", "--merge", "--json")))
+    assert out == {"model_id": MODEL, "count": 5_300, "features": ["amount", "country"]}
+    shown = ok(cli(service, "reference", "show", MODEL, key="read"))
+    assert "5300" in shown and "amount" in shown and "numeric" in shown
+    assert httpx.get(f"{run.api_url}/v1/models/{MODEL}/reference", headers={"X-API-Key": service[1]},
+                     timeout=10).json()["count"] == 5_300
+
+
+def test_alerts_and_incidents_list_show_ack_resolve(service, alerted):
+    table = ok(cli(service, "alerts", "list", "--model", MODEL, key="read"))
+    assert alerted in table and "firing" in table and "amount" in table
+    assert alerted in ok(cli(service, "alerts", "list", "-q", "--state", "firing", key="read")).split()
+    shown = ok(cli(service, "alerts", "show", alerted, key="read"))
+    assert alerted in shown and "effect size" in shown
+    alert = json.loads(ok(cli(service, "alerts", "show", alerted, "--json", key="read")))
+    incident = alert["incident_id"]
+    assert incident in ok(cli(service, "incidents", "list", "-q", key="read")).split()
+    assert "shop" in ok(cli(service, "incidents", "list", "--model", MODEL, key="read"))
+    shown = ok(cli(service, "incidents", "show", incident, key="read"))
+    assert alerted in shown and "payments" in shown
+    # a read-only key cannot act: a clear message, exit 1, the alert unchanged
+    refused(cli(service, "alerts", "ack", alerted, key="read"), 1, "HTTP 403 forbidden", "scope 'write'")
+    assert json.loads(ok(cli(service, "alerts", "show", alerted, "--json", key="read")))["state"] == "firing"
+    out = ok(cli(service, "alerts", "ack", alerted, "--by", "ana", "-c", "looking"))
+    assert out.strip() == f"{alerted}: acknowledged (by ana)"
+    acked = json.loads(ok(cli(service, "alerts", "show", alerted, "--json", key="read")))
+    assert (acked["state"], acked["acked_by"], acked["ack_comment"]) == ("acknowledged", "ana", "looking")
+    assert json.loads(ok(cli(service, "alerts", "resolve", alerted, "--by", "ana", "--json")))[0][
+        "state"] == "resolved"
+    refused(cli(service, "alerts", "resolve", alerted), 1, "alert_resolved")
+    refused(cli(service, "alerts", "ack", "nosuch"), 1, "HTTP 404 alert_not_found")
+    refused(cli(service, "incidents", "show", "nosuch", key="read"), 1, "incident_not_found")
+    refused(cli(service, "alerts", "list", "--model", "nosuch", key="read"), 1, "model_not_found")
+    refused(cli(service, "alerts", "list", "--state", "sleeping", key="read"), 1, "HTTP 422", "state")
+
+
+def test_silence_add_list_expire_with_alertmanager_matchers(service, alerted):
+    sid = ok(cli(service, "silence", "add", f"model={MODEL}", 'check=~"psi|ks"', "owner!=nobody",
+                 "-d", "2h", "-c", "retraining", "--by", "ana", "-q")).strip()
+    listed = json.loads(ok(cli(service, "silence", "list", "--json", key="read")))
+    mine = next(s for s in listed if s["id"] == sid)
+    assert mine["state"] == "active" and mine["created_by"] == "ana"
+    assert [(m["name"], m["value"], m["regex"], m["equal"]) for m in mine["matchers"]] == [
+        ("model", MODEL, False, True), ("check", "psi|ks", True, True), ("owner", "nobody", False, False)]
+    length = datetime.fromisoformat(mine["ends_at"]) - datetime.fromisoformat(mine["starts_at"])
+    # 2 h from when the command ran (the API starts a silence on its arrival)
+    assert 7_140 < length.total_seconds() <= 7_200
+    table = ok(cli(service, "silence", "list", key="read"))
+    assert sid in table and 'model="shop" check=~"psi|ks" owner!="nobody"' in table
+    refused(cli(service, "silence", "add", "model~shop", "-c", "x"), 2, "is not a matcher")
+    refused(cli(service, "silence", "add", "team=shop", "-c", "x"), 2, "unknown label 'team'")
+    refused(cli(service, "silence", "add", f"model={MODEL}", "-d", "soon", "-c", "x"), 2, "--duration")
+    refused(cli(service, "silence", "add", 'check=~"(("', "-c", "x"), 1, "HTTP 422", "regular expression")
+    refused(cli(service, "silence", "add", 'model=~".*"', "-c", "x"), 1, "HTTP 422", "empty string")
+    refused(cli(service, "silence", "add", f"model={MODEL}", "-c", "x", key="read"), 1, "scope 'write'")
+    refused(cli(service, "silence", "expire", sid, key="read"), 1, "scope 'write'")
+    assert ok(cli(service, "silence", "expire", sid)).strip() == f"{sid}: expired"
+    assert sid in ok(cli(service, "silence", "list", "--state", "expired", "-q", key="read")).split()
+    refused(cli(service, "silence", "expire", "nosuch"), 1, "silence_not_found")
+
+
+def test_status_of_a_model_and_of_the_fleet(service, alerted):
+    run, read, _ = service
+    status = json.loads(ok(cli(service, "status", MODEL, "--json", key="read")))
+    direct = httpx.get(f"{run.api_url}/v1/models/{MODEL}/status", headers={"X-API-Key": read},
+                       timeout=10).json()
+    assert status == direct
+    assert status["records"]["in_evaluated_windows"] == 2_000 and status["windows"]["evaluated"] == 1
+    shown = ok(cli(service, "status", MODEL, key="read"))
+    assert "2000 in evaluated windows" in shown and "1 evaluated" in shown and "against reference" in shown
+    fleet = ok(cli(service, "status", key="read"))
+    header, row = fleet.split("\n")[0].split(), next(line for line in fleet.split("\n") if "shop" in line)
+    assert header[:2] == ["MODEL", "RECORDS"] and row.split()[:2] == [MODEL, "2000"]
+    refused(cli(service, "status", "nosuch", key="read"), 1, "model_not_found")
+    refused(cli(service, "flush", "nosuch"), 1, "model_not_found")
+    refused(cli(service, "flush", MODEL, key="read"), 1, "scope 'write'")
+    assert "flush of shop requested" in ok(cli(service, "flush", MODEL))
+
+
+def test_where_the_api_is_flags_environment_endpoints_file(service, alerted, tmp_path):
+    run, read, _ = service
+    runner = CliRunner()
+    # the endpoints file of `fleetwatch run` (FLEETWATCH_DATA_DIR), the key from the environment
+    env = {"FLEETWATCH_DATA_DIR": str(run.data_dir), "FLEETWATCH_API_KEY": read, "FLEETWATCH_API_URL": None}
+    listed = runner.invoke(app, ["models", "list", "--json"], env=env)
+    assert [m["model_id"] for m in json.loads(listed.stdout)] == [MODEL]
+    env = {"FLEETWATCH_API_URL": run.api_url, "FLEETWATCH_API_KEY": read}
+    assert runner.invoke(app, ["status", MODEL], env=env).exit_code == 0
+    unreachable = runner.invoke(app, ["models", "list", "--url", "http://127.0.0.1:9"],
+                                env={"FLEETWATCH_API_URL": None})
+    assert unreachable.exit_code == 3 and "cannot be reached" in unreachable.stderr
+
+
+def test_api_url_falls_back_to_the_endpoints_file_then_the_default(tmp_path, monkeypatch):
+    from service.cli.connection import DEFAULT_URL, api_url
+    from service.endpoints import Endpoints, write_endpoints
+
+    monkeypatch.setenv("FLEETWATCH_DATA_DIR", str(tmp_path))
+    assert api_url(None) == DEFAULT_URL == "http://127.0.0.1:8000"
+    write_endpoints(tmp_path, Endpoints("http://127.0.0.1:8123/", "127.0.0.1:1", "redis://127.0.0.1:2/0"))
+    assert api_url(None) == "http://127.0.0.1:8123"
+    assert api_url("http://elsewhere:80/") == "http://elsewhere:80"
