@@ -78,7 +78,7 @@ def alerted(service, tmp_path_factory):
     csv = tmp_path_factory.mktemp("ref") / "train.csv"
     frame(np.random.default_rng(1), 5_000).to_csv(csv, index=False)
     out = ok(cli(service, "reference", "upload", MODEL, "--csv", str(csv), "--score-column", "score"))
-    assert out.strip() == "reference of shop: 5000 rows, features amount, country"
+    assert out.strip() == "reference of shop: 5000 rows, features amount, country; score column score"
     start = int(time.time()) // WINDOW * WINDOW - 10 * WINDOW
     live = frame(np.random.default_rng(2), 2_000, scale=100.0)
     with Client.from_env(run.endpoints) as fw:
@@ -96,12 +96,13 @@ def alerted(service, tmp_path_factory):
 
 def test_models_list_show_patch(service, alerted):
     listed = json.loads(ok(cli(service, "models", "list", "--json", key="read")))
-    assert [m["model_id"] for m in listed] == [MODEL] and listed[0]["has_reference"] is True
+    shop = next(m for m in listed if m["model_id"] == MODEL)
+    assert shop["has_reference"] is True and shop["config"]["owner"] == "shop-ml"
     table = ok(cli(service, "models", "list", key="read"))
     assert table.split("\n")[0].split()[:3] == ["MODEL", "TIER", "OWNER"]
     assert "shop" in table and "shop-ml" in table
     shown = ok(cli(service, "models", "show", MODEL, key="read"))
-    assert "payments: amount" in shown.replace("=", ": ") or "payments=amount" in shown
+    assert "geoip: country; payments: amount" in shown  # the lineage
     patched = json.loads(ok(cli(service, "models", "patch", MODEL, "--set", "owner=risk-ml",
                                 "--set", "routing.team=risk", "--json")))
     assert patched["config"]["owner"] == "risk-ml" and patched["config"]["routing"] == {"team": "risk"}
@@ -227,7 +228,7 @@ def test_where_the_api_is_flags_environment_endpoints_file(service, alerted, tmp
     # the endpoints file of `fleetwatch run` (FLEETWATCH_DATA_DIR), the key from the environment
     env = {"FLEETWATCH_DATA_DIR": str(run.data_dir), "FLEETWATCH_API_KEY": read, "FLEETWATCH_API_URL": None}
     listed = runner.invoke(app, ["models", "list", "--json"], env=env)
-    assert [m["model_id"] for m in json.loads(listed.stdout)] == [MODEL]
+    assert MODEL in [m["model_id"] for m in json.loads(listed.stdout)]
     env = {"FLEETWATCH_API_URL": run.api_url, "FLEETWATCH_API_KEY": read}
     assert runner.invoke(app, ["status", MODEL], env=env).exit_code == 0
     unreachable = runner.invoke(app, ["models", "list", "--url", "http://127.0.0.1:9"],
@@ -244,3 +245,55 @@ def test_api_url_falls_back_to_the_endpoints_file_then_the_default(tmp_path, mon
     write_endpoints(tmp_path, Endpoints("http://127.0.0.1:8123/", "127.0.0.1:1", "redis://127.0.0.1:2/0"))
     assert api_url(None) == "http://127.0.0.1:8123"
     assert api_url("http://elsewhere:80/") == "http://elsewhere:80"
+
+
+def test_performance_of_a_tier1_model_with_a_labelled_reference(service, alerted, tmp_path):
+    """The new user's path to performance: a tier-1 model with `performance`, its labelled
+    reference uploaded from a file (`--truth-column`), predictions and their labels, then
+    `fleetwatch performance` shows each cohort judged against that reference."""
+    run, _read, write = service
+    register_model(run.api_url, "churn", tier=1, window_seconds=WINDOW, api_key=write,
+                   performance={"threshold": 0.5})
+    rng = np.random.default_rng(4)
+
+    def rows(n: int, broken: bool = False) -> pd.DataFrame:
+        x = rng.normal(0, 1, n)
+        p = 1 / (1 + np.exp(-2 * x))
+        return pd.DataFrame({"x": x, "score": rng.random(n) if broken else p, "churned": rng.random(n) < p})
+
+    ref = tmp_path / "validation.parquet"
+    rows(4_000).to_parquet(ref)
+    refused(cli(service, "performance", MODEL, key="read"), 1, "HTTP 409 labels_not_joined")
+    refused(cli(service, "reference", "upload", MODEL, "--parquet", str(ref), "--score-column", "score",
+                "--truth-column", "churned"), 1, "HTTP 422", "field truth_column")  # not tier 1
+    out = ok(cli(service, "reference", "upload", "churn", "--parquet", str(ref), "--score-column", "score",
+                 "--truth-column", "churned"))
+    assert out.strip() == ("reference of churn: 4000 rows, features x; score column score; truth column "
+                           "churned; labelled: the baseline of the label-joined checks")
+    start = int(time.time()) // WINDOW * WINDOW - 4 * WINDOW
+    live = pd.concat([rows(600), rows(600, broken=True)], ignore_index=True)
+    with Client.from_env(run.endpoints) as fw:
+        for i, r in enumerate(live.itertuples()):
+            t = start + (i // 600) * WINDOW + (i % 600) * 0.4
+            fw.log_prediction("churn", {"x": r.x}, model_version="1", prediction_id=f"c{i}", event_time=t,
+                              score=float(r.score))
+            fw.log_label("churn", f"c{i}", bool(r.churned), t + 30)
+        assert fw.flush(30)
+    ok(cli(service, "flush", "churn"))
+
+    def judged() -> dict | None:
+        perf = json.loads(ok(cli(service, "performance", "churn", "--json", key="read")))
+        done = [c for c in perf["cohorts"] if c["evaluation"] is not None]
+        return perf if len(done) == 2 else None
+
+    perf = until(judged, 120, "both cohorts judged")
+    first, second = perf["cohorts"]
+    assert (first["labeled"], second["labeled"]) == (600, 600)
+    assert first["evaluation"]["baseline"] == second["evaluation"]["baseline"] == "reference"
+    status = {r["check"]: r["status"] for r in second["evaluation"]["results"]}
+    assert status["auc_drop"] == "drift"  # random scores: AUC 0.5 against the reference's ~0.8
+    table = ok(cli(service, "performance", "churn", key="read"))
+    header = next(line for line in table.split("\n") if line.startswith("WINDOW"))
+    assert header.split()[:6] == ["WINDOW", "PREDICTIONS", "LABELED", "MATURE", "ROC", "AUC"]
+    assert "auc_drop=drift" in table and "reference" in table
+    assert "joined=1200" in ok(cli(service, "status", "churn", key="read"))

@@ -4,8 +4,9 @@ Running the service: ``run`` (every role, embedded broker and Redis when none is
 configured), ``aggregate | detect | join | notify | serve`` (one role each), ``demo``,
 ``simulate``, ``bench`` (:mod:`service.cli.roles`). Acting on a running service through its
 API, as amtool does on Alertmanager: ``models``, ``status``, ``flush``
-(:mod:`service.cli.models`), ``reference`` (:mod:`service.cli.reference`), ``alerts``,
-``incidents`` (:mod:`service.cli.alerts`), ``silence`` (:mod:`service.cli.silences`); where
+(:mod:`service.cli.models`), ``performance`` (:mod:`service.cli.performance`), ``reference``
+(:mod:`service.cli.reference`), ``alerts``, ``incidents`` (:mod:`service.cli.alerts`),
+``silence`` (:mod:`service.cli.silences`); where
 the API is and which key is sent: :mod:`service.cli.connection`.
 """
 
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 import typer
 
-from service.cli import alerts, models, reference, roles, silences
+from service.cli import alerts, models, performance, reference, roles, silences
 
 app = typer.Typer(help="fleetwatch: streaming monitoring for fleets of ML models.", no_args_is_help=True)
 app.add_typer(roles.app)
 app.add_typer(models.top)
+app.add_typer(performance.app)
 app.add_typer(models.app, name="models")
 app.add_typer(reference.app, name="reference")
 app.add_typer(alerts.app, name="alerts")

@@ -49,7 +49,7 @@ def _show_model(m: dict[str, Any]) -> None:
         ("tier", config.get("tier")), ("owner", config.get("owner")),
         ("window seconds", config.get("window_seconds")), ("routing", config.get("routing")),
         ("features", {k: v["type"] for k, v in (config.get("features") or {}).items()}),
-        ("lineage", m["lineage"]),
+        ("lineage", "; ".join(f"{src}: {', '.join(feats)}" for src, feats in m["lineage"].items()) or None),
         ("performance", config.get("performance")), ("persistence", config.get("persistence")),
         ("baseline", f"{m['baseline']['configured']} (last used: {m['baseline']['last_used'] or '-'})"),
         ("reference", None if ref is None else f"{ref['count']} rows; features {', '.join(ref['features'])}"),

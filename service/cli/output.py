@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
@@ -18,10 +19,13 @@ from rich.table import Table
 PIPE_WIDTH = 250
 
 
-def console() -> Console:
-    out = sys.stdout
-    return Console(file=out, width=None if out.isatty() else PIPE_WIDTH, highlight=False,
-                   soft_wrap=False)
+def render(renderable: Any) -> None:
+    """Print a rich renderable on stdout, without the padding rich leaves at line ends."""
+    width = None if sys.stdout.isatty() else PIPE_WIDTH
+    con = Console(file=io.StringIO(), width=width, highlight=False, color_system=None)
+    with con.capture() as captured:
+        con.print(renderable)
+    typer.echo("\n".join(line.rstrip() for line in captured.get().rstrip("\n").split("\n")))
 
 
 def print_json(value: Any) -> None:
@@ -85,7 +89,7 @@ def table(rows: Iterable[dict[str, Any]], columns: Sequence[Column], empty: str)
         t.add_column(header, overflow="fold")
     for row in rows:
         t.add_row(*(cell(get(row)) for _h, get in columns))
-    console().print(t)
+    render(t)
 
 
 def fields(pairs: Iterable[tuple[str, Any]]) -> None:
@@ -95,7 +99,7 @@ def fields(pairs: Iterable[tuple[str, Any]]) -> None:
     t.add_column(overflow="fold")
     for name, value in pairs:
         t.add_row(name, cell(value))
-    console().print(t)
+    render(t)
 
 
 def show(value: Any, as_json: bool, human: Callable[[Any], None]) -> None:

@@ -89,9 +89,12 @@ def upload(
                                           api_key=client.api_key, replace=not merge)
         except RecordError as exc:
             raise fail(f"{exc.field}: {exc.message}") from None
+    columns = [f"{what} column {name}" for what, name in (
+        ("score", score_column), ("label", label_column), ("truth", truth_column)) if name]
     show(answer, as_json, lambda a: typer.echo(
-        f"reference of {a['model_id']}: {a['count']} rows, "
-        f"features {', '.join(a['features'])}"))
+        f"reference of {a['model_id']}: {a['count']} rows, features {', '.join(a['features'])}"
+        + "".join(f"; {c}" for c in columns)
+        + ("; labelled: the baseline of the label-joined checks" if truth_column else "")))
 
 
 def _show_reference(ref: dict[str, Any]) -> None:
