@@ -155,6 +155,8 @@ def test_alerts_and_incidents_list_show_ack_resolve(service, alerted):
     table = ok(cli(service, "alerts", "list", "--model", MODEL, key="read"))
     assert alerted in table and "firing" in table and "amount" in table
     assert alerted in ok(cli(service, "alerts", "list", "-q", "--state", "firing", key="read")).split()
+    assert alerted in ok(cli(service, "alerts", "list", "-q", "--since", "1h", key="read")).split()
+    assert ok(cli(service, "alerts", "list", "-q", "--since", "2099-01-01T00:00:00Z", key="read")) == ""
     shown = ok(cli(service, "alerts", "show", alerted, key="read"))
     assert alerted in shown and "effect size" in shown
     alert = json.loads(ok(cli(service, "alerts", "show", alerted, "--json", key="read")))

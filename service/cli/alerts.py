@@ -12,6 +12,7 @@ import typer
 from detectors.policy.silence import STORED_CONTEXT, Silence, silencing
 from service.cli.connection import ApiKey, ApiUrl, Json, api, segment
 from service.cli.output import Column, fields, print_json, show, table, when
+from service.cli.times import since as since_
 
 app = typer.Typer(help="Alerts: list, show, acknowledge, resolve.", no_args_is_help=True)
 incidents_app = typer.Typer(help="Incidents (alerts grouped by root cause): list, show.",
@@ -22,7 +23,8 @@ AlertIds = Annotated[list[str], typer.Argument(help="Alert ids (`fleetwatch aler
 By = Annotated[str | None, typer.Option("--by", help="Who acts; default: your user name",
                                         show_default=False)]
 Comment = Annotated[str | None, typer.Option("--comment", "-c", help="Why")]
-Since = Annotated[str | None, typer.Option(help="Created at or after (ISO 8601 or Unix seconds)")]
+Since = Annotated[str | None, typer.Option(
+    help="Created at or after: a duration back from now (2h, 1d) or a time (ISO 8601, Unix seconds)")]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the ids, one a line")]
 
 ALERT_COLUMNS: list[Column] = [
@@ -81,7 +83,7 @@ def list_alerts(
 ) -> None:
     """Alerts, newest first (GET /v1/alerts)."""
     with api(url, api_key) as client:
-        alerts = client.get("/alerts", model=model, state=state, severity=severity, since=since,
+        alerts = client.get("/alerts", model=model, state=state, severity=severity, since=since_(since),
                             limit=limit, offset=offset)
         if not (as_json or quiet):
             alerts = with_silences_now(alerts, active_silences(client))
@@ -166,7 +168,7 @@ def list_incidents(
 ) -> None:
     """Incidents, newest first (GET /v1/incidents)."""
     with api(url, api_key) as client:
-        incidents = client.get("/incidents", model=model, state=state, since=since, limit=limit,
+        incidents = client.get("/incidents", model=model, state=state, since=since_(since), limit=limit,
                                offset=offset)
     _ids_or_table(incidents, as_json, quiet, INCIDENT_COLUMNS, "no incidents")
 

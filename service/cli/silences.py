@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import getpass
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Annotated, Any, get_args
 
 import typer
@@ -14,14 +14,13 @@ import typer
 from detectors.policy.silence import LabelName
 from service.cli.connection import ApiKey, ApiUrl, Json, api, segment
 from service.cli.output import cell, print_json, show, table, when
+from service.cli.times import parse_duration
 
 app = typer.Typer(help="Silences: mute matching alerts for a time.", no_args_is_help=True)
 
 LABELS = get_args(LabelName)
 #: ``name op value``: the operators of Alertmanager's matchers, longest first.
 _MATCHER = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*(=~|!~|!=|=)\s*(.*?)\s*\Z", re.DOTALL)
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 
 
 def parse_matcher(text: str) -> dict[str, Any]:
@@ -73,29 +72,6 @@ def matcher_text(m: dict[str, Any]) -> str:
     op = "!=" if op == "!" else op
     value = m["value"].replace("\\", "\\\\").replace('"', '\\"')
     return f'{m["name"]}{op}"{value}"'
-
-
-def parse_duration(text: str) -> timedelta:
-    """A Go-style duration (Alertmanager's ``--duration``): ``2h``, ``90m``, ``1h30m``, ``1d``, ``1w``.
-
-    Raises
-    ------
-    typer.BadParameter
-        If ``text`` is not one, or is zero.
-
-    Examples
-    --------
-    >>> parse_duration("1h30m"), parse_duration("2d")
-    (datetime.timedelta(seconds=5400), datetime.timedelta(days=2))
-    """
-    parts = _DURATION_PART.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text.strip():
-        raise typer.BadParameter(f"{text!r}: expected a duration such as 2h, 90m, 1h30m, 1d",
-                                 param_hint="--duration")
-    seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
-    if seconds <= 0:
-        raise typer.BadParameter("must be longer than 0", param_hint="--duration")
-    return timedelta(seconds=seconds)
 
 
 def _start(text: str | None) -> datetime:
