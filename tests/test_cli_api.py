@@ -144,11 +144,22 @@ def test_reference_upload_checks_columns_and_model_and_reads_parquet(service, al
     # Parquet, merged into the reference
     out = json.loads(ok(cli(service, "reference", "upload", MODEL, "--parquet", str(parquet),
                             "--score-column", "score", "--merge", "--json")))
-    assert out == {"model_id": MODEL, "count": 5_300, "features": ["amount", "country"]}
+    assert out == {"model_id": MODEL, "count": 5_300, "features": ["amount", "country"],
+                   "learned_floors": None}
     shown = ok(cli(service, "reference", "show", MODEL, key="read"))
     assert "5300" in shown and "amount" in shown and "numeric" in shown
     assert httpx.get(f"{run.api_url}/v1/models/{MODEL}/reference", headers={"X-API-Key": service[1]},
                      timeout=10).json()["count"] == 5_300
+    # with a time column, floors are learned from how each feature moves between windows
+    t0 = int(time.time()) // WINDOW * WINDOW - 20 * WINDOW
+    timed = frame(np.random.default_rng(5), 3_000).assign(t=lambda f: t0 + f.index)
+    timed.to_csv(csv, index=False)
+    refused(cli(service, "reference", "upload", MODEL, "--csv", str(csv), "--time-column", "time"), 2,
+            "--time-column", "'time' is not a column")
+    out = ok(cli(service, "reference", "upload", MODEL, "--csv", str(csv), "--score-column", "score",
+                 "--time-column", "t", "--merge"))
+    assert "time column t" in out and "floors: learned from 10 windows of 300 s" in out, out
+    assert "learned from 10 windows" in ok(cli(service, "models", "show", MODEL, key="read"))
 
 
 def test_alerts_and_incidents_list_show_ack_resolve(service, alerted):

@@ -9,7 +9,7 @@ import orjson
 import typer
 
 from service.cli.connection import ApiKey, ApiUrl, Json, api, fail, segment
-from service.cli.output import fields, show, table, when
+from service.cli.output import fields, floors_text, show, table, when
 
 app = typer.Typer(help="Registered models: list, show, change (PATCH).", no_args_is_help=True)
 top = typer.Typer()  # commands at the top level: status, flush
@@ -52,6 +52,7 @@ def _show_model(m: dict[str, Any]) -> None:
         ("lineage", "; ".join(f"{src}: {', '.join(feats)}" for src, feats in m["lineage"].items()) or None),
         ("performance", config.get("performance")), ("persistence", config.get("persistence")),
         ("baseline", f"{m['baseline']['configured']} (last used: {m['baseline']['last_used'] or '-'})"),
+        ("floors", floors_text(m.get("floors"))),
         ("reference", None if ref is None else f"{ref['count']} rows; features {', '.join(ref['features'])}"),
     ])
 
@@ -151,6 +152,7 @@ def _show_status(s: dict[str, Any]) -> None:
          f"{when(last['window_start'])} to {when(last['window_end'])} (version {last['version']}, "
          f"against {last['baseline']}, at {when(last['evaluated_at'])})"),
         ("baseline", f"{s['baseline']['configured']} (last used: {s['baseline']['last_used'] or '-'})"),
+        ("floors", floors_text(s.get("floors"))),
         ("fdr", "-" if fdr is None else f"level {fdr['level']:.3g} on the window of "
                 f"{when(fdr['window_start'])}: {fdr['discoveries']} of {fdr['tests']} tests through"),
     ]

@@ -108,3 +108,27 @@ def show(value: Any, as_json: bool, human: Callable[[Any], None]) -> None:
         print_json(value)
     else:
         human(value)
+
+
+def floors_text(floors: dict[str, Any] | None) -> str:
+    """A model's effect floors (``floors`` of GET /v1/models/{id} and its status) on one line.
+
+    Examples
+    --------
+    >>> floors_text({"configured": {"psi": 0.2}, "learned": None})
+    'psi=0.2; none learned'
+    >>> floors_text({"configured": {"psi": 0.2}, "learned": {"windows": 9, "window_seconds": 300,
+    ...              "note": None, "floors": {"amount": {"psi": {"floor": 0.31}}}}})
+    'psi=0.2; learned from 9 windows of 300 s: amount psi=0.31'
+    """
+    if not floors:
+        return "-"
+    learned = floors.get("learned")
+    if learned is None:
+        tail = "none learned"
+    else:
+        tail = f"learned from {learned['windows']} windows of {learned['window_seconds']} s"
+        picked = [f"{f} {c}={cell(v['floor'])}" for f, checks in learned["floors"].items()
+                  for c, v in checks.items() if v["floor"] > 0]
+        tail += (": " + ", ".join(picked)) if picked else f" ({learned.get('note') or 'all 0: noise only'})"
+    return f"{cell(floors['configured'])}; {tail}"

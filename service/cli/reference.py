@@ -11,7 +11,7 @@ import typer
 from sdk.record import RecordError
 from sdk.reference import upload_reference
 from service.cli.connection import ApiKey, ApiUrl, Json, api, fail, sdk_errors, segment
-from service.cli.output import fields, show, table
+from service.cli.output import fields, floors_text, show, table
 
 app = typer.Typer(help="Reference (baseline) profiles: upload, show.", no_args_is_help=True)
 File = Annotated[Path | None, typer.Option(exists=True, dir_okay=False, show_default=False)]
@@ -70,31 +70,40 @@ def upload(
     truth_column: Annotated[str | None, typer.Option(
         help="Column holding the true label: the labelled reference becomes the baseline of the "
              "label-joined checks (tier-1 models with performance)", show_default=False)] = None,
+    time_column: Annotated[str | None, typer.Option(
+        help="Column holding each row's event time (Unix seconds): each feature's floors are then "
+             "learned from how much it moves between the model's windows (docs/detectors.md)",
+        show_default=False)] = None,
     merge: Annotated[bool, typer.Option("--merge", help="Merge into the model's reference instead of "
                                                         "replacing it")] = False,
     url: ApiUrl = None, api_key: ApiKey = None, as_json: Json = False,
 ) -> None:
     """Replace a registered model's reference profile with one built from a CSV or Parquet
     file, one row per prediction (POST /v1/models/{id}/reference; write scope). Every column
-    but the score, label and truth columns is a feature."""
+    but the score, label, truth and time columns is a feature."""
     frame = read_table(csv, parquet)
     check_columns([str(c) for c in frame.columns], {
-        "--score-column": score_column, "--label-column": label_column, "--truth-column": truth_column})
+        "--score-column": score_column, "--label-column": label_column, "--truth-column": truth_column,
+        "--time-column": time_column})
     with api(url, api_key) as client:
         client.get(f"/models/{segment(model)}")  # 404 model_not_found: refused before any upload
         try:
             with sdk_errors(client):
                 answer = upload_reference(client.url, model, frame, score_column=score_column,
                                           label_column=label_column, truth_column=truth_column,
+                                          time_column=time_column,
                                           api_key=client.api_key, replace=not merge)
         except RecordError as exc:
             raise fail(f"{exc.field}: {exc.message}") from None
     columns = [f"{what} column {name}" for what, name in (
-        ("score", score_column), ("label", label_column), ("truth", truth_column)) if name]
+        ("score", score_column), ("label", label_column), ("truth", truth_column), ("time", time_column))
+        if name]
     show(answer, as_json, lambda a: typer.echo(
         f"reference of {a['model_id']}: {a['count']} rows, features {', '.join(a['features'])}"
         + "".join(f"; {c}" for c in columns)
-        + ("; labelled: the baseline of the label-joined checks" if truth_column else "")))
+        + ("; labelled: the baseline of the label-joined checks" if truth_column else "")
+        + ("" if a.get("learned_floors") is None else
+           f"\nfloors: {floors_text({'configured': {}, 'learned': a['learned_floors']}).split('; ', 1)[1]}")))
 
 
 def _show_reference(ref: dict[str, Any]) -> None:
