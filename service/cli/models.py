@@ -168,8 +168,8 @@ def status(
     url: ApiUrl = None, api_key: ApiKey = None, as_json: Json = False,
 ) -> None:
     """What the service counted for a model (GET /v1/models/{id}/status): records, dead
-    letters by reason, windows, the last evaluation, FDR, labels; without MODEL, the API's
-    health and one line per model."""
+    letters by reason, windows, the last evaluation, floors, FDR, labels; without MODEL, one
+    line per model with its firing alerts."""
     with api(url, api_key) as client:
         if model is not None:
             show(client.get(f"/models/{segment(model)}/status"), as_json, _show_status)
