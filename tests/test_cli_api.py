@@ -126,6 +126,8 @@ def test_reference_upload_checks_columns_and_model_and_reads_parquet(service, al
     csv, parquet = tmp_path / "ref.csv", tmp_path / "ref.parquet"
     data.to_csv(csv, index=False)
     data.to_parquet(parquet)
+    csv_ref = tmp_path / "train.csv"
+    frame(np.random.default_rng(1), 5_000).to_csv(csv_ref, index=False)  # as the fixture uploaded it
     before = json.loads(ok(cli(service, "reference", "show", MODEL, "--json", key="read")))
     assert before["count"] == 5_000 and set(before["edges"]) >= {"amount"}
     # an unknown column is an error, before anything is sent: the reference is unchanged
@@ -141,6 +143,11 @@ def test_reference_upload_checks_columns_and_model_and_reads_parquet(service, al
     refused(cli(service, "reference", "upload", MODEL, "--csv", str(csv), key="none"), 1,
             "HTTP 401", "--api-key")
     assert json.loads(ok(cli(service, "reference", "show", MODEL, "--json", key="read")))["count"] == 5_000
+    # a column that is no declared feature and no named column: uploaded as a feature, with a note
+    result = cli(service, "reference", "upload", MODEL, "--csv", str(csv), "--merge")
+    assert result.exit_code == 0 and "note: column(s) score are not features declared for shop" in result.stderr
+    assert "features amount, country, score" in result.stdout
+    ok(cli(service, "reference", "upload", MODEL, "--csv", str(csv_ref), "--score-column", "score"))
     # Parquet, merged into the reference
     out = json.loads(ok(cli(service, "reference", "upload", MODEL, "--parquet", str(parquet),
                             "--score-column", "score", "--merge", "--json")))

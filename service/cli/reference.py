@@ -86,7 +86,14 @@ def upload(
         "--score-column": score_column, "--label-column": label_column, "--truth-column": truth_column,
         "--time-column": time_column})
     with api(url, api_key) as client:
-        client.get(f"/models/{segment(model)}")  # 404 model_not_found: refused before any upload
+        view = client.get(f"/models/{segment(model)}")  # 404 model_not_found: before any upload
+        declared = set((view.get("config") or {}).get("features") or {})
+        named = {score_column, label_column, truth_column, time_column}
+        extra = [str(c) for c in frame.columns if declared and c not in declared and c not in named]
+        if extra:
+            typer.echo(f"note: column(s) {', '.join(extra)} are not features declared for {model} "
+                       f"(declared: {', '.join(sorted(declared))}): they are profiled as features; a "
+                       "score, label, truth or time column needs its option", err=True)
         try:
             with sdk_errors(client):
                 answer = upload_reference(client.url, model, frame, score_column=score_column,
