@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from detectors.policy.silence import STORED_CONTEXT, Silence, silencing
-from service.cli.connection import ApiKey, ApiUrl, Json, api, segment
+from service.cli.connection import ApiKey, ApiUrl, Json, Offset, api, segment
 from service.cli.output import Column, fields, print_json, show, table, when
 from service.cli.times import since as since_
 
@@ -77,7 +77,7 @@ def list_alerts(
     severity: Annotated[str | None, typer.Option(help="info, warning or critical")] = None,
     since: Since = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Alerts per page")] = 100,
-    offset: Annotated[int, typer.Option(min=0)] = 0,
+    offset: Offset = 0,
     quiet: Quiet = False,
     url: ApiUrl = None, api_key: ApiKey = None, as_json: Json = False,
 ) -> None:
@@ -162,7 +162,7 @@ def list_incidents(
     state: Annotated[str | None, typer.Option(help="open or resolved")] = None,
     since: Since = None,
     limit: Annotated[int, typer.Option(min=1, max=500, help="Incidents per page")] = 50,
-    offset: Annotated[int, typer.Option(min=0)] = 0,
+    offset: Offset = 0,
     quiet: Quiet = False,
     url: ApiUrl = None, api_key: ApiKey = None, as_json: Json = False,
 ) -> None:

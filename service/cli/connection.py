@@ -40,6 +40,7 @@ ApiUrl = Annotated[str | None, typer.Option(
 ApiKey = Annotated[str | None, typer.Option(
     "--api-key", envvar=API_KEY, show_default=False,
     help="API key (when the API requires keys): read scope to read, write scope to change")]
+Offset = Annotated[int, typer.Option(min=0, help="Items to skip (paging, with --limit)")]
 Json = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer (for scripts)")]
 
 

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from service.cli.connection import ApiKey, ApiUrl, Json, api, fail, segment
+from service.cli.connection import ApiKey, ApiUrl, Json, Offset, api, fail, segment
 from service.cli.output import fields, floors_text, show, table, when
 
 app = typer.Typer(help="Registered models: list, show, change (PATCH).", no_args_is_help=True)
@@ -21,7 +21,7 @@ FLEET_STATUS_MODELS = 200
 @app.command("list")
 def list_models(
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Models per page")] = 100,
-    offset: Annotated[int, typer.Option(min=0, help="Models to skip")] = 0,
+    offset: Offset = 0,
     url: ApiUrl = None, api_key: ApiKey = None, as_json: Json = False,
 ) -> None:
     """Registered models (and models created by their records), by id."""

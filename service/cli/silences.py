@@ -12,7 +12,7 @@ from typing import Annotated, Any, get_args
 import typer
 
 from detectors.policy.silence import LabelName
-from service.cli.connection import ApiKey, ApiUrl, Json, api, segment
+from service.cli.connection import ApiKey, ApiUrl, Json, Offset, api, segment
 from service.cli.output import cell, print_json, show, table, when
 from service.cli.times import parse_duration
 
@@ -128,7 +128,7 @@ def add(
 def list_silences(
     state: Annotated[str | None, typer.Option(help="pending, active or expired")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Silences per page")] = 100,
-    offset: Annotated[int, typer.Option(min=0)] = 0,
+    offset: Offset = 0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only the ids")] = False,
     url: ApiUrl = None, api_key: ApiKey = None, as_json: Json = False,
 ) -> None:
