@@ -33,10 +33,10 @@ def service(tmp_path_factory):
     with fleetwatch_run(data_dir, FLEETWATCH_API_AUTH="true", FLEETWATCH_API_ADMIN_KEY=ADMIN) as run:
         keys = {}
         for scope in ("read", "write"):
-            r = httpx.post(f"{run.api_url}/v1/keys", json={"name": f"cli {scope}", "scope": scope},
-                           headers={"X-API-Key": ADMIN}, timeout=10)
-            assert r.status_code == 201, r.text
-            keys[scope] = r.json()["token"]
+            made = CliRunner().invoke(app, ["keys", "create", f"cli {scope}", "--scope", scope, "-q",
+                                            "--url", run.api_url, "--api-key", ADMIN])
+            assert made.exit_code == 0, made.output
+            keys[scope] = made.stdout.strip()
         yield run, keys["read"], keys["write"]
 
 
@@ -323,3 +323,19 @@ def test_performance_of_a_tier1_model_with_a_labelled_reference(service, alerted
     assert header.split()[:6] == ["WINDOW", "PREDICTIONS", "LABELED", "MATURE", "ROC", "AUC"]
     assert "auc_drop=drift" in table and "reference" in table
     assert "joined=1200" in ok(cli(service, "status", "churn", key="read"))
+
+
+def test_keys_create_list_revoke(service):
+    run = service[0]
+    admin = {"env": {"FLEETWATCH_API_KEY": ADMIN}, "key": "none"}
+    made = json.loads(ok(cli(service, "keys", "create", "ci reader", "--json", **admin)))
+    assert made["scope"] == "read" and made["token"].startswith("fwk_")
+    table = ok(cli(service, "keys", "list", **admin))
+    assert made["id"] in table and "ci reader" in table and "cli write" in table
+    assert "fwk_" not in table  # tokens are never listed
+    assert httpx.get(f"{run.api_url}/v1/models", headers={"X-API-Key": made["token"]}).status_code == 200
+    refused(cli(service, "keys", "list"), 1, "HTTP 403 forbidden", "scope 'admin'")  # a write key
+    assert ok(cli(service, "keys", "revoke", made["id"], **admin)).strip() == \
+        f"key {made['id']} ('ci reader') revoked"
+    assert httpx.get(f"{run.api_url}/v1/models", headers={"X-API-Key": made["token"]}).status_code == 401
+    refused(cli(service, "keys", "create", "x", "--scope", "root", **admin), 1, "HTTP 422", "scope")

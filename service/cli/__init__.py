@@ -6,7 +6,7 @@ configured), ``aggregate | detect | join | notify | serve`` (one role each), ``d
 API, as amtool does on Alertmanager: ``models``, ``status``, ``flush``
 (:mod:`service.cli.models`), ``performance`` (:mod:`service.cli.performance`), ``reference``
 (:mod:`service.cli.reference`), ``alerts``, ``incidents`` (:mod:`service.cli.alerts`),
-``silence`` (:mod:`service.cli.silences`); where
+``silence`` (:mod:`service.cli.silences`), ``keys`` (:mod:`service.cli.keys`); where
 the API is and which key is sent: :mod:`service.cli.connection`.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import typer
 
-from service.cli import alerts, models, performance, reference, roles, silences
+from service.cli import alerts, keys, models, performance, reference, roles, silences
 
 app = typer.Typer(help="fleetwatch: streaming monitoring for fleets of ML models.", no_args_is_help=True)
 app.add_typer(roles.app)
@@ -25,5 +25,6 @@ app.add_typer(reference.app, name="reference")
 app.add_typer(alerts.app, name="alerts")
 app.add_typer(alerts.incidents_app, name="incidents")
 app.add_typer(silences.app, name="silence")
+app.add_typer(keys.app, name="keys")
 
 __all__ = ["app"]
