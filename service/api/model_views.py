@@ -112,8 +112,8 @@ DELETED = ["configuration", "detector configuration", "reference profile, its bi
            "alert-policy series and pending windows", "label cohorts, joined predictions and label counters",
            "per-model status counters", "membership of the model list"]
 KEPT = ["alerts and incidents (fleet-wide history; resolve open ones first)",
-        "late and future record counts in the aggregators' partition checkpoints (read back if the "
-        "model is registered again)",
+        "dead-letter counts (late, future and by reason) in the aggregators' partition checkpoints "
+        "(read back if the model is registered again)",
         "records in flight (open windows, the topics' backlog): they create the model again as an "
         "implicit model when they are aggregated",
         "dead-lettered records in the dead-letter topic (expire with the topic's retention)"]
