@@ -81,23 +81,23 @@ def config_of(m: int) -> ModelConfig:
 async def populate(store: Store, settings: Settings, models: int, windows: int, seed: int) -> dict:
     """Write the fleet; returns counts of what was written."""
     rng = np.random.default_rng(seed)
-    reference = profile_of("ref", raw_columns(rng, 5_000, 0.0), 0)
+    reference, bins = profile_of("ref", raw_columns(rng, 5_000, 0.0), 0)
     healthy, sick = [], []
     for w in range(windows):  # window profiles shared by the models (their bytes only)
         for shift, out in ((0.0, healthy), (1.5, sick)):
-            p = profile_of("m", raw_columns(rng, int(rng.integers(800, 1200)), shift), T0 + w * WINDOW)
+            cols = raw_columns(rng, int(rng.integers(800, 1200)), shift)
+            p = profile_of("m", cols, T0 + w * WINDOW, bins)[0]  # counted in the reference's bins
             results = evaluate_window(p, reference, volume_history=[1000, 980, 1030, 1010])
             out.append((p.to_bytes(), results, [{**asdict(r), "baseline": "reference"} for r in results]))
     alerting = alerting_checks(reference)
     policy = AlertPolicy(AlertStore(store.r), FdrGate(store.r, spending(settings)))
-    ref_bytes = reference.to_bytes()
     checkpoint = await store.acquire_partition("bench", 0)
     written = 0
     for m in range(models):
         model_id = f"model-{m:04d}"
         cfg = config_of(m)
         await store.put_model_config(model_id, cfg)
-        await store.r.set(f"fw:{{{model_id}}}:ref", ref_bytes)
+        await store.put_reference(model_id, reference)
         bad = m % SICK_EVERY == 0
         series = sick if bad else healthy
         closed = [
