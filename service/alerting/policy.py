@@ -227,7 +227,7 @@ class AlertPolicy:
         if joined is None:  # also an episode that fired and resolved in one release
             await self.alerts.set_incident(aid, incident)
             stored["incident_id"] = incident
-        await self.alerts.set_open(aid, firing)
+        await self.alerts.set_open(stored, firing)
         if quality:
             await self.alerts.set_quality_span(m, aid, feature, ep.first.window_start,
                                                None if firing else end)
@@ -244,10 +244,10 @@ async def resolve_by_user(alerts: AlertStore, alert: dict[str, Any], by: str, co
     """A user resolved ``alert``: record it and end its episode, so that a later breach
     of the series is a new alert, and stop inhibiting (the alert stays in its incident)."""
     aid, m, feature, check = alert["id"], alert["model_id"], alert["feature"], alert["check"]
-    await alerts.act(aid, {"resolved_by": by, "resolved_at": repr(now), "resolve_comment": comment or ""})
+    await alerts.resolve(alert, {"resolved_by": by, "resolved_at": repr(now),
+                                 "resolve_comment": comment or ""})
     await alerts.emit("resolved", aid, alert.get("incident_id"))
     await alerts.settle(m, series_field(feature, check), None)
-    await alerts.set_open(aid, False)
     if check in DATA_QUALITY_CHECKS:  # inhibits no later breach
         length = alert["window_end"] - alert["window_start"]
         await alerts.set_quality_span(m, aid, feature, alert["window_start"],

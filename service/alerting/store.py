@@ -26,6 +26,10 @@ Keys (model keys hash-tagged ``{m}``):
 ``fw:incidents``                 ZSET incident ids by creation time
 ``fw:alert-events``              STREAM alert lifecycle events for notifiers
 ``fw:open``                      SET alerts not resolved
+``fw:open:alerts``               HASH alert id -> JSON :class:`OpenAlert` (model,
+                                 severity, incident) of every alert in ``fw:open``,
+                                 written with it: the fleet overview's health of every
+                                 model in one read
 ===============================  ===================================================
 
 Every write is idempotent or compare-and-set, so replicas that evaluate the
@@ -50,6 +54,7 @@ log = logging.getLogger("fleetwatch.alerting")
 ALERTS = "fw:alerts"
 INCIDENTS = "fw:incidents"
 OPEN = "fw:open"  # SET of alert ids firing or acknowledged (for /metrics)
+OPEN_INDEX = "fw:open:alerts"  # HASH the same ids -> OpenAlert JSON (the fleet overview)
 #: Alert lifecycle events for notifiers: ``kind`` (fired, resolved, acknowledged),
 #: ``alert_id``, ``incident_id``. Capped: a notifier down for long loses the oldest.
 EVENTS = "fw:alert-events"
@@ -158,6 +163,43 @@ return best
 """
 
 
+# Open or close an alert in fw:open and fw:open:alerts at once. An alert a user resolved
+# (its hash has resolved_by) is never opened again, whoever writes it later. KEYS: fw:open,
+# fw:open:alerts, the alert's hash. ARGV: id, '1' to open, OpenAlert JSON, then for a
+# close: field/value pairs of the user's resolution, set in the same step.
+_SET_OPEN = """
+if ARGV[2] == '1' and redis.call('HEXISTS', KEYS[3], 'resolved_by') == 0 then
+  redis.call('SADD', KEYS[1], ARGV[1])
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+  return 1
+end
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+redis.call('SREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class OpenAlert:
+    """What the fleet overview reads of an alert not resolved."""
+
+    model_id: str
+    severity: str
+    incident_id: str | None
+
+    @classmethod
+    def of(cls, alert: dict[str, Any]) -> OpenAlert:
+        return cls(alert["model_id"], alert["severity"], alert.get("incident_id") or None)
+
+    def to_json(self) -> bytes:
+        return orjson.dumps([self.model_id, self.severity, self.incident_id])
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> OpenAlert:
+        return cls(*orjson.loads(raw))
+
+
 @dataclass(frozen=True)
 class Recorded:
     """The model's state right after recording a window."""
@@ -211,6 +253,7 @@ class AlertStore:
         self._settle = r.register_script(_SETTLE)
         self._upsert = r.register_script(_UPSERT)
         self._join = r.register_script(_JOIN)
+        self._set_open = r.register_script(_SET_OPEN)
 
     # -- series --------------------------------------------------------------------
     async def record(self, model_id: str, window_start: int, member: str,
@@ -316,13 +359,43 @@ class AlertStore:
             out[k.decode()] = (feature, float(lo), math.inf if hi is None else float(hi))
         return out
 
-    async def set_open(self, alert_id: str, is_open: bool) -> None:
-        await (self.r.sadd(OPEN, alert_id) if is_open else self.r.srem(OPEN, alert_id))
+    async def set_open(self, alert: dict[str, Any], is_open: bool) -> None:
+        """Mark ``alert`` (as stored, with its incident) open or not, in ``fw:open`` and the
+        overview's ``fw:open:alerts`` at once; an alert a user resolved stays closed."""
+        await self._set_open(keys=[OPEN, OPEN_INDEX, alert_key(alert["id"])],
+                             args=[alert["id"], int(is_open), OpenAlert.of(alert).to_json()])
+
+    async def resolve(self, alert: dict[str, Any], fields: dict[str, str]) -> None:
+        """Record a user's resolution (``fields``) and close the alert, in one step."""
+        args: list[Any] = [alert["id"], 0, b""]
+        for k, v in fields.items():
+            args += [k, v]
+        await self._set_open(keys=[OPEN, OPEN_INDEX, alert_key(alert["id"])], args=args)
 
     async def open_alerts(self) -> list[dict[str, Any]]:
         """Every alert not resolved (firing or acknowledged)."""
         ids = sorted(m.decode() for m in await self.r.smembers(OPEN))
         return [a for a in await self.alerts_by_id(ids) if a["state"] != "resolved"]
+
+    async def open_index(self) -> dict[str, OpenAlert]:
+        """Every alert not resolved, by id, as the fleet overview reads them: two commands
+        whatever their number. Alerts in ``fw:open`` missing from ``fw:open:alerts``
+        (opened before it existed) are read in full once and written to it (or, when a
+        user resolved them, taken out of ``fw:open``)."""
+        async with self.r.pipeline(transaction=False) as p:
+            p.smembers(OPEN)
+            p.hgetall(OPEN_INDEX)
+            ids_raw, index_raw = await p.execute()
+        ids = {m.decode() for m in ids_raw}
+        out = {k.decode(): OpenAlert.from_json(v) for k, v in index_raw.items()}
+        missing = sorted(ids - out.keys())
+        for alert in await self.alerts_by_id(missing):
+            if alert["state"] == "resolved":
+                await self.resolve(alert, {})
+            else:
+                await self.set_open(alert, True)
+                out[alert["id"]] = OpenAlert.of(alert)
+        return {k: v for k, v in out.items() if k in ids}
 
     async def set_quality_span(self, model_id: str, alert_id: str, feature: str, lo: float,
                                hi: float | None) -> None:

@@ -28,7 +28,17 @@ Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
 ``fw:implicit:{minute}``            models created implicitly in that minute (expires)
 ``fw:{m}:counts``                   HASH member -> record count: the dashboard's cache of the
                                     counts of closed windows (profiles never change once closed)
+``fw:{m}:heat:{member}``            JSON the window's heatmap cells (:func:`heat_cells`), written
+                                    with its results and expiring with them
+``fw:fleet:columns``                HASH model -> JSON :class:`ModelColumns` (owner, tier, window
+                                    length, upstream sources), written with the configuration
+``fw:fleet:latest``                 HASH model -> JSON :class:`LatestWindow`: its latest window
+                                    with results (member, start, status), written with them
 ==================================  ==============================================
+
+The three last keys are the fleet overview's index: what it filters and sorts on for every
+model is read in one round trip (``fw:models`` and the two ``fw:fleet:`` hashes) instead
+of one command per model.
 
 Alerts, alert series and incidents: ``service.alerting.store``; the FDR gate:
 ``service.alerting.fdr``; silences: ``service.alerting.silences``.
@@ -63,6 +73,8 @@ from sketches.profile import WindowProfile
 log = logging.getLogger(__name__)
 
 MODELS = "fw:models"
+FLEET_COLUMNS = "fw:fleet:columns"
+FLEET_LATEST = "fw:fleet:latest"
 #: Errors that mean Redis cannot serve now (down, unreachable, loading, failing over, out of
 #: memory) rather than a wrong request: the API answers them 503 with Retry-After.
 UNAVAILABLE: tuple[type[Exception], ...] = (
@@ -114,6 +126,11 @@ def parse_member(member: str) -> tuple[int, int, str]:
 def counts_key(m: str) -> str:
     """HASH member -> record count of the model's closed windows (a cache of the profiles')."""
     return f"fw:{{{m}}}:counts"
+
+
+def heat_key(m: str, member: str) -> str:
+    """JSON heatmap cells of one window's results (:func:`heat_cells`)."""
+    return f"fw:{{{m}}}:heat:{member}"
 
 
 def pending_key(m: str) -> str:
@@ -199,6 +216,32 @@ redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', '(' .. ARGV[3])
 for i = 5 + 2 * n, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
 return 1
 """
+# Store one window's results and its heatmap cells (same expiry), and make it the model's
+# latest window in the fleet index unless a later one (by start, then member) is there
+# already: windows evaluated out of order (replicas, a redelivered event) never move it
+# back. KEYS: results, heat, fleet latest. ARGV: results JSON, ttl, heat JSON, model,
+# start, member, latest JSON.
+_PUT_RESULTS = """
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[2])
+local raw = redis.call('HGET', KEYS[3], ARGV[4])
+local start = tonumber(ARGV[5])
+if raw then
+  local old = cjson.decode(raw)
+  if old.start > start or (old.start == start and old.member > ARGV[6]) then return 0 end
+end
+redis.call('HSET', KEYS[3], ARGV[4], ARGV[7])
+return 1
+"""
+
+# Fill in a model's fleet columns from the configuration read earlier (ARGV[2], '' for
+# none) unless it changed since or the columns are there: put_model_config writes both
+# at once, so a repair never overwrites newer columns. KEYS: columns hash, config.
+# ARGV: model, config as read, columns JSON.
+_FILL_COLUMNS = """
+if (redis.call('GET', KEYS[2]) or '') ~= ARGV[2] then return 0 end
+return redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[3])
+"""
 #: Characters special in a Redis glob pattern (escaped to match a model id literally).
 _GLOB_SPECIAL = str.maketrans({c: "\\" + c for c in "*?[]\\^"})
 
@@ -251,6 +294,113 @@ class DroppedRecords:
 
 
 @dataclass(frozen=True)
+class ModelColumns:
+    """What the fleet overview shows, filters and sorts of one model's configuration."""
+
+    owner: str | None = None
+    tier: int = 2
+    window_seconds: int = 300
+    sources: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, config: ModelConfig) -> ModelColumns:
+        return cls(config.owner, config.tier, config.window_seconds,
+                   tuple(sorted({d.source for d in config.features.values() if d.source})))
+
+    def to_json(self) -> bytes:
+        return orjson.dumps([self.owner, self.tier, self.window_seconds, self.sources])
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> ModelColumns:
+        owner, tier, seconds, sources = orjson.loads(raw)
+        return cls(owner, tier, seconds, tuple(sources))
+
+
+#: Status of a window from its results (``window_status``).
+OK, INSUFFICIENT = "ok", "insufficient traffic"
+
+
+@dataclass(frozen=True)
+class LatestWindow:
+    """A model's latest window with test results: its index member, start (Unix seconds)
+    and status: ``"insufficient traffic"`` when every test had too little data (or
+    failed), else ``"ok"``."""
+
+    member: str
+    start: int
+    status: str
+
+    def to_json(self) -> bytes:
+        return orjson.dumps({"member": self.member, "start": self.start, "status": self.status})
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> LatestWindow:
+        d = orjson.loads(raw)
+        return cls(d["member"], int(d["start"]), d["status"])
+
+
+def window_status(results: list[dict[str, Any]]) -> str:
+    """``"insufficient traffic"`` when no test of the window was decided (every one had
+    too little data, or failed), else ``"ok"``.
+
+    Examples
+    --------
+    >>> window_status([{"status": "insufficient_data"}, {"status": "error"}])
+    'insufficient traffic'
+    >>> window_status([{"status": "insufficient_data"}, {"status": "ok"}])
+    'ok'
+    """
+    statuses = {r["status"] for r in results}
+    return INSUFFICIENT if statuses <= {"insufficient_data", "error"} else OK
+
+
+_RANK = {"ok": 0, "inconclusive": 1, "drift": 2, "breach": 3}
+
+
+def heat_cells(results: list[dict[str, Any]]) -> dict[str, tuple[float | None, str]]:
+    """Per feature of one window's results (window-level tests left out): the largest
+    |effect| / floor of its checks (None when none has both) and the worst of their
+    states: ``breach`` (drift with the effect at or past its floor), ``drift``,
+    ``inconclusive`` (sketch error), ``ok``.
+
+    Examples
+    --------
+    >>> heat_cells([{"feature": "x", "check": "psi", "status": "drift", "effect_size": 0.5, "floor": 0.2},
+    ...             {"feature": "x", "check": "ks", "status": "drift", "effect_size": 0.1, "floor": 0.2},
+    ...             {"feature": "y", "check": "psi", "status": "ok", "effect_size": None, "floor": 0.2},
+    ...             {"feature": "", "check": "volume", "status": "drift", "effect_size": 1.0, "floor": 0.5}])
+    {'x': (2.5, 'breach'), 'y': (None, 'ok')}
+    """
+    best: dict[str, float | None] = {}
+    state: dict[str, str] = {}
+    for r in results:
+        f = r["feature"]
+        if f == "":
+            continue
+        e, fl = r.get("effect_size"), r.get("floor") or 0.0
+        rt = abs(e) / fl if e is not None and fl > 0 else None
+        status = r["status"]
+        flag = (("breach" if rt is not None and rt >= 1 else "drift") if status == "drift"
+                else ("inconclusive" if status == "inconclusive" else "ok"))
+        old = best.get(f)
+        best[f] = rt if old is None else (old if rt is None else max(old, rt))
+        if f not in state or _RANK[flag] > _RANK[state[f]]:
+            state[f] = flag
+    return {f: (best[f], state[f]) for f in best}
+
+
+@dataclass(frozen=True)
+class FleetIndex:
+    """What the fleet overview reads of every model in one round trip: the model ids, their
+    configuration's columns (the defaults when they have none) and their latest window
+    with results (absent: none yet)."""
+
+    models: list[str]
+    columns: dict[str, ModelColumns]
+    latest: dict[str, LatestWindow]
+
+
+@dataclass(frozen=True)
 class ClosedWindow:
     model_id: str
     member: str
@@ -278,6 +428,8 @@ class Store:
         self._checkpoint = self.r.register_script(_CHECKPOINT)
         self._admit = self.r.register_script(_ADMIT)
         self._count_window = self.r.register_script(_COUNT_WINDOW)
+        self._put_results = self.r.register_script(_PUT_RESULTS)
+        self._fill_columns = self.r.register_script(_FILL_COLUMNS)
 
     async def close(self) -> None:
         await self.r.aclose()
@@ -287,8 +439,11 @@ class Store:
 
     # -- models -----------------------------------------------------------------
     async def put_model_config(self, model_id: str, config: ModelConfig) -> None:
+        """Store a model's configuration, with its columns in the fleet index (one
+        transaction)."""
         async with self.r.pipeline(transaction=True) as p:
             p.set(config_key(model_id), encode_stored(config))
+            p.hset(FLEET_COLUMNS, model_id, ModelColumns.of(config).to_json())
             p.sadd(MODELS, model_id)
             await p.execute()
 
@@ -388,6 +543,8 @@ class Store:
         async with self.r.pipeline(transaction=True) as p:
             p.srem(MODELS, model_id)
             p.srem(IMPLICIT, model_id)
+            p.hdel(FLEET_COLUMNS, model_id)
+            p.hdel(FLEET_LATEST, model_id)
             await p.execute()
         return DeletedModel(existed, n)
 
@@ -637,9 +794,15 @@ class Store:
     # -- detector results ---------------------------------------------------------------
     async def put_results(self, model_id: str, member: str, results: list[dict[str, Any]],
                           retention_seconds: int) -> None:
-        """Store the test results of one window (served by the drift API)."""
-        await self.r.set(f"fw:{{{model_id}}}:res:{member}", json.dumps(results, default=str),
-                         ex=retention_seconds)
+        """Store the test results of one window (served by the drift API) with its heatmap
+        cells, and make it the model's latest window in the fleet index unless a later
+        window is there (one atomic script: the index never names results not stored)."""
+        start = parse_member(member)[1]
+        latest = LatestWindow(member, start, window_status(results))
+        await self._put_results(
+            keys=[f"fw:{{{model_id}}}:res:{member}", heat_key(model_id, member), FLEET_LATEST],
+            args=[json.dumps(results, default=str), retention_seconds,
+                  orjson.dumps(heat_cells(results)), model_id, start, member, latest.to_json()])
 
     async def results(self, model_id: str, member: str) -> list[dict[str, Any]] | None:
         raw = await self.r.get(f"fw:{{{model_id}}}:res:{member}")
@@ -711,6 +874,37 @@ class Store:
         return out
 
     # -- reads of the dashboard ------------------------------------------------------------
+    async def fleet_index(self) -> FleetIndex:
+        """Every model with its columns and latest window with results, in one round trip.
+
+        Models whose columns are missing (configurations stored before the index existed)
+        get them from their configuration, written back for the next read; a model
+        without a configuration has the defaults' columns."""
+        async with self.r.pipeline(transaction=False) as p:
+            p.smembers(MODELS)
+            p.hgetall(FLEET_COLUMNS)
+            p.hgetall(FLEET_LATEST)
+            ids_raw, cols_raw, latest_raw = await p.execute()
+        ids = sorted(m.decode() for m in ids_raw)
+        columns = {k.decode(): ModelColumns.from_json(v) for k, v in cols_raw.items()}
+        latest = {k.decode(): LatestWindow.from_json(v) for k, v in latest_raw.items()}
+        missing = [m for m in ids if m not in columns]
+        if missing:
+            columns |= await self._fill_fleet_columns(missing)
+        return FleetIndex(ids, columns, latest)
+
+    async def _fill_fleet_columns(self, model_ids: list[str]) -> dict[str, ModelColumns]:
+        raws = await self.r.mget([config_key(m) for m in model_ids])
+        out = {}
+        async with self.r.pipeline(transaction=False) as p:
+            for m, raw in zip(model_ids, raws, strict=True):
+                got = None if raw is None else read_stored(ModelConfig, raw, role="api", kind="model", key=m)
+                out[m] = ModelColumns.of(got) if isinstance(got, ModelConfig) else ModelColumns()
+                await self._fill_columns(keys=[FLEET_COLUMNS, config_key(m)],
+                                         args=[m, raw or b"", out[m].to_json()], client=p)
+            await p.execute()
+        return out
+
     async def latest_members(self, model_ids: list[str], n: int = 1) -> dict[str, list[tuple[str, int]]]:
         """Per model, its ``n`` latest closed windows (member, start), oldest first, in
         one round trip."""
@@ -719,6 +913,25 @@ class Store:
                 p.zrange(index_key(m), -n, -1, withscores=True)
             got = await p.execute()
         return {m: [(k.decode(), int(s)) for k, s in rows] for m, rows in zip(model_ids, got, strict=True)}
+
+    async def recent_and_heat(
+        self, models: list[tuple[str, str | None]], n: int
+    ) -> tuple[dict[str, list[tuple[str, int]]], dict[str, dict[str, tuple[float | None, str]]]]:
+        """Per (model, member of its latest window with results, or None): its ``n`` latest
+        closed windows (member, start; oldest first) and that window's heatmap cells
+        (:func:`heat_cells`; empty when none or expired), in one round trip."""
+        async with self.r.pipeline(transaction=False) as p:
+            for m, member in models:
+                p.zrange(index_key(m), -n, -1, withscores=True)
+                if member is not None:
+                    p.get(heat_key(m, member))
+            got = iter(await p.execute())
+        recent, heat = {}, {}
+        for m, member in models:
+            recent[m] = [(k.decode(), int(s)) for k, s in next(got)]
+            raw = next(got) if member is not None else None
+            heat[m] = {} if raw is None else {f: (r, st) for f, (r, st) in orjson.loads(raw).items()}
+        return recent, heat
 
     async def window_counts(self, model_id: str, members: list[str]) -> list[int | None]:
         """Record counts of one model's closed windows (:meth:`window_counts_many`)."""

@@ -5,10 +5,10 @@ test results per window, alerts and incidents (``service.alerting.store``), the 
 counters (``service.alerting.fdr``) and the notification outbox (``service.paging.outbox``). Each page
 builds a small frozen dataclass the template renders.
 
-The fleet overview filters and sorts every model server-side on what is cheap to read
-for all of them (configuration, open alerts, latest window: three pipelined round
-trips), then reads the costlier parts (volume sparkline, latest results for the heatmap)
-for the page shown only.
+The fleet overview filters and sorts every model server-side on its index, written when
+configurations, results and alerts are (``Store.fleet_index``, ``AlertStore.open_index``:
+four commands whatever the fleet's size), then reads the costlier parts (volume sparkline,
+the heatmap cells stored with the latest results) for the page shown only.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import numpy as np
 from detectors.fdr.epoch import EpochSpending
 from detectors.policy.severity import highest
 from service.alerting.fdr import epochs, slot_use, spending
-from service.alerting.store import AlertStore
+from service.alerting.store import AlertStore, OpenAlert
 from service.paging.outbox import Outbox
-from service.profiles.store import Store, parse_member
+from service.profiles.store import ModelColumns, Store, parse_member
 from service.registry import ModelConfig
 from service.settings import Settings
 from service.stored import Unreadable
@@ -94,12 +94,16 @@ class Cell:
     feature: str
     ratio: float | None
     status: str  # breach, drift, inconclusive, ok
-    title: str
 
     @property
     def level(self) -> int:
         """Shade 0..5: the ratio in steps of 0.4, 5 from a ratio of 2 (twice the floor) on."""
         return 0 if self.ratio is None else min(5, math.ceil(self.ratio / 0.4))
+
+    @property
+    def title(self) -> str:
+        shown = "n/a" if self.ratio is None else format(self.ratio, ".2f")
+        return f"{feature_label(self.feature)}: largest effect/floor {shown}, {self.status}"
 
 
 @dataclass
@@ -107,10 +111,11 @@ class FleetRow:
     model_id: str
     owner: str | None
     tier: int
-    sources: list[str]
+    sources: tuple[str, ...]
     health: str
     window_seconds: int
     last_window: int | None
+    last_member: str | None
     open_alerts: int
     incidents: list[str]
     spark: charts.Spark | None = None
@@ -136,40 +141,41 @@ def _health_key(h: str) -> int:
     return HEALTH_ORDER.index(h)
 
 
-def _status_of(results: list[dict[str, Any]]) -> str:
-    statuses = {r["status"] for r in results}
-    if not statuses or statuses <= {"insufficient_data", "error"}:
-        return "insufficient traffic"
-    return "ok"
+DEFAULT_COLUMNS = ModelColumns.of(DEFAULT)
 
 
 async def fleet(ctx: Ctx, q: FleetQuery) -> FleetPage:
-    """The fleet overview: every model filtered and sorted, one page of rows in full."""
-    ids = await ctx.store.models()
-    configs = await ctx.store.model_config_dicts(ids)  # validated when stored
-    latest = await ctx.store.latest_members(ids)
-    open_alerts = await ctx.alerts.open_alerts()
-    by_model: dict[str, list[dict[str, Any]]] = {}
-    for a in open_alerts:
-        by_model.setdefault(a["model_id"], []).append(a)
+    """The fleet overview: every model filtered and sorted, one page of rows in full.
+
+    Every model's row comes from the fleet index (``Store.fleet_index``: columns of its
+    configuration, latest window with results) and the open alerts
+    (``AlertStore.open_index``), four commands in two round trips whatever the fleet's
+    size; the page's rows then read their volume counts and heatmap cells."""
+    index = await ctx.store.fleet_index()
+    by_model: dict[str, list[OpenAlert]] = {}
+    for a in (await ctx.alerts.open_index()).values():
+        by_model.setdefault(a.model_id, []).append(a)
     rows = []
-    for m in ids:
-        cfg = configs.get(m) or {}
+    for m in index.models:
+        cols = index.columns.get(m, DEFAULT_COLUMNS)
         alerts = by_model.get(m, [])
-        last = latest[m][-1][1] if latest[m] else None
-        health = highest([a["severity"] for a in alerts]) if alerts else ("no data" if last is None else "ok")
+        last = index.latest.get(m)
+        if alerts:
+            health = highest([a.severity for a in alerts])
+        else:
+            health = "no data" if last is None else last.status
         rows.append(
             FleetRow(
                 m,
-                cfg.get("owner", DEFAULT.owner),
-                cfg.get("tier", DEFAULT.tier),
-                sorted({d["source"] for d in (cfg.get("features") or {}).values()
-                        if isinstance(d, dict) and d.get("source")}),
+                cols.owner,
+                cols.tier,
+                cols.sources,
                 health,
-                cfg.get("window_seconds", DEFAULT.window_seconds),
-                last,
+                cols.window_seconds,
+                None if last is None else last.start,
+                None if last is None else last.member,
                 len(alerts),
-                sorted({a["incident_id"] for a in alerts if a.get("incident_id")}),
+                sorted({a.incident_id for a in alerts if a.incident_id}),
             )
         )
     owners = sorted({r.owner for r in rows if r.owner})
@@ -218,69 +224,18 @@ async def fleet(ctx: Ctx, q: FleetQuery) -> FleetPage:
 
 
 async def _fill_rows(ctx: Ctx, rows: list[FleetRow]) -> None:
-    """Volume sparkline and latest results (heatmap cells, insufficient traffic) of one page,
-    in a few pipelined round trips."""
+    """Volume sparkline and heatmap cells of one page's rows, in two pipelined round trips."""
     n = ctx.settings.ui_recent_windows
-    recent = await ctx.store.latest_members([r.model_id for r in rows], n)
+    recent, heat = await ctx.store.recent_and_heat(
+        [(r.model_id, r.last_member) for r in rows], n
+    )
     members = {m: [k for k, _s in ws] for m, ws in recent.items()}
     counts = await ctx.store.window_counts_many(members)
-    # the latest evaluated window: the newest, or the one before while the detector catches up
-    latest = [(r.model_id, members[r.model_id][-1]) for r in rows if members[r.model_id]]
-    got = dict(zip(latest, await ctx.store.results_each(latest), strict=True))
-    retry = [(m, members[m][-2]) for (m, k), res in got.items() if res is None and len(members[m]) > 1]
-    got.update(
-        {
-            (m, members[m][-1]): res
-            for (m, _k), res in zip(retry, await ctx.store.results_each(retry), strict=True)
-        }
-    )
     for row in rows:
         row.counts = counts[row.model_id]
-        if not members[row.model_id]:
-            continue
-        row.spark = charts.sparkline([float(c) if c is not None else None for c in row.counts])
-        results = got.get((row.model_id, members[row.model_id][-1]))
-        if results is not None:
-            row.cells = cells(results)
-            if row.health == "ok":
-                row.health = _status_of(results)
-
-
-_RANK = {"ok": 0, "inconclusive": 1, "drift": 2, "breach": 3}
-
-
-def cells(results: list[dict[str, Any]]) -> dict[str, Cell]:
-    """Per feature, the largest |effect| / floor of its checks in one window, and the worst
-    of their states (breach: drifted with the effect at or past the floor; drift;
-    inconclusive; ok)."""
-    best: dict[str, float | None] = {}
-    state: dict[str, str] = {}
-    for r in results:
-        f = r["feature"]
-        if f == "":
-            continue
-        e, fl = r.get("effect_size"), r.get("floor") or 0.0
-        rt = abs(e) / fl if e is not None and fl > 0 else None
-        status = r["status"]
-        flag = (
-            ("breach" if rt is not None and rt >= 1 else "drift")
-            if status == "drift"
-            else ("inconclusive" if status == "inconclusive" else "ok")
-        )
-        old = best.get(f)
-        best[f] = rt if old is None else (old if rt is None else max(old, rt))
-        if _RANK[flag] > _RANK[state.get(f, "ok")] or f not in state:
-            state[f] = flag
-    return {
-        f: Cell(
-            f,
-            best[f],
-            state[f],
-            f"{feature_label(f)}: largest effect/floor "
-            f"{'n/a' if best[f] is None else format(best[f], '.2f')}, {state[f]}",
-        )
-        for f in best
-    }
+        if members[row.model_id]:
+            row.spark = charts.sparkline([float(c) if c is not None else None for c in row.counts])
+        row.cells = {f: Cell(f, ratio, state) for f, (ratio, state) in heat[row.model_id].items()}
 
 
 # -- model page -----------------------------------------------------------------------------
