@@ -88,7 +88,8 @@ async def populate(store: Store, settings: Settings, models: int, windows: int, 
             cols = raw_columns(rng, int(rng.integers(800, 1200)), shift)
             p = profile_of("m", cols, T0 + w * WINDOW, bins)[0]  # counted in the reference's bins
             results = evaluate_window(p, reference, volume_history=[1000, 980, 1030, 1010])
-            out.append((p.to_bytes(), results, [{**asdict(r), "baseline": "reference"} for r in results]))
+            out.append((p.to_bytes(), results, [{**asdict(r), "baseline": "reference"} for r in results],
+                        p.count))
     alerting = alerting_checks(reference)
     policy = AlertPolicy(AlertStore(store.r), FdrGate(store.r, spending(settings)))
     checkpoint = await store.acquire_partition("bench", 0)
@@ -102,14 +103,14 @@ async def populate(store: Store, settings: Settings, models: int, windows: int, 
         series = sick if bad else healthy
         closed = [
             ClosedWindow(model_id, window_member(WINDOW, T0 + w * WINDOW, "1"), T0 + w * WINDOW, b)
-            for w, (b, _r, _s) in enumerate(series)
+            for w, (b, _r, _s, _n) in enumerate(series)
         ]
         assert await store.checkpoint(
             "bench", 0, checkpoint.epoch, {}, [], closed, settings.retention_window_seconds
         )
-        for w, (_b, results, stored) in enumerate(series):
+        for w, (_b, results, stored, count) in enumerate(series):
             member = closed[w].member
-            await store.put_results(model_id, member, stored, settings.retention_window_seconds)
+            await store.put_results(model_id, member, stored, settings.retention_window_seconds, count)
             if bad:
                 await policy.apply(
                     WindowRef(model_id, member, T0 + w * WINDOW, WINDOW, "1"),

@@ -15,7 +15,15 @@ from detectors.result import insufficient, judged
 from service.alerting.policy import resolve_by_user
 from service.alerting.store import OPEN, OPEN_INDEX, AlertStore, OpenAlert
 from service.api.app import create_app
-from service.profiles.store import FLEET_COLUMNS, FLEET_LATEST, ModelColumns, config_key, window_member
+from service.profiles.store import (
+    COUNTS_KEPT,
+    COUNTS_TRIM_AT,
+    FLEET_COLUMNS,
+    FLEET_LATEST,
+    ModelColumns,
+    config_key,
+    window_member,
+)
 from service.registry import ModelConfig
 from tests.test_alerting import BREACH, HEALTHY, T0, W, apply, policy
 
@@ -39,7 +47,7 @@ def decided(effect: float = 0.05) -> list[dict]:
 
 
 def starved() -> list[dict]:
-    return stored([insufficient("psi", "x", 3, 1000, "too few"), insufficient("psi", "y", 3, 1000, "too few")])
+    return stored([insufficient("psi", f, 3, 1000, "too few") for f in ("x", "y")])
 
 
 def client(app) -> httpx.AsyncClient:
@@ -185,3 +193,15 @@ async def test_health_of_a_model_without_results_or_with_an_alert(settings, stor
     async with client(create_app(settings, store)) as http:
         got = await http.get("/ui", params={"health": health})
         assert listed(got.text) == ["a"]
+
+
+async def test_results_cache_the_windows_record_count_and_old_counts_are_dropped(store):
+    members = [window_member(W, T0 + i * W, "1") for i in range(COUNTS_TRIM_AT + 10)]
+    await store.r.zadd("fw:{m}:idx", {k: T0 + i * W for i, k in enumerate(members)})
+    await store.put_results("m", members[0], decided(), 3600, count=17)
+    assert await store.window_counts("m", members[:1]) == [17]  # no profile needed
+    await store.r.hset("fw:{m}:counts", mapping=dict.fromkeys(members[1:COUNTS_TRIM_AT], 1))
+    await store.put_results("m", members[-1], decided(), 3600, count=5)
+    kept = {k.decode() for k in await store.r.hkeys("fw:{m}:counts")}
+    assert kept == {members[-1]} | set(members[-COUNTS_KEPT:]) & set(members[:COUNTS_TRIM_AT])
+    assert len(kept) <= COUNTS_KEPT

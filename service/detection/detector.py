@@ -224,7 +224,7 @@ class Detector:
                 model_id, member,
                 [{**asdict(r), "baseline": baseline.kind, "baseline_note": baseline.note}
                  for r in results],
-                self.settings.retention_window_seconds)
+                self.settings.retention_window_seconds, outcome[0].count)
         model = await self._models.one(model_id)
         now = time.time()
         alerts = await self.policy.apply(WindowRef(model_id, member, start, length, version),

@@ -73,6 +73,9 @@ from sketches.profile import WindowProfile
 log = logging.getLogger(__name__)
 
 MODELS = "fw:models"
+#: Record counts cached per model (``fw:{m}:counts``) before the oldest are dropped, and
+#: how many windows' counts are kept then (the sparklines show ``ui_recent_windows``).
+COUNTS_TRIM_AT, COUNTS_KEPT = 2_048, 1_024
 FLEET_COLUMNS = "fw:fleet:columns"
 FLEET_LATEST = "fw:fleet:latest"
 #: Errors that mean Redis cannot serve now (down, unreachable, loading, failing over, out of
@@ -219,11 +222,23 @@ return 1
 # Store one window's results and its heatmap cells (same expiry), and make it the model's
 # latest window in the fleet index unless a later one (by start, then member) is there
 # already: windows evaluated out of order (replicas, a redelivered event) never move it
-# back. KEYS: results, heat, fleet latest. ARGV: results JSON, ttl, heat JSON, model,
-# start, member, latest JSON.
+# back. With the window's record count (ARGV[8], '' when unknown) it is cached in the
+# model's counts; past COUNTS_TRIM_AT cached counts, those of all but the index's newest
+# COUNTS_KEPT windows are dropped. KEYS: results, heat, fleet latest, counts, index.
+# ARGV: results JSON, ttl, heat JSON, model, start, member, latest JSON, count.
 _PUT_RESULTS = """
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[2])
+if ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[4], ARGV[6], ARGV[8])
+  if redis.call('HLEN', KEYS[4]) > COUNTS_TRIM_AT then
+    local keep = {}
+    for _, m in ipairs(redis.call('ZRANGE', KEYS[5], -COUNTS_KEPT, -1)) do keep[m] = true end
+    for _, m in ipairs(redis.call('HKEYS', KEYS[4])) do
+      if not keep[m] then redis.call('HDEL', KEYS[4], m) end
+    end
+  end
+end
 local raw = redis.call('HGET', KEYS[3], ARGV[4])
 local start = tonumber(ARGV[5])
 if raw then
@@ -428,7 +443,9 @@ class Store:
         self._checkpoint = self.r.register_script(_CHECKPOINT)
         self._admit = self.r.register_script(_ADMIT)
         self._count_window = self.r.register_script(_COUNT_WINDOW)
-        self._put_results = self.r.register_script(_PUT_RESULTS)
+        self._put_results = self.r.register_script(
+            _PUT_RESULTS.replace("COUNTS_TRIM_AT", str(COUNTS_TRIM_AT))
+            .replace("COUNTS_KEPT", str(COUNTS_KEPT)))
         self._fill_columns = self.r.register_script(_FILL_COLUMNS)
 
     async def close(self) -> None:
@@ -793,16 +810,20 @@ class Store:
 
     # -- detector results ---------------------------------------------------------------
     async def put_results(self, model_id: str, member: str, results: list[dict[str, Any]],
-                          retention_seconds: int) -> None:
+                          retention_seconds: int, count: int | None = None) -> None:
         """Store the test results of one window (served by the drift API) with its heatmap
         cells, and make it the model's latest window in the fleet index unless a later
-        window is there (one atomic script: the index never names results not stored)."""
+        window is there (one atomic script: the index never names results not stored).
+        ``count``: the window's record count, cached for the dashboard's volume charts
+        (:meth:`window_counts_many`), so they need not read the profile."""
         start = parse_member(member)[1]
         latest = LatestWindow(member, start, window_status(results))
         await self._put_results(
-            keys=[f"fw:{{{model_id}}}:res:{member}", heat_key(model_id, member), FLEET_LATEST],
+            keys=[f"fw:{{{model_id}}}:res:{member}", heat_key(model_id, member), FLEET_LATEST,
+                  counts_key(model_id), index_key(model_id)],
             args=[json.dumps(results, default=str), retention_seconds,
-                  orjson.dumps(heat_cells(results)), model_id, start, member, latest.to_json()])
+                  orjson.dumps(heat_cells(results)), model_id, start, member, latest.to_json(),
+                  "" if count is None else count])
 
     async def results(self, model_id: str, member: str) -> list[dict[str, Any]] | None:
         raw = await self.r.get(f"fw:{{{model_id}}}:res:{member}")
