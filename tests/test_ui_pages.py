@@ -4,8 +4,10 @@ flows in a real browser: tests/test_ui_browser.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import secrets
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -14,6 +16,7 @@ from pydantic import SecretStr
 from service.alerting.store import AlertStore
 from service.api.app import create_app
 from service.api.auth import ApiKeyStore, Scope
+from service.paging.outbox import Guard, NewItem, Outbox, incident_index_key
 from service.profiles.store import ClosedWindow, window_member
 from service.registry import ModelConfig
 from service.ui.session import KEY_COOKIE
@@ -147,3 +150,41 @@ async def test_window_counts_are_read_from_profiles_once(store, settings):
     await store.r.delete(f"fw:{{m1}}:p:{members[0]}")  # cached: no need of the profile again
     assert await store.window_counts("m1", members) == [42, 7]
     assert await store.window_counts("m1", [window_member(300, 600, "1")]) == [None]
+
+
+def items(incident_id: str, n: int, t0: float, receivers: int = 1) -> list[NewItem]:
+    """``n`` notifications of one incident, to ``receivers`` receivers in turn (each
+    receiver's are sent in order, one at a time)."""
+    return [NewItem(f"{incident_id[:6]}-{i:05d}", f"r{i % receivers}", "webhook", incident_id, "trigger",
+                    f'{{"n": {i}}}', t0 + i, t0 + i) for i in range(n)]
+
+
+async def test_incident_log_lists_all_its_notifications_whatever_the_outbox_holds(settings, store):
+    """The log looked through the outbox's 2,000 newest notifications only: an incident's
+    earlier ones disappeared from its page once the fleet had paged more since."""
+    p = policy(store)
+    for w in range(2):
+        await apply(p, "m1", w, {("x", "psi"): BREACH})
+    [incident] = await AlertStore(store.r).incidents(0, 10)
+    outbox = Outbox(store.r, retention=timedelta(seconds=600))
+    guard = Guard("fw:test:guard", "", {}, "fw:test:due", "g", None)
+    assert await outbox.commit(guard, items(incident["id"], 3, 1_000.0, receivers=3))
+    assert await outbox.commit(dataclasses.replace(guard, version="1"), items("other", 2_100, 2_000.0))
+    # the first is delivered on its second attempt, the second dead-lettered; the third
+    # (claimed: a send in flight) pends
+    claimed = {i.id: i for i in await outbox.claim(1e6, 60, 10, "tok") if i.incident_id == incident["id"]}
+    first, second, third = (claimed[f"{incident['id'][:6]}-{k:05d}"] for k in (0, 1, 2))
+    assert await outbox.finish(first, "tok", "delivered", 1_001.0, 2)
+    assert await outbox.finish(second, "tok", "dead", 1_002.0, 5, "HTTP 500")
+    assert await store.r.ttl(incident_index_key(incident["id"])) == -1  # one still pending
+    async with client(create_app(settings, store)) as http:
+        page = await http.get(f"/ui/incidents/{incident['id']}")
+    log = page.text.split("<h2>Notification log</h2>", 1)[1]
+    rows = re.findall(r'<tr class="n-(\w+)">', log)
+    assert rows == ["delivered", "dead", "pending"], log[:1500]
+    assert "2 (1 retry)" in log and "HTTP 500" in log
+    assert await outbox.finish(third, "tok", "delivered", 1_003.0, 1)
+    assert 0 < await store.r.ttl(incident_index_key(incident["id"])) <= 600  # expires with the items
+    await store.r.delete(f"fw:outbox:item:{first.id}")  # expired
+    assert [i.id for i in await outbox.for_incident(incident["id"])] == [second.id, third.id]
+    assert await store.r.zcard(incident_index_key(incident["id"])) == 2

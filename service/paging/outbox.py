@@ -24,6 +24,10 @@ Keys:
 ``fw:outbox:delivered``,         ZSET finished ids by finishing time (the newest
 ``fw:outbox:dead``               ``keep`` kept; their hashes expire after
                                  ``retention``)
+``fw:outbox:incident:{inc}``     ZSET every notification of one incident, by
+                                 creation time (the incident page's log), written
+                                 with the item; it expires ``retention`` after the
+                                 last of them finished, like their hashes
 ``fw:ratelimit:{receiver}``      ZSET the receiver's sends in the last window
 ===============================  ==================================================
 
@@ -58,6 +62,11 @@ def queue_key(receiver_id: str, incident_id: str) -> str:
     return f"fw:outbox:q:{receiver_id}:{incident_id}"
 
 
+def incident_index_key(incident_id: str) -> str:
+    """ZSET of an incident's notifications by creation time."""
+    return f"fw:outbox:incident:{incident_id}"
+
+
 def ratelimit_key(receiver_id: str) -> str:
     return f"fw:ratelimit:{receiver_id}"
 
@@ -84,6 +93,8 @@ for _, it in ipairs(cjson.decode(ARGV[7])) do
   for k, v in pairs(it.fields) do redis.call('HSET', key, k, v) end
   redis.call('RPUSH', it.queue, it.id)
   redis.call('ZADD', KEYS[4], it.fields.created_at, it.id)
+  redis.call('ZADD', it.index, it.fields.created_at, it.id)
+  redis.call('PERSIST', it.index)
   if redis.call('LINDEX', it.queue, 0) == it.id then
     redis.call('ZADD', KEYS[3], it.fields.due, it.id)
   end
@@ -106,8 +117,9 @@ return out
 """
 
 # Finish a claimed item (delivered or dead) if the claim is still ours; the next item
-# of its queue becomes due. KEYS: item, due, queue, pending index, final index.
-# ARGV: id, token, state, now, error, attempts, retention s, keep, item key prefix.
+# of its queue becomes due. The incident's index expires with the hashes once none of
+# its items is pending. KEYS: item, due, queue, pending index, final index, incident
+# index. ARGV: id, token, state, now, error, attempts, retention s, keep, item key prefix.
 _FINISH = """
 if redis.call('HGET', KEYS[1], 'lease') ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], 'state', ARGV[3], 'finished_at', ARGV[4], 'last_error', ARGV[5],
@@ -122,6 +134,11 @@ local n = redis.call('ZCARD', KEYS[5])
 if n > tonumber(ARGV[8]) then redis.call('ZREMRANGEBYRANK', KEYS[5], 0, n - tonumber(ARGV[8]) - 1) end
 local head = redis.call('LINDEX', KEYS[3], 0)
 if head then redis.call('ZADD', KEYS[2], redis.call('HGET', ARGV[9] .. head, 'due'), head) end
+local pending = false
+for _, id in ipairs(redis.call('ZRANGE', KEYS[6], 0, -1)) do
+  if redis.call('ZSCORE', KEYS[4], id) then pending = true; break end
+end
+if not pending then redis.call('EXPIRE', KEYS[6], ARGV[7]) end
 return 1
 """
 
@@ -308,7 +325,8 @@ class Outbox:
     async def commit(self, guard: Guard, items: list[NewItem]) -> bool:
         """Apply ``guard`` and enqueue ``items`` atomically; False (nothing written)
         when the guarded state changed since it was read."""
-        payload = [{"id": i.id, "queue": queue_key(i.receiver_id, i.incident_id), "fields": {
+        payload = [{"id": i.id, "queue": queue_key(i.receiver_id, i.incident_id),
+                    "index": incident_index_key(i.incident_id), "fields": {
             "receiver_id": i.receiver_id, "receiver_kind": i.receiver_kind,
             "incident_id": i.incident_id, "action": i.action, "body": i.body, "state": "pending",
             "attempts": "0", "created_at": repr(i.created_at), "due": repr(i.due), "last_error": ""}}
@@ -338,7 +356,7 @@ class Outbox:
         """Mark a claimed item delivered or dead; False when the claim was lost."""
         return bool(await self._finish(
             keys=[ITEM_PREFIX + item.id, DUE, queue_key(item.receiver_id, item.incident_id),
-                  index_key("pending"), index_key(state)],
+                  index_key("pending"), index_key(state), incident_index_key(item.incident_id)],
             args=[item.id, token, state, repr(now), error, attempts,
                   int(self.retention.total_seconds()), self.keep, ITEM_PREFIX]))
 
@@ -387,4 +405,18 @@ class Outbox:
             for i in ids:
                 p.hgetall(ITEM_PREFIX + i)
             raws = await p.execute()
+        return [OutboxItem.from_redis(i, raw) for i, raw in zip(ids, raws, strict=True) if raw]
+
+    async def for_incident(self, incident_id: str) -> list[OutboxItem]:
+        """Every notification of one incident still kept, oldest first, however many the
+        outbox holds (its own index, not a scan of the newest). Ids whose hash expired
+        leave the index."""
+        ids = [i.decode() for i in await self.r.zrange(incident_index_key(incident_id), 0, -1)]
+        async with self.r.pipeline(transaction=False) as p:
+            for i in ids:
+                p.hgetall(ITEM_PREFIX + i)
+            raws = await p.execute()
+        gone = [i for i, raw in zip(ids, raws, strict=True) if not raw]
+        if gone:
+            await self.r.zrem(incident_index_key(incident_id), *gone)
         return [OutboxItem.from_redis(i, raw) for i, raw in zip(ids, raws, strict=True) if raw]

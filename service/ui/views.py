@@ -38,7 +38,6 @@ from sketches.profile import FeatureProfile, WindowProfile
 HEALTH_ORDER = ("critical", "warning", "info", "insufficient traffic", "ok", "no data")
 SORTS = ("model", "owner", "tier", "health", "last_window", "incidents")
 HEATMAP_FEATURES = 24
-OUTBOX_SCAN = 2_000  # notifications looked through for an incident's log (newest first)
 HIST_BINS = 20
 TOP_CATEGORIES = 10
 OUTPUTS = {"__score__": "score", "__prediction__": "prediction", "": "window"}
@@ -777,10 +776,7 @@ async def incident_view(ctx: Ctx, summary: dict[str, Any]) -> IncidentView:
             )
         )
     seconds = min((_config(c).window_seconds for c in configs.values()), default=300)
-    log = [
-        i.view() for i in await Outbox(ctx.store.r).list(None, OUTBOX_SCAN) if i.incident_id == summary["id"]
-    ]
-    log.sort(key=lambda v: v["created_at"])
+    log = [i.view() for i in await Outbox(ctx.store.r).for_incident(summary["id"])]
     return IncidentView(summary, alerts, charts.timeline(rows, seconds), log, silence_matchers(summary))
 
 
