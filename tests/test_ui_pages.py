@@ -13,6 +13,8 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from detectors.fdr.epoch import EpochSpending
+from service.alerting.fdr import FdrGate
 from service.alerting.store import AlertStore
 from service.api.app import create_app
 from service.api.auth import ApiKeyStore, Scope
@@ -188,3 +190,26 @@ async def test_incident_log_lists_all_its_notifications_whatever_the_outbox_hold
     await store.r.delete(f"fw:outbox:item:{first.id}")  # expired
     assert [i.id for i in await outbox.for_incident(incident["id"])] == [second.id, third.id]
     assert await store.r.zcard(incident_index_key(incident["id"])) == 2
+
+
+async def test_fdr_page_shows_tests_submitted_granted_discovered_and_capacity(settings, store):
+    """The gate view lacked the tests submitted: a slot past its capacity looked like a
+    full one, its unfunded tests (level 0) invisible."""
+    params = EpochSpending(alpha=0.05, slot_seconds=300, min_tests_per_slot=4, max_tests_per_slot=4)
+    gate = FdrGate(store.r, params)
+    t0 = 1_700_006_400 - 1_700_006_400 % 86_400
+    first = await gate.gate("m1\0w1", t0, 300, [1e-12, 0.9, 0.8])
+    second = await gate.gate("m2\0w1", t0, 300, [1e-12, 0.5, 0.4])  # 1 granted of 3: capacity 4
+    assert (first.granted, second.granted) == (3, 1)
+    settings = settings.model_copy(update={"fdr_max_tests_per_window": 4, "fdr_min_tests_per_window": 4})
+    async with client(create_app(settings, store)) as http:
+        page = await http.get("/ui/fdr")
+    assert page.status_code == 200
+    head = re.findall(r'<th scope="col">([^<]+)</th>', page.text)
+    assert {"Tests submitted", "Tests granted", "Capacity used", "Discoveries", "Level, 1 test"} <= set(head)
+    [row] = re.findall(r"<tbody>\s*<tr>(.*?)</tr>", page.text, re.S)
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td>(.*?)</td>", row, re.S)]
+    by = dict(zip(head, cells, strict=True))
+    assert by["Tests submitted"] == "6"
+    assert by["Tests granted"].startswith("4") and "2 unfunded" in by["Tests granted"]
+    assert by["Capacity used"].endswith("100.0% of 4") and by["Discoveries"].startswith("2")

@@ -169,6 +169,7 @@ class SlotUse:
     granted: int  # tests granted (at most the capacity)
     discoveries: int
     capacity: int  # the slot's capacity, fixed when it was first touched (0: none recorded)
+    submitted: int = 0  # tests submitted (granted or not: those beyond the capacity go unfunded)
 
 
 async def epochs(r: aioredis.Redis) -> list[int]:
@@ -177,11 +178,10 @@ async def epochs(r: aioredis.Redis) -> list[int]:
 
 
 async def slot_use(r: aioredis.Redis, epoch: int) -> list[SlotUse]:
-    """Every slot of ``epoch`` that granted tests or made discoveries, in order."""
+    """Every slot of ``epoch`` that was submitted tests or made discoveries, in order."""
     async with r.pipeline(transaction=False) as p:
-        p.hgetall(_key(epoch, "used"))
-        p.hgetall(_key(epoch, "disc"))
-        p.hgetall(_key(epoch, "cap"))
-        used, disc, cap = await p.execute()
-    slots = sorted({int(s) for s in (*used, *disc)})
-    return [SlotUse(s, *(int(h.get(str(s).encode(), 0)) for h in (used, disc, cap))) for s in slots]
+        for name in ("used", "disc", "cap", "req"):
+            p.hgetall(_key(epoch, name))
+        counters = await p.execute()
+    slots = sorted({int(s) for h in counters for s in h})
+    return [SlotUse(s, *(int(h.get(str(s).encode(), 0)) for h in counters)) for s in slots]

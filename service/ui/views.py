@@ -791,6 +791,7 @@ class SlotLine:
     slot: int
     last_slot: int
     start: int
+    submitted: int
     granted: int
     capacity: int
     discoveries: int
@@ -809,8 +810,8 @@ class FdrView:
 
 
 async def fdr_view(ctx: Ctx, epoch: int | None) -> FdrView:
-    """The fleet FDR gate of one epoch (default: the latest kept): per slot, tests granted
-    against the capacity, discoveries, the reward earlier discoveries give, alpha spent and
+    """The fleet FDR gate of one epoch (default: the latest kept): per slot, tests submitted
+    and granted against the capacity, discoveries, the reward earlier discoveries give, alpha spent and
     the level a one-test window would face."""
     params = spending(ctx.settings)
     kept = await epochs(ctx.store.r)
@@ -828,8 +829,8 @@ async def fdr_view(ctx: Ctx, epoch: int | None) -> FdrView:
             if (
                 prev is not None
                 and prev.last_slot == u.slot - 1
-                and (prev.granted, prev.capacity, prev.discoveries, prev.reward)
-                == (u.granted, u.capacity, u.discoveries, reward)
+                and (prev.submitted, prev.granted, prev.capacity, prev.discoveries, prev.reward)
+                == (u.submitted, u.granted, u.capacity, u.discoveries, reward)
             ):
                 lines[-1] = dataclasses.replace(
                     prev, last_slot=u.slot, spent=prev.spent + spent,
@@ -841,6 +842,7 @@ async def fdr_view(ctx: Ctx, epoch: int | None) -> FdrView:
                     u.slot,
                     u.slot,
                     epoch * params.epoch_seconds + u.slot * params.slot_seconds,
+                    u.submitted,
                     u.granted,
                     u.capacity,
                     u.discoveries,
