@@ -401,3 +401,38 @@ async def test_pages_are_usable_by_keyboard_with_labelled_controls(writer, pipel
     await writer.keyboard.press("Enter")
     await writer.wait_for_url("**q=*")
     assert await writer.locator("table.fleet tbody th a").all_inner_texts() == [target]
+
+
+# Per health badge: its word, whether it carries a shape (an aria-hidden icon) beside it.
+BADGES = """() => [...document.querySelectorAll('table.fleet .badge')].map(b => {
+    const icon = b.querySelector('[aria-hidden=true]');
+    return [b.textContent.replace(/[^a-z ]/g, '').trim(), !!icon && icon.textContent.trim() !== ''];})"""
+# Per heatmap cell state: its text and whether it is patterned or outlined (not colour alone).
+CELLS = """() => [...document.querySelectorAll('table.heat td.c')].map(c => {
+    const s = getComputedStyle(c);
+    return [c.className.split(' ').find(k => k.startsWith('c-')) || 'none', c.textContent.trim(),
+            s.backgroundImage !== 'none', s.outlineStyle];})"""
+
+
+async def test_no_state_relies_on_colour_alone_and_focus_is_visible(writer, pipeline):
+    await writer.goto(pipeline["base"] + "/ui")
+    badges = await writer.evaluate(BADGES)
+    assert badges and all(word and shaped for word, shaped in badges), badges
+    cells = await writer.evaluate(CELLS)
+    breach = [c for c in cells if c[0] == "c-breach"]
+    assert breach and all(text.startswith("▲") and patterned and outline == "solid"
+                          for _k, text, patterned, outline in breach), breach
+    assert all(not text.startswith("▲") and not patterned for k, text, patterned, _o in cells
+               if k in ("c-ok", "c-drift")), cells
+    inconclusive = [c for c in cells if c[0] == "c-inconclusive"]
+    assert all(text.startswith("?") and outline == "dotted" for _k, text, _p, outline in inconclusive)
+    # the breach markers of the effect chart are triangles, the others other shapes
+    m = pipeline["fault"]["models"][0]
+    await writer.goto(f"{pipeline['base']}/ui/models/{m}/features/visib")
+    assert await writer.locator("g.mk-breach path").count() >= 1
+    assert await writer.locator("g.mk-breach circle").count() == 0
+    assert await writer.locator("g.mk-ok path").count() == 0
+    # a focused control shows a ring
+    await writer.keyboard.press("Tab")
+    ring = await writer.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+    assert ring == "solid"

@@ -213,3 +213,55 @@ async def test_fdr_page_shows_tests_submitted_granted_discovered_and_capacity(se
     assert by["Tests submitted"] == "6"
     assert by["Tests granted"].startswith("4") and "2 unfunded" in by["Tests granted"]
     assert by["Capacity used"].endswith("100.0% of 4") and by["Discoveries"].startswith("2")
+
+
+def hrefs(html: str, prefix: str) -> list[str]:
+    return [h.replace("&amp;", "&") for h in re.findall(r'href="(' + re.escape(prefix) + r'[^"]*)"', html)]
+
+
+async def test_links_lead_from_the_overview_to_incident_model_feature_and_window_and_resolve_acts(
+    settings, store
+):
+    """alert -> incident -> model -> feature -> window by the pages' own links; resolving
+    through the incident page changes what the API and the overview answer."""
+    from dataclasses import asdict
+
+    from tests.test_alerting import result, window
+
+    await store.put_model_config("m1", ModelConfig(tier=1))
+    p = policy(store)
+    epoch = (await store.acquire_partition("t", 0)).epoch
+    for w in range(2):
+        ref = window("m1", w)
+        prof = WindowProfile("m1", ref.start, 300)
+        prof.count = 100
+        assert await store.checkpoint("t", 0, epoch, {}, [], [ClosedWindow("m1", ref.member, ref.start,
+                                                                           prof.to_bytes())], 3600)
+        await store.put_results("m1", ref.member, [{**asdict(result("x", "psi", *BREACH)),
+                                                    "baseline": "reference"}], 3600, prof.count)
+        await apply(p, "m1", w, {("x", "psi"): BREACH}, ModelConfig(tier=1))
+    async with client(create_app(settings, store)) as http:
+        overview = (await http.get("/ui")).text
+        assert "critical" in overview
+        [incident] = hrefs(overview, "/ui/incidents/")
+        page = (await http.get(incident)).text
+        assert "/ui/models/m1" in hrefs(page, "/ui/models/m1")
+        [feature] = [h for h in hrefs(page, "/ui/models/m1/features/x") if "window=" in h]
+        model = (await http.get("/ui/models/m1")).text
+        assert incident in hrefs(model, "/ui/incidents/")
+        assert "/ui/models/m1/features/x" in hrefs(model, "/ui/models/m1/features/")
+        feat = await http.get(feature)
+        assert feat.status_code == 200
+        windows = hrefs(feat.text, "/ui/models/m1/windows/")
+        assert windows and incident in hrefs(feat.text, "/ui/incidents/")
+        why = await http.get(windows[-1])
+        assert why.status_code == 200 and "psi" in why.text
+        assert incident in hrefs(why.text, "/ui/incidents/")
+        # resolve every open alert of the incident through its form
+        token = csrf_of(page)
+        done = await http.post(f"{incident}/resolve", data={"csrf": token, "by": "alice"})
+        assert done.status_code == 303 and "done=resolve%3A1" in done.headers["location"]
+        [alert] = (await http.get("/v1/alerts")).json()
+        assert alert["state"] == "resolved" and alert["resolved_by"] == "alice"
+        after = await http.get("/ui", params={"health": "ok"})
+        assert re.search(r'<th scope="row"><a href="/ui/models/m1">m1</a>', after.text)
