@@ -265,3 +265,24 @@ async def test_links_lead_from_the_overview_to_incident_model_feature_and_window
         assert alert["state"] == "resolved" and alert["resolved_by"] == "alice"
         after = await http.get("/ui", params={"health": "ok"})
         assert re.search(r'<th scope="row"><a href="/ui/models/m1">m1</a>', after.text)
+
+
+def test_performance_chart_draws_realized_beside_the_label_free_estimate_and_maturity():
+    from service.ui.views import _performance_chart
+
+    cohorts = [{"window_start": 3600 * i, "realized": {"roc_auc": r}, "estimated": {"roc_auc": e},
+                "maturity": {"mature": mature, "labeled_fraction": f}}
+               for i, (r, e, mature, f) in enumerate([(0.9, 0.88, True, 0.95), (0.7, 0.86, True, 0.9),
+                                                      (None, 0.84, False, 0.1)])]
+    chart = _performance_chart({"task": "binary", "cohorts": cohorts}, 3600, "m1")
+    assert [m.kind for m in chart.markers] == ["ok", "ok"]  # the immature cohort has no realized value
+    assert chart.alt_d.count("L") == 2 and chart.alt_label == "label-free estimate of roc_auc"
+    assert chart.y_label == "roc_auc" and "labeled 90% (mature)" in chart.markers[1].title
+    cohorts[1]["realized"] = {"roc_auc": 0.8}
+    cohorts[1]["maturity"]["mature"] = False
+    chart = _performance_chart({"task": "binary", "cohorts": cohorts}, 3600, "m1")
+    assert [m.kind for m in chart.markers] == ["ok", "immature"]  # drawn hollow: never judged
+    assert "immature: not judged" in chart.markers[1].title
+    regression = _performance_chart({"task": "regression", "cohorts": [
+        {**c, "realized": {"mae": 1.0}, "estimated": {}} for c in cohorts]}, 3600, "m1")
+    assert regression.alt_d == ""  # no label-free estimate for regression

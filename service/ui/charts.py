@@ -136,6 +136,8 @@ class LineChart:
     y_ticks: list[Tick]
     x_label: str
     y_label: str
+    alt_d: str = ""  # a second series (dashed), e.g. the label-free estimate beside the realized
+    alt_label: str = ""
 
 
 def _fmt(v: float) -> str:
@@ -168,15 +170,20 @@ def line_chart(
     y_label: str = "effect",
     width: int = 720,
     height: int = 220,
+    alt: Sequence[float | None] | None = None,
+    alt_label: str = "",
 ) -> LineChart:
     """Effect ``ys`` at window starts ``xs`` (Unix s), one marker per window of kind
     ``kinds[i]``; a dashed line at ``floor``; ``bands`` (start, end, title, link) shade
-    alert spans."""
+    alert spans; ``alt`` a second series at the same ``xs`` (no markers), named
+    ``alt_label``."""
     left, right, top, bottom = 56, 12, 10, 34
     x = Scale(min(xs, default=0), max(xs, default=1), left, width - right)
-    lo, hi = _domain([v for v in ys if v is not None], [] if floor is None else [floor, 0.0])
+    alt_values = [v for v in alt or () if v is not None]
+    lo, hi = _domain([v for v in ys if v is not None] + alt_values, [] if floor is None else [floor, 0.0])
     y = Scale(lo, hi, height - bottom, top)
     pts = [None if v is None else (x(t), y(v)) for t, v in zip(xs, ys, strict=True)]
+    alt_pts = [None if v is None else (x(t), y(v)) for t, v in zip(xs, alt or [None] * len(xs), strict=True)]
     hrefs = hrefs or [None] * len(xs)
     markers = [
         Marker(p[0], p[1], k, ti, h)
@@ -203,6 +210,8 @@ def line_chart(
         y_ticks,
         "window start (UTC)",
         y_label,
+        path(alt_pts),
+        alt_label,
     )
 
 

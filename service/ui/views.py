@@ -368,13 +368,16 @@ async def model_view(ctx: Ctx, model_id: str, performance: dict[str, Any] | None
 
 
 def _performance_chart(perf: dict[str, Any], seconds: int, model_id: str) -> charts.LineChart | None:
-    """Realized metric of mature cohorts (markers: mature solid, immature hollow) over time."""
+    """Realized metric per cohort (markers: mature solid, immature hollow: never judged) over
+    time, beside the label-free estimate of the same metric (dashed; binary CBPE ROC AUC,
+    multiclass expected accuracy; none for regression)."""
     cohorts = perf.get("cohorts") or []
     if not cohorts:
         return None
     metric = {"binary": "roc_auc", "multiclass": "accuracy", "regression": "mae"}.get(perf["task"], "roc_auc")
     xs = [c["window_start"] for c in cohorts]
     ys = [(c.get("realized") or {}).get(metric) for c in cohorts]
+    estimated = [(c.get("estimated") or {}).get(metric) for c in cohorts]
     kinds = ["ok" if c["maturity"]["mature"] else "immature" for c in cohorts]
     titles = [
         f"{charts.time_label(c['window_start'], seconds)}: {metric} "
@@ -382,7 +385,11 @@ def _performance_chart(perf: dict[str, Any], seconds: int, model_id: str) -> cha
         f" ({'mature' if c['maturity']['mature'] else 'immature: not judged'})"
         for c, y in zip(cohorts, ys, strict=True)
     ]
-    return charts.line_chart(xs, ys, kinds, titles, floor=None, window_seconds=seconds, y_label=metric)
+    return charts.line_chart(
+        xs, ys, kinds, titles, floor=None, window_seconds=seconds, y_label=metric,
+        alt=estimated if any(v is not None for v in estimated) else None,
+        alt_label=f"label-free estimate of {metric}",
+    )
 
 
 # -- feature page ---------------------------------------------------------------------------
