@@ -15,8 +15,9 @@ template rendering, no network) and reports p50 / p95 per page:
 - ``model``: model pages of random models,
 - ``incident``: the incident pages,
 
-each after one untimed warm-up request per page kind (the first overview reads each
-window's record count from its profile once; ``fleet_cold_ms`` is that first request).
+each after one untimed warm-up request per page kind (``fleet_cold_ms`` is the first
+request after start-up: it compiles the templates). Each window's record count is stored
+with its results, as the detector does.
 ``cpu_p50_ms`` / ``cpu_p95_ms`` are this process's CPU time per request (Redis's own
 work excluded): the figures to read when the machine is shared with other work.
 
