@@ -256,6 +256,10 @@ async def test_links_lead_from_the_overview_to_incident_model_feature_and_window
         assert windows and incident in hrefs(feat.text, "/ui/incidents/")
         why = await http.get(windows[-1])
         assert why.status_code == 200 and "psi" in why.text
+        head = re.findall(r'<th scope="col">([^<]+)</th>', why.text)
+        assert {"Statistic", "Effect", "Floor", "p-value", "FDR level", "Decision", "Sketch error bound",
+                "Persistence"} <= set(head)
+        assert re.search(r'<tr class="[^"]*row-breach', why.text)
         assert incident in hrefs(why.text, "/ui/incidents/")
         # resolve every open alert of the incident through its form
         token = csrf_of(page)
@@ -286,3 +290,23 @@ def test_performance_chart_draws_realized_beside_the_label_free_estimate_and_mat
     regression = _performance_chart({"task": "regression", "cohorts": [
         {**c, "realized": {"mae": 1.0}, "estimated": {}} for c in cohorts]}, 3600, "m1")
     assert regression.alt_d == ""  # no label-free estimate for regression
+
+
+def test_categorical_distribution_shows_the_references_top_categories_new_ones_and_other():
+    from service.ui.views import TOP_CATEGORIES, _categorical
+    from sketches.feature import FeatureProfile
+
+    ref, win = FeatureProfile(), FeatureProfile()
+    ref.categorical.update_counts({f"c{i}": 100 - i for i in range(TOP_CATEGORIES + 5)})
+    win.categorical.update_counts({"c0": 50, "c1": 30, "brand-new": 40})
+    got = _categorical(ref, win)
+    names = [row[0] for row in got.table]
+    assert names[:TOP_CATEGORIES] == [f"c{i}" for i in range(TOP_CATEGORIES)]
+    assert names[TOP_CATEGORIES:] == ["brand-new", "other"]
+    new = got.table[TOP_CATEGORIES]
+    assert new[1] == 0.0 and new[2] == pytest.approx(40 / 120) and new[3].startswith("new")
+    other = got.table[-1]  # the reference's categories past its top ones
+    assert other[1] == pytest.approx(sum(100 - i for i in range(TOP_CATEGORIES, TOP_CATEGORIES + 5))
+                                     / sum(100 - i for i in range(TOP_CATEGORIES + 5)))
+    assert other[2] == pytest.approx(0.0, abs=1e-9)
+    assert got.bars is not None and len(got.bars.ref_bars) == len(got.bars.win_bars) == TOP_CATEGORIES + 2
