@@ -9,6 +9,7 @@ import re
 from dataclasses import asdict
 
 import httpx
+import numpy as np
 import pytest
 
 from detectors.result import insufficient, judged
@@ -136,6 +137,10 @@ async def test_latest_window_never_moves_back_and_heat_cells_are_stored_with_res
     assert (index.latest["m"].member, index.latest["m"].status) == (late, "ok")
     _recent, heat = await store.recent_and_heat([("m", late)], 4)
     assert heat["m"] == {"x": (2.5, "ok"), "y": (pytest.approx(0.05), "ok")}  # p 0.5: not drift
+    numpy_valued = [{**r, "effect_size": np.float64(r["effect_size"]), "floor": np.float32(0.2)}
+                    for r in decided(0.5)]
+    await store.put_results("m", window_member(W, T0 + 2 * W, "1"), numpy_valued, 3600)  # stored as well
+    assert (await store.fleet_index()).latest["m"].start == T0 + 2 * W
     assert await store.r.ttl(f"fw:{{m}}:heat:{late}") > 3000
     await store.delete_model("m")
     assert not await store.r.hexists(FLEET_LATEST, "m") and not await store.r.hexists(FLEET_COLUMNS, "m")

@@ -393,7 +393,7 @@ def heat_cells(results: list[dict[str, Any]]) -> dict[str, tuple[float | None, s
         if f == "":
             continue
         e, fl = r.get("effect_size"), r.get("floor") or 0.0
-        rt = abs(e) / fl if e is not None and fl > 0 else None
+        rt = float(abs(e) / fl) if e is not None and fl > 0 else None  # numpy scalars too
         status = r["status"]
         flag = (("breach" if rt is not None and rt >= 1 else "drift") if status == "drift"
                 else ("inconclusive" if status == "inconclusive" else "ok"))
