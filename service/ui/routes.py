@@ -72,7 +72,7 @@ def heat_row(row: views.FleetRow, heat: list[tuple[str, str]]) -> Markup:
     base = f"/ui/models/{quote(row.model_id, safe='')}/features/"
     out = []
     for f, fq in heat:
-        c = row.cells.get(f)
+        c = (row.cells or {}).get(f)
         if c is None or c.ratio is None:
             out.append('<td class="c none"><span class="sr">no value</span></td>')
             continue

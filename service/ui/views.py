@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,8 +105,11 @@ class Cell:
         return f"{feature_label(self.feature)}: largest effect/floor {shown}, {self.status}"
 
 
-@dataclass
+@dataclass(slots=True)
 class FleetRow:
+    """One model's row; ``spark``, ``counts`` and ``cells`` are read for the rows shown only
+    (a row of every model is built per request: nothing else is allocated per row)."""
+
     model_id: str
     owner: str | None
     tier: int
@@ -116,10 +119,10 @@ class FleetRow:
     last_window: int | None
     last_member: str | None
     open_alerts: int
-    incidents: list[str]
+    incidents: Sequence[str]
     spark: charts.Spark | None = None
-    counts: list[int | None] = field(default_factory=list)
-    cells: dict[str, Cell] = field(default_factory=dict)
+    counts: Sequence[int | None] = ()
+    cells: Mapping[str, Cell] | None = None  # set by _fill_rows for the rows shown
 
 
 @dataclass(frozen=True)
@@ -161,8 +164,10 @@ async def fleet(ctx: Ctx, q: FleetQuery) -> FleetPage:
         last = index.latest.get(m)
         if alerts:
             health = highest([a.severity for a in alerts])
+            incidents: Sequence[str] = sorted({a.incident_id for a in alerts if a.incident_id})
         else:
             health = "no data" if last is None else last.status
+            incidents = ()
         rows.append(
             FleetRow(
                 m,
@@ -174,7 +179,7 @@ async def fleet(ctx: Ctx, q: FleetQuery) -> FleetPage:
                 None if last is None else last.start,
                 None if last is None else last.member,
                 len(alerts),
-                sorted({a.incident_id for a in alerts if a.incident_id}),
+                incidents,
             )
         )
     owners = sorted({r.owner for r in rows if r.owner})
@@ -205,7 +210,7 @@ async def fleet(ctx: Ctx, q: FleetQuery) -> FleetPage:
     await _fill_rows(ctx, rows_shown)
     ratios: dict[str, float] = {}
     for r in rows_shown:
-        for f, c in r.cells.items():
+        for f, c in (r.cells or {}).items():
             ratios[f] = max(ratios.get(f, 0.0), c.ratio or 0.0)
     heat = sorted(ratios, key=lambda f: (-ratios[f], f))[:HEATMAP_FEATURES]
     return FleetPage(
