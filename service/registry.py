@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import functools
+import zoneinfo
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, StringConstraints
+from pydantic import AfterValidator, Field, StringConstraints, ValidationInfo, field_validator
 
 from detectors.policy.persistence import PersistenceConfig
 from detectors.strict import StrictModel
 from sdk.record import MAX_FEATURES, MAX_ID_LENGTH, RecordError, check_model_id
 from sdk.registry import FEATURE_TYPES
 from sketches.slices import MAX_SLICE_VALUES
-from sketches.window import ISO_WEEK_ORIGIN
+from sketches.window import DAY, ISO_WEEK_ORIGIN, WindowGrid
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -34,6 +36,32 @@ def valid_model_id(value: str) -> str:
 #: A model id in a body: 1 to 256 printable characters, no ``/`` or ``\``, not ``.`` or ``..``.
 ModelName = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH),
                       AfterValidator(valid_model_id)]
+
+
+#: Files of a tz database directory that are not IANA zones (links to the host's own zone
+#: and the POSIX rules template): refused, so a model's windows never depend on the host.
+NOT_ZONES = frozenset({"localtime", "posixrules"})
+
+
+@functools.cache
+def _zone_names() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones()) - NOT_ZONES
+
+
+@functools.cache
+def time_zone(name: str) -> zoneinfo.ZoneInfo:
+    """The IANA time zone ``name`` (e.g. ``Europe/Berlin``), from the system's tz database
+    or the ``tzdata`` package.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not an IANA zone name (``localtime``, file paths and the like included).
+    """
+    if name not in _zone_names():
+        raise ValueError(f"unknown time zone {name!r}: an IANA zone name is expected, e.g. "
+                         f"Europe/Berlin, America/New_York or UTC")
+    return zoneinfo.ZoneInfo(name)
 
 
 class FeatureDeclaration(StrictModel):
@@ -118,15 +146,41 @@ class ModelConfig(StrictModel):
         "epoch", description="Origin of the tumbling windows: epoch: 1970-01-01T00:00Z, a Thursday (7-day "
                              "windows start on Thursdays 00:00 UTC); iso_week: Monday 1970-01-05T00:00Z "
                              "(7-day windows are ISO weeks, Monday 00:00 UTC)")
+    window_timezone: str | None = Field(
+        None, min_length=1, max_length=64,
+        description="IANA time zone (e.g. Europe/Berlin) whose calendar days the windows follow: windows "
+                    "of whole days (window_seconds a multiple of 86400) start at local midnight, so a "
+                    "window is 23 h on the day clocks spring forward and 25 h on the day they fall back "
+                    "(with iso_week, 7-day windows start on local Mondays). Default: UTC alignment "
+                    "from the origin of window_alignment")
     backfill: bool = Field(
         False, description="Backfilling or replaying history: open windows close after "
                            "FLEETWATCH_BACKFILL_IDLE_SECONDS without records (once everything sent has "
                            "been read) instead of FLEETWATCH_IDLE_CLOSE_SECONDS")
 
+    @field_validator("window_timezone")
+    @classmethod
+    def _day_windows_in_zone(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        time_zone(value)
+        seconds = info.data.get("window_seconds")
+        if seconds is not None and seconds % DAY:
+            raise ValueError(f"a time zone aligns day windows only: window_seconds must be a multiple of "
+                             f"86400 (is {seconds}); shorter windows stay aligned to UTC")
+        return value
+
     @property
     def window_origin(self) -> int:
         """Unix time (s) the model's windows are aligned to (see ``window_alignment``)."""
         return ISO_WEEK_ORIGIN if self.window_alignment == "iso_week" else 0
+
+    @property
+    def window_grid(self) -> WindowGrid:
+        """How the model's event times are cut into windows (:class:`sketches.window.WindowGrid`):
+        its length and origin, in its time zone when it has one."""
+        tz = None if self.window_timezone is None else time_zone(self.window_timezone)
+        return WindowGrid(self.window_seconds, self.window_origin, tz)
 
     @property
     def joins_labels(self) -> bool:

@@ -1,11 +1,17 @@
-"""Tumbling event-time windows."""
+"""Tumbling event-time windows: of one length from an origin in UTC, or local calendar
+days in a time zone (days of 23 or 25 hours where daylight saving time changes)."""
 
 from __future__ import annotations
 
+import datetime as dt
+from dataclasses import dataclass
+
 import numpy as np
 
+DAY = 86_400
 #: Monday 1970-01-05T00:00:00Z in Unix seconds: the origin of ISO-week windows.
-ISO_WEEK_ORIGIN = 4 * 86_400
+ISO_WEEK_ORIGIN = 4 * DAY
+_EPOCH_DATE = dt.date(1970, 1, 1)
 
 
 def window_starts(event_times: np.ndarray, window_seconds: int, origin: int = 0) -> np.ndarray:
@@ -37,7 +43,6 @@ def window_starts(event_times: np.ndarray, window_seconds: int, origin: int = 0)
 
     Tuesday 2023-11-14T22:13:20Z falls in the ISO week that starts on Monday the 13th:
 
-    >>> import datetime as dt
     >>> [dt.datetime.fromtimestamp(int(s), dt.UTC).strftime("%a %Y-%m-%d %H:%M")
     ...  for s in window_starts(np.array([1_700_000_000.0]), 7 * 86_400, ISO_WEEK_ORIGIN)]
     ['Mon 2023-11-13 00:00']
@@ -46,3 +51,136 @@ def window_starts(event_times: np.ndarray, window_seconds: int, origin: int = 0)
         raise ValueError("window_seconds must be positive")
     t = np.asarray(event_times, dtype=np.float64) - origin
     return (t // window_seconds).astype(np.int64) * window_seconds + origin
+
+
+@dataclass(frozen=True)
+class WindowGrid:
+    """How a model's event times are cut into tumbling windows.
+
+    Without ``tz``: windows of ``length`` seconds from ``origin``
+    (:func:`window_starts`). With ``tz``: windows of ``length / 86400`` local calendar
+    days, each from local midnight to the local midnight that ends it, counted from the
+    local date of ``origin`` (1970-01-01, a Thursday, or 1970-01-05, a Monday, for ISO
+    weeks). A window's true length is then the time between those two instants: a day
+    is 23 h on the day clocks spring forward and 25 h on the day they fall back. Where a
+    zone's clocks jump over midnight, the day starts at its first instant (the jump).
+
+    Parameters
+    ----------
+    length : int
+        Nominal window length, seconds; a multiple of 86400 when ``tz`` is given.
+    origin : int
+        Unix time (s) of one window start; with ``tz``, a whole number of days after
+        1970-01-01 (only its date is used).
+    tz : datetime.tzinfo or None
+        The time zone whose calendar days the windows follow (e.g. a
+        ``zoneinfo.ZoneInfo``; the caller loads it, so this module reads no file).
+
+    Raises
+    ------
+    ValueError
+        If ``length`` is not positive, or not a multiple of a day with ``tz``, or
+        ``origin`` is not a whole day with ``tz``.
+
+    Notes
+    -----
+    The local start of window ``k`` is midnight of the date
+    ``origin_date + k * days``, converted to UTC with the zone's rules (PEP 495,
+    ``fold=0``: in a gap, the offset in force before it, which maps a skipped midnight
+    to the instant of the jump; an ambiguous midnight is its first occurrence). An event
+    at Unix time ``t`` belongs to window ``k = floor((local_date(t) - origin_date) /
+    days)``, i.e. ``start_k <= t < start_{k+1}``.
+
+    Examples
+    --------
+    >>> from zoneinfo import ZoneInfo
+    >>> g = WindowGrid(DAY, 0, ZoneInfo("Europe/Berlin"))
+    >>> [g.window_at(t)[1] / 3600 for t in (1711839600.0, 1711922400.0, 1729980000.0)]
+    [23.0, 24.0, 25.0]
+    >>> g.local(g.window_at(1711839600.0)[0]).isoformat()
+    '2024-03-31T00:00:00+01:00'
+    """
+
+    length: int
+    origin: int = 0
+    tz: dt.tzinfo | None = None
+
+    def __post_init__(self) -> None:
+        if self.length <= 0:
+            raise ValueError("window length must be positive")
+        if self.tz is not None and (self.length % DAY or self.origin % DAY):
+            raise ValueError("windows in a time zone are whole local days from a whole-day origin")
+
+    @property
+    def days(self) -> int:
+        """Local days per window (with ``tz``)."""
+        return self.length // DAY
+
+    def _origin_date(self) -> dt.date:
+        return _EPOCH_DATE + dt.timedelta(days=self.origin // DAY)
+
+    def _start(self, k: int) -> int:
+        d = self._origin_date() + dt.timedelta(days=k * self.days)
+        return int(dt.datetime(d.year, d.month, d.day, tzinfo=self.tz).timestamp())
+
+    def _index(self, t: float) -> int:
+        local = dt.datetime.fromtimestamp(t, self.tz).date()
+        return (local - self._origin_date()).days // self.days
+
+    def assign(self, event_times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Start and true length (Unix seconds, int64, shape (n,) each) of the window
+        holding each event time.
+
+        Raises
+        ------
+        ValueError
+            With ``tz``, for an event time beyond the year 9999 (callers pass only
+            times they accept: not in the future).
+
+        Examples
+        --------
+        >>> from zoneinfo import ZoneInfo
+        >>> g = WindowGrid(DAY, 0, ZoneInfo("America/New_York"))
+        >>> starts, lengths = g.assign(np.array([1710046799.5, 1710046800.0, 1710129599.0]))
+        >>> starts.tolist(), (lengths // 3600).tolist()  # 2024-03-10, New York: a 23-hour day
+        ([1709960400, 1710046800, 1710046800], [24, 23, 23])
+        """
+        t = np.asarray(event_times, dtype=np.float64)
+        if self.tz is None:
+            starts = window_starts(t, self.length, self.origin)
+            return starts, np.full(starts.shape, self.length, dtype=np.int64)
+        if t.size == 0:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        try:
+            ks: set[int] = set()
+            for u in np.unique(t // DAY).tolist():  # window k(t) lies between those of its UTC day's ends
+                ks.update(range(self._index(u * DAY) - 1, self._index(u * DAY + DAY - 1) + 2))
+        except (OverflowError, OSError, ValueError) as exc:
+            raise ValueError(f"event time out of the calendar's range: {exc}") from None
+        bounds = np.array([self._start(k) for k in sorted(ks)], dtype=np.int64)
+        i = np.searchsorted(bounds, t, side="right") - 1
+        return bounds[i], bounds[i + 1] - bounds[i]
+
+    def window_at(self, t: float) -> tuple[int, int]:
+        """(start, true length), seconds, of the window holding Unix time ``t``."""
+        starts, lengths = self.assign(np.array([t]))
+        return int(starts[0]), int(lengths[0])
+
+    def shift(self, start: int, days: int) -> int:
+        """Start of the window ``days`` calendar days from the one starting at ``start``
+        (local days with ``tz``: the same local time of day across a DST change).
+
+        Examples
+        --------
+        >>> from zoneinfo import ZoneInfo
+        >>> g = WindowGrid(DAY, 0, ZoneInfo("Europe/Berlin"))
+        >>> (1711922400 - g.shift(1711922400, -7)) / 3600  # a week back over the spring change
+        167.0
+        """
+        if self.tz is None:
+            return start + days * DAY
+        return self._start(self._index(start) + days // self.days)
+
+    def local(self, t: float) -> dt.datetime:
+        """Unix time ``t`` as an aware datetime in the grid's zone (UTC without one)."""
+        return dt.datetime.fromtimestamp(t, self.tz or dt.UTC)
