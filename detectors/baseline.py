@@ -8,7 +8,8 @@ window starts fall in the ranges given here and passes them in.
   hour (e.g. the previous 24 h merged);
 * seasonal: the windows in the same slot of the week (the same hour of the
   week for windows up to an hour long, else the same window) over the
-  previous ``weeks`` weeks, which removes daily and weekly seasonality. It
+  previous ``weeks`` weeks, which removes daily and weekly seasonality (for windows of
+  local days in a time zone, the same local weekday: :func:`seasonal_ranges`). It
   cannot exist for a window longer than the week
   (:func:`seasonal_unavailable`); such a window falls back to the trailing
   baseline, which then reaches back at least one window, and the baseline
@@ -21,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from sketches.profile import WindowProfile
+from sketches.window import WindowGrid
 
 HOUR = 3_600
 DAY = 86_400
@@ -100,11 +102,29 @@ def trailing_range(window_start: int, span: int = DAY) -> tuple[int, int]:
 
 
 def seasonal_ranges(window_start: int, window_seconds: int, weeks: int,
-                    period: int = WEEK) -> list[tuple[int, int]]:
+                    period: int = WEEK, grid: WindowGrid | None = None) -> list[tuple[int, int]]:
     """Window starts ``[lo, hi)`` of the same slot of the period, one range per past period.
 
     The slot is the hour holding the window for windows up to an hour long,
-    else the window itself; ranges are listed most recent first.
+    else the window itself; ranges are listed most recent first. On a ``grid`` in a
+    time zone (windows of local days), the slot is the window that starts on the same
+    local day of the week ``j`` periods back: the same local midnight, whose UTC time
+    differs by an hour when a DST change lies between (so ``window_start - j * period``
+    would miss it, or find the neighbouring day).
+
+    Parameters
+    ----------
+    window_start : int
+        The current window's start, Unix seconds.
+    window_seconds : int
+        The window length, seconds (nominal: a grid's ``length``).
+    weeks : int
+        Past periods to list.
+    period : int
+        The seasonal period, seconds (a whole number of days on a grid in a zone).
+    grid : WindowGrid or None
+        The model's windows (:class:`sketches.window.WindowGrid`); None or without a
+        time zone: UTC arithmetic.
 
     Raises
     ------
@@ -115,11 +135,21 @@ def seasonal_ranges(window_start: int, window_seconds: int, weeks: int,
     --------
     >>> seasonal_ranges(2 * 604800 + 3900, 300, weeks=2)
     [(608400, 612000), (3600, 7200)]
+
+    Monday 2024-04-01 in Berlin (CEST) and the Mondays before it, the first in CET:
+
+    >>> from zoneinfo import ZoneInfo
+    >>> g = WindowGrid(DAY, 0, ZoneInfo("Europe/Berlin"))
+    >>> [(1711922400 - lo) / 3600 for lo, _hi in seasonal_ranges(1711922400, DAY, 2, grid=g)]
+    [167.0, 335.0]
     """
     if weeks < 1:
         raise ValueError("weeks must be >= 1")
     if window_seconds > period:
         raise ValueError("window longer than the seasonal period")
+    if grid is not None and grid.tz is not None:
+        starts = [grid.shift(window_start, -j * (period // DAY)) for j in range(1, weeks + 1)]
+        return [(s, s + 1) for s in starts]
     if window_seconds <= HOUR:
         start, length = window_start // HOUR * HOUR, HOUR
     else:

@@ -182,6 +182,11 @@ class ModelConfig(StrictModel):
         tz = None if self.window_timezone is None else time_zone(self.window_timezone)
         return WindowGrid(self.window_seconds, self.window_origin, tz)
 
+    def local_time(self, t: float) -> str:
+        """Unix time ``t`` (s) as ISO 8601 in the model's time zone, with its UTC offset then
+        (UTC for a model without one), e.g. ``2024-03-31T00:00:00+01:00``."""
+        return self.window_grid.local(t).isoformat()
+
     @property
     def joins_labels(self) -> bool:
         """Are this model's labels joined (tier 1 with a performance configuration)?"""

@@ -12,6 +12,9 @@ DAY = 86_400
 #: Monday 1970-01-05T00:00:00Z in Unix seconds: the origin of ISO-week windows.
 ISO_WEEK_ORIGIN = 4 * DAY
 _EPOCH_DATE = dt.date(1970, 1, 1)
+#: The latest Unix time (s) :meth:`WindowGrid.assign` places in a time zone's calendar
+#: (two days before the end of the year 9999, Python's last date, whatever the zone).
+MAX_CALENDAR_TIME = 253_402_300_799 - 2 * DAY
 
 
 def window_starts(event_times: np.ndarray, window_seconds: int, origin: int = 0) -> np.ndarray:
@@ -134,8 +137,8 @@ class WindowGrid:
         Raises
         ------
         ValueError
-            With ``tz``, for an event time beyond the year 9999 (callers pass only
-            times they accept: not in the future).
+            With ``tz``, for an event time after :data:`MAX_CALENDAR_TIME` (callers pass
+            only times they accept: not in the future).
 
         Examples
         --------

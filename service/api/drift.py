@@ -10,7 +10,13 @@ from fastapi import APIRouter, Body, Path, Query, Request
 
 from detectors.config import CheckOverrides, DetectorConfig
 from service.api.errors import ApiError, ErrorBody
-from service.api.model_routes import editable_detector_config, json_example, require_model, store_of
+from service.api.model_routes import (
+    config_in_force,
+    editable_detector_config,
+    json_example,
+    require_model,
+    store_of,
+)
 from service.api.params import ModelId
 from service.detection.detector import evaluate_member, model_detector_config
 from service.profiles.store import parse_member
@@ -19,7 +25,8 @@ from service.stored import Unreadable
 router = APIRouter(prefix="/v1/models", tags=["drift"])
 
 DRIFT_EXAMPLE = {"model_id": "fraud-v3", "windows": [{
-    "version": "3", "window_start": 1_700_006_400, "window_end": 1_700_006_700, "source": "stored",
+    "version": "3", "window_start": 1_700_006_400, "window_end": 1_700_006_700,
+    "window_start_local": "2023-11-15T00:00:00+00:00", "source": "stored",
     "baseline": "reference", "features": {"amount": [{
         "check": "psi", "feature": "amount", "statistic": 0.41, "effect_size": 0.41, "p_value": 1.2e-9,
         "n_current": 1000, "n_baseline": 50_000, "error_bound": 0.004, "status": "drift",
@@ -80,16 +87,19 @@ async def drift(
         raise ApiError(404, "window_not_found", f"no window of model {model_id!r} starts there",
                        "window")
     versions = []
+    cfg = await config_in_force(store, model_id)
     for member in sorted(members):
         length, start_s, ver = parse_member(member)
         stored = await store.results(model_id, member)
-        entry: dict[str, Any] = {"version": ver, "window_start": start_s, "window_end": start_s + length}
+        entry: dict[str, Any] = {"version": ver, "window_start": start_s, "window_end": start_s + length,
+                                 "window_start_local": cfg.local_time(start_s)}
         if stored is not None:
             entry.update(source="stored", baseline=stored[0]["baseline"] if stored else None,
                          baseline_note=stored[0].get("baseline_note") if stored else None,
                          features=_by_feature(stored))
         else:
-            outcome = await evaluate_member(store, request.app.state.settings, model_id, member)
+            outcome = await evaluate_member(store, request.app.state.settings, model_id, member,
+                                            grid=cfg.window_grid)
             if isinstance(outcome, str):
                 entry.update(source="none", baseline=None, features={}, reason=outcome)
             else:

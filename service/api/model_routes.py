@@ -80,6 +80,13 @@ async def require_model(store: Store, model_id: str) -> None:
         raise ApiError(404, "model_not_found", f"unknown model {model_id!r}", "model_id")
 
 
+async def config_in_force(store: Store, model_id: str) -> ModelConfig:
+    """The model's configuration as the workers read it (the defaults when it has none or
+    it does not parse): its windows' grid and time zone."""
+    stored = (await store.model_configs([model_id]))[model_id]
+    return stored if isinstance(stored, ModelConfig) else ModelConfig()
+
+
 class ReferenceUpload(StrictModel):
     rows: list[dict[str, Any]] = Field(..., max_length=MAX_REFERENCE_ROWS,
                                        description="One object per row: feature -> value")
@@ -368,7 +375,8 @@ async def get_reference(model_id: ModelId, request: Request) -> ReferenceSummary
                 "depend on `offset`, so pages agree), or by time: the next page starts at `from` = the last "
                 "`window_start` + 1.",
     responses={200: json_example({"model_id": "fraud-v3", "granularity": "window", "windows": [
-        {"window_start": 1_700_006_400, "window_end": 1_700_006_700, "count": 1000,
+        {"window_start": 1_700_006_400, "window_end": 1_700_006_700,
+         "window_start_local": "2023-11-15T00:00:00+00:00", "count": 1000,
          "insufficient_data": False, "versions": {"3": 1000},
          "features": {"amount": {"kind": "numeric", "null_rate": 0.0, "null_count": 0, "inf_count": 0,
                                  "type_mismatch_count": 0, "count": 1000, "min": 0.5, "max": 980.0,
@@ -402,13 +410,14 @@ async def profiles(
         if grouped and len(grouped) <= limit:
             break
     windows = []
+    cfg = await config_in_force(store, model_id)
     for ms in list(grouped.values())[offset:offset + limit]:
         parts = await store.window_profiles(model_id, ms, GRANULARITY[name])
         if parts:
             merged = parts[0]
             for p in parts[1:]:
                 merged.merge(p)
-            windows.append(window_summary(merged))
+            windows.append({**window_summary(merged), "window_start_local": cfg.local_time(merged.window_start)})
     return {"model_id": model_id, "granularity": name, "windows": windows}
 
 

@@ -148,6 +148,8 @@ class WindowCounts(BaseModel):
 class LastWindow(BaseModel):
     window_start: int
     window_end: int
+    window_start_local: str = Field(..., description="window_start in the model's time zone (ISO 8601 "
+                                                     "with its UTC offset then; UTC without a zone)")
     version: str
     baseline: str = Field(..., description="What the window was compared with")
     evaluated_at: float = Field(..., description="Unix seconds")

@@ -27,7 +27,8 @@ PERFORMANCE_EXAMPLE = {
     "labels": {"joined": 48_210, "duplicate": 3, "relabeled": 0, "unknown": 0, "late": 12,
                "invalid": 0},
     "cohorts": [{
-        "window_start": 1_700_006_400, "window_end": 1_700_006_700, "predictions": 1000, "labeled": 940,
+        "window_start": 1_700_006_400, "window_end": 1_700_006_700,
+        "window_start_local": "2023-11-15T00:00:00+00:00", "predictions": 1000, "labeled": 940,
         "maturity": {"mature": True, "labeled_fraction": 0.94, "reason": "labeled"},
         "realized": {"roc_auc": 0.91, "log_loss": 0.21, "brier_score": 0.05, "ece": 0.02, "precision": 0.62,
                      "recall": 0.55, "f1": 0.58, "accuracy": 0.95, "average_precision": 0.6,
@@ -90,7 +91,7 @@ async def performance(
     chosen = parse_slice(slice_, cfg)
     sid = None if chosen is None else slice_id(*chosen)
     cohorts = CohortStore(store.r)
-    perf, length = cfg.performance, cfg.window_seconds
+    perf, grid = cfg.performance, cfg.window_grid
     codec = codec_for(perf.task, perf.threshold)
     stats = await cohorts.stats(model_id)
     watermark = stats.get("watermark", -math.inf)
@@ -105,10 +106,11 @@ async def performance(
         evaluations = await cohorts.slice_evaluations(model_id, page, sid)
     out = []
     async for start, c in cohorts.iter_load(model_id, page, codec, sid):
+        length = grid.window_at(start)[1]  # a local day may be 23 or 25 hours
         m = maturity(c.labeled, c.predictions, watermark - (start + length),
                      perf.expected_label_fraction, perf.label_horizon_seconds)
         out.append({
-            "window_start": start, "window_end": start + length,
+            "window_start": start, "window_end": start + length, "window_start_local": cfg.local_time(start),
             "predictions": c.predictions, "labeled": c.labeled,
             "maturity": {"mature": m.mature, "labeled_fraction": m.labeled_fraction, "reason": m.reason},
             "realized": realized_metrics(perf.task, c),

@@ -28,7 +28,8 @@ STATUS_EXAMPLE = {
                                          "dead_lettered": {"late": 12, "not_finite": 3}},
     "windows": {"open": 1, "closed": 288, "pending_policy": 0, "evaluated": 287,
                 "skipped": {"no_baseline": 1}, "abandoned": 0},
-    "last_evaluated": {"window_start": 1_700_006_400, "window_end": 1_700_006_700, "version": "3",
+    "last_evaluated": {"window_start": 1_700_006_400, "window_end": 1_700_006_700,
+                       "window_start_local": "2023-11-15T00:00:00+00:00", "version": "3",
                        "baseline": "reference", "evaluated_at": 1_700_006_712.4},
     "fdr": {"level": 0.0004, "window_start": 1_700_006_400, "tests": 24, "discoveries": 0},
     "baseline": {"configured": "auto", "last_used": "reference"},
@@ -48,7 +49,9 @@ async def model_status(model_id: ModelId, request: Request) -> ModelStatus:
     last = None
     if "last_window" in counted:
         length, start, version = parse_member(counted["last_window"])
-        last = LastWindow(window_start=start, window_end=start + length, version=version,
+        cfg = view.config if isinstance(view.config, ModelConfig) else ModelConfig()
+        last = LastWindow(window_start=start, window_end=start + length,
+                          window_start_local=cfg.local_time(start), version=version,
                           baseline=counted["last_baseline"], evaluated_at=float(counted["last_evaluated_at"]))
     fdr = None
     gate = None if "last_fdr_window" not in counted else await AlertStore(store.r).gate(

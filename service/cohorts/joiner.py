@@ -47,6 +47,7 @@ import math
 import time
 from typing import Any
 
+import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from detectors.performance.binary import BinaryCohort
@@ -86,6 +87,7 @@ from service.profiles.store import Store, window_member
 from service.registry import ModelConfig, PerformanceConfig
 from service.settings import Settings
 from service.stored import ConfigCache
+from sketches.window import MAX_CALENDAR_TIME
 
 __all__ = ["PERFORMANCE", "PERFORMANCE_CHECKS", "Joiner", "binary_label", "cohort_metrics",
            "estimated_metrics", "realized_metrics"]
@@ -191,8 +193,11 @@ def _multiclass_prediction(label: Any, probabilities: dict[str, float] | None
 
 def predictions_of(cols: RecordColumns, cfg: ModelConfig) -> list[Prediction]:
     """The sampled predictions of one decoded batch, as the model's task reads them."""
-    perf, length = cfg.performance, cfg.window_seconds
+    perf = cfg.performance
     n = len(cols)
+    t_all = np.asarray(cols.event_time, dtype=np.float64)
+    placed = t_all <= MAX_CALENDAR_TIME  # later ones are future records (the aggregator's dead letters)
+    starts = cfg.window_grid.assign(np.where(placed, t_all, 0.0))[0].tolist()  # as the aggregator's
     score = cols.score or [None] * n
     labels = cols.predicted_label or [None] * n
     probs = cols.class_probabilities or [None] * n
@@ -204,15 +209,14 @@ def predictions_of(cols: RecordColumns, cfg: ModelConfig) -> list[Prediction]:
             slice_cols.append((key, cols.features[key], False))
     out = []
     for i, (pid, t) in enumerate(zip(cols.prediction_id, cols.event_time, strict=True)):
-        if sample_point(pid) >= perf.sample_rate:
+        if sample_point(pid) >= perf.sample_rate or not placed[i]:
             continue
         predicted, confidence = (_multiclass_prediction(labels[i], probs[i]) if perf.task == "multiclass"
                                  else (None, None))
         slices = tuple((key, v) for key, col, raw in slice_cols
                        if (v := (col[i] if raw else slice_value(col[i]))) is not None)
         s = score[i]
-        start = int((t - cfg.window_origin) // length) * length + cfg.window_origin  # as the aggregator's
-        out.append(Prediction(pid, None if s is None else float(s), start, float(t),
+        out.append(Prediction(pid, None if s is None else float(s), starts[i], float(t),
                               predicted, confidence, slices))
     return out
 
@@ -484,7 +488,7 @@ class Joiner:
     def _maturity(self, labeled: int, predictions: int, start: int, watermark: float,
                   cfg: ModelConfig) -> Maturity:
         perf = cfg.performance
-        return maturity(labeled, predictions, watermark - (start + cfg.window_seconds),
+        return maturity(labeled, predictions, watermark - (start + cfg.window_grid.window_at(start)[1]),
                         perf.expected_label_fraction, perf.label_horizon_seconds)
 
     async def _apply(self, model_id: str, cfg: ModelConfig, start: int, version: str,
@@ -494,7 +498,7 @@ class Joiner:
         if not force and not any(r.p_value is not None for r in results):
             return []
         now = time.time()
-        length = cfg.window_seconds
+        length = cfg.window_grid.window_at(start)[1]  # a local day may be 23 or 25 hours
         alerting = {PERFORMANCE: PERFORMANCE_CHECKS | {r.check for r in results}}
         return await self.policy.apply(
             WindowRef(model_id, window_member(length, start, version), start, length, version),

@@ -43,6 +43,7 @@ from service.registry import ModelConfig
 from service.settings import Settings
 from service.stored import ConfigCache, Unreadable
 from sketches.profile import WindowProfile
+from sketches.window import WindowGrid
 
 log = logging.getLogger("fleetwatch.detector")
 
@@ -85,26 +86,35 @@ async def _past_baseline(store: Store, model_id: str, kind: str, key: str,
 
 
 async def resolve_baseline(
-    store: Store, model_id: str, current: WindowProfile, config: DetectorConfig
+    store: Store, model_id: str, current: WindowProfile, config: DetectorConfig,
+    grid: WindowGrid | None = None,
 ) -> tuple[Baseline | None, list[int]]:
     """The baseline the model's configuration asks for, and the record counts of
     the same slot in past weeks (the volume test's history; for a window longer
-    than the week, which has no such slot, the counts of the trailing windows)."""
+    than the week, which has no such slot, the counts of the trailing windows).
+
+    ``grid``: the model's windows (:attr:`ModelConfig.window_grid`); on one in a time zone
+    the seasonal slot is the same local weekday and the trailing span reaches the
+    previous local day, whatever DST did to their lengths."""
     b = config.baseline
     length = current.window_seconds
-    missing = seasonal_unavailable(length)
+    nominal, span_length = length, length
+    if grid is not None and grid.tz is not None:
+        nominal = grid.length
+        span_length = max(length, current.window_start - grid.shift(current.window_start, -grid.days))
+    missing = seasonal_unavailable(nominal)
     seasonal, counts = None, []
     if missing is None:
         seasonal, counts = await _past_baseline(
             store, model_id, "seasonal",
             f"seasonal:{b.seasonal_weeks}:{length}:{current.window_start // 3600}",
-            seasonal_ranges(current.window_start, length, b.seasonal_weeks),
+            seasonal_ranges(current.window_start, nominal, b.seasonal_weeks, grid=grid),
         )
     reference = await store.reference(model_id, role="detector") if b.kind in ("reference", "auto") else None
     trailing = None
     if (b.kind == "trailing" or (b.kind == "auto" and reference is None and seasonal is None)
             or (b.kind == "seasonal" and missing is not None)):
-        lo, hi = trailing_range(current.window_start, trailing_span(length, b.trailing_seconds))
+        lo, hi = trailing_range(current.window_start, trailing_span(span_length, b.trailing_seconds))
         trailing, trailing_counts = await _past_baseline(store, model_id, "trailing",
                                                          f"trailing:{length}:{lo}:{hi}", [(lo, hi)])
         if missing is not None:
@@ -113,17 +123,19 @@ async def resolve_baseline(
 
 
 async def evaluate_member(
-    store: Store, settings: Settings, model_id: str, member: str, config: DetectorConfig | None = None
+    store: Store, settings: Settings, model_id: str, member: str, config: DetectorConfig | None = None,
+    grid: WindowGrid | None = None,
 ) -> tuple[WindowProfile, Baseline, DetectorConfig, list[TestResult]] | str:
     """Every configured test of one stored window, or the reason it cannot be tested
     (``"no_profile"``, ``"no_baseline"``), under ``config`` (default: the model's
-    :func:`model_detector_config`)."""
+    :func:`model_detector_config`), its baselines found on ``grid`` (the model's
+    windows, :func:`resolve_baseline`)."""
     current = await store.window_profile(model_id, member)
     if current is None:
         return "no_profile"
     if config is None:
         config = await model_detector_config(store, settings, model_id)
-    baseline, counts = await resolve_baseline(store, model_id, current, config)
+    baseline, counts = await resolve_baseline(store, model_id, current, config, grid)
     if baseline is None:
         return "no_baseline"
     learned = await store.learned_floors(model_id, "detector") if baseline.kind == "reference" else None
@@ -200,9 +212,11 @@ class Detector:
         changed. A window that cannot be tested is still released to the policy, so
         the model's later windows are not held back."""
         t0 = time.perf_counter()
+        model = await self._models.one(model_id)
         try:
             config = merge(service_config(self.settings), await self._detector_configs.one(model_id))
-            outcome = await evaluate_member(self.store, self.settings, model_id, member, config)
+            outcome = await evaluate_member(self.store, self.settings, model_id, member, config,
+                                            model.window_grid)
         except (RedisConnectionError, RedisTimeoutError, OSError):
             raise
         except Exception:
@@ -225,7 +239,6 @@ class Detector:
                 [{**asdict(r), "baseline": baseline.kind, "baseline_note": baseline.note}
                  for r in results],
                 self.settings.retention_window_seconds, outcome[0].count)
-        model = await self._models.one(model_id)
         now = time.time()
         alerts = await self.policy.apply(WindowRef(model_id, member, start, length, version),
                                          results, alerting, model, await self.silences.active(now), now,

@@ -10,8 +10,9 @@ partition stops a replica that lost a partition from overwriting its new
 owner's state. Kafka offsets are committed after each checkpoint (for lag
 monitoring; Redis holds the authoritative offset).
 
-Windows are tumbling in event time, per model (length from the model's
-config). A window closes when the model's watermark minus
+Windows are tumbling in event time, per model (length, origin and time zone from the
+model's config: :attr:`service.registry.ModelConfig.window_grid`; a window's key holds its
+true start and length, so a local day of 23 or 25 hours is one window). A window closes when the model's watermark minus
 ``allowed_lateness_seconds`` passes its end (the watermark: the lower median of the
 lower-median event times of the model's last messages, each capped at the time its message
 was produced; see :meth:`Aggregator._aggregate`), or when the model has sent
@@ -64,7 +65,6 @@ from service.settings import Settings
 from service.stored import ConfigCache
 from sketches.bins import BinCounts, bin_templates
 from sketches.profile import WindowProfile
-from sketches.window import window_starts
 
 log = logging.getLogger("fleetwatch.aggregator")
 
@@ -541,13 +541,13 @@ class Aggregator:
         """
         produced = now_wall if produced is None else produced
         model_id = cols.model_id
-        length = layout.window_seconds
         clock = state.clocks[model_id]
         self._cap_features(cols, state.features[model_id])
         t = np.asarray(cols.event_time, dtype=np.float64)
-        starts = window_starts(t, length, layout.window_origin)
         future = t > now_wall + self.settings.max_future_seconds
-        late = ~future & (starts + length <= clock.closed_until)
+        # Future records get no window (a time zone's calendar ends in the year 9999).
+        starts, lengths = layout.window_grid.assign(np.where(future, now_wall, t) if future.any() else t)
+        late = ~future & (starts + lengths <= clock.closed_until)
         ok = ~(future | late)
         for reason, mask in ((metrics.FUTURE_EVENT_TIME, future), (metrics.LATE, late)):
             if mask.any():
@@ -562,17 +562,17 @@ class Aggregator:
             return
         versions = cols.model_version
         if ok.all() and starts.min() == starts.max() and versions.count(versions[0]) == len(versions):
-            groups = {(model_id, versions[0], length, int(starts[0])): cols}  # the common case
+            groups = {(model_id, versions[0], int(lengths[0]), int(starts[0])): cols}  # the common case
         else:
             by_key: dict[WindowKey, list[int]] = defaultdict(list)
             for i in np.flatnonzero(ok).tolist():
-                by_key[(model_id, versions[i], length, int(starts[i]))].append(i)
+                by_key[(model_id, versions[i], int(lengths[i]), int(starts[i]))].append(i)
             groups = {key: cols.take(idx) for key, idx in by_key.items()}
         for key, part in groups.items():
             profile = state.open.get(key)
             if profile is None:
                 profile = state.open[key] = WindowProfile(
-                    model_id, key[3], length, slice_features=layout.slice_features,
+                    model_id, key[3], key[2], slice_features=layout.slice_features,
                     max_slice_values=layout.max_slice_values, bins=self._bins.get(model_id))
             profile.add_columns(part)
             state.dirty.add(key)
