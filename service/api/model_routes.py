@@ -417,7 +417,8 @@ async def profiles(
             merged = parts[0]
             for p in parts[1:]:
                 merged.merge(p)
-            windows.append({**window_summary(merged), "window_start_local": cfg.local_time(merged.window_start)})
+            windows.append({**window_summary(merged),
+                            "window_start_local": cfg.local_time(merged.window_start)})
     return {"model_id": model_id, "granularity": name, "windows": windows}
 
 

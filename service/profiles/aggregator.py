@@ -12,10 +12,11 @@ monitoring; Redis holds the authoritative offset).
 
 Windows are tumbling in event time, per model (length, origin and time zone from the
 model's config: :attr:`service.registry.ModelConfig.window_grid`; a window's key holds its
-true start and length, so a local day of 23 or 25 hours is one window). A window closes when the model's watermark minus
-``allowed_lateness_seconds`` passes its end (the watermark: the lower median of the
-lower-median event times of the model's last messages, each capped at the time its message
-was produced; see :meth:`Aggregator._aggregate`), or when the model has sent
+true start and length, so a local day of 23 or 25 hours is one window). A window closes
+when the model's watermark minus ``allowed_lateness_seconds`` passes its end (the
+watermark: the lower median of the lower-median event times of the model's last messages,
+each capped at the time its message was produced; see :meth:`Aggregator._aggregate`), or
+when the model has sent
 nothing for ``idle_close_seconds`` while its partition has no backlog and the
 broker answered a fetch for it in the last ``BROKER_SILENCE_SECONDS``, and not
 within ``idle_close_seconds`` of the broker coming back (so a stall, e.g. a Redis
