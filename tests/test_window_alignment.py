@@ -1,16 +1,22 @@
 """Window alignment: the Unix epoch by default (7-day windows start on Thursdays), ISO
-weeks (Monday 00:00 UTC) when a model asks for them."""
+weeks (Monday 00:00 UTC) when a model asks for them, and local calendar days in a model's
+time zone (23 h and 25 h on DST days)."""
 
 from __future__ import annotations
 
 import datetime as dt
+from zoneinfo import ZoneInfo
 
 import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from service.registry import ModelConfig
-from sketches.window import ISO_WEEK_ORIGIN, window_starts
+from detectors.baseline import seasonal_ranges
+from sdk.columns import RecordColumns
+from sdk.record import PredictionRecord
+from service.cohorts.joiner import predictions_of
+from service.registry import ModelConfig, PerformanceConfig
+from sketches.window import DAY, ISO_WEEK_ORIGIN, MAX_CALENDAR_TIME, WindowGrid, window_starts
 
 WEEK = 7 * 86_400
 
@@ -39,3 +45,132 @@ def test_model_config_alignment():
     assert ModelConfig(window_seconds=WEEK, window_alignment="iso_week").window_origin == ISO_WEEK_ORIGIN
     with pytest.raises(ValidationError, match="window_alignment"):
         ModelConfig(window_alignment="sunday")
+
+
+# -- day windows in a time zone -------------------------------------------------------------
+
+ZONES = ["Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "America/Sao_Paulo",
+         "Asia/Kolkata", "Pacific/Apia", "Pacific/Kiritimati", "UTC"]
+
+
+def local_date(t: float, tz: ZoneInfo) -> dt.date:
+    return dt.datetime.fromtimestamp(t, tz).date()
+
+
+@pytest.mark.parametrize("zone", ZONES)
+def test_local_day_windows_are_the_zones_calendar_days(zone):
+    # Independent of how the grid computes them: a record's window is the stretch of time
+    # whose local date is the record's -- it starts at the first instant of that date
+    # (the second before is the day before) and ends at the first instant of a later one.
+    tz = ZoneInfo(zone)
+    rng = np.random.default_rng(21)
+    t = rng.uniform(1_230_000_000, 1_800_000_000, 4_000)  # 2008 .. 2027
+    grid = WindowGrid(DAY, 0, tz)
+    starts, lengths = grid.assign(t)
+    for ti, s, n in zip(t.tolist(), starts.tolist(), lengths.tolist(), strict=True):
+        d = local_date(ti, tz)
+        assert s <= ti < s + n
+        assert local_date(s, tz) == d and local_date(s - 1, tz) < d
+        assert local_date(s + n - 1, tz) == d and local_date(s + n, tz) > d
+    # Records one at a time land where a batch puts them.
+    assert [grid.window_at(ti) for ti in t[:50].tolist()] == list(
+        zip(starts[:50].tolist(), lengths[:50].tolist(), strict=True))
+
+
+@pytest.mark.parametrize(("zone", "short", "long"), [
+    ("Europe/Berlin", dt.date(2024, 3, 31), dt.date(2024, 10, 27)),
+    ("America/New_York", dt.date(2024, 3, 10), dt.date(2024, 11, 3)),
+])
+def test_dst_days_are_23_and_25_hours(zone, short, long):
+    tz = ZoneInfo(zone)
+    grid = WindowGrid(DAY, 0, tz)
+    day = dt.date(2024, 1, 1)
+    seen = {}
+    while day.year == 2024:
+        noon = dt.datetime(day.year, day.month, day.day, 12, tzinfo=tz).timestamp()
+        start, length = grid.window_at(noon)
+        assert grid.local(start).replace(tzinfo=None) == dt.datetime(day.year, day.month, day.day)
+        seen[day] = length
+        day += dt.timedelta(days=1)
+    assert seen.pop(short) == 23 * 3_600 and seen.pop(long) == 25 * 3_600
+    assert set(seen.values()) == {DAY}  # every other day of the year
+
+
+def test_a_day_the_zone_skipped_and_half_hour_changes():
+    # Samoa skipped 2011-12-30 (from UTC-10 to UTC+14): the 29th is followed by the 31st.
+    apia = WindowGrid(DAY, 0, ZoneInfo("Pacific/Apia"))
+    s29, n29 = apia.window_at(dt.datetime(2011, 12, 29, 12, tzinfo=ZoneInfo("Pacific/Apia")).timestamp())
+    assert n29 == DAY and apia.local(s29 + n29).date() == dt.date(2011, 12, 31)
+    # Lord Howe Island moves its clocks by 30 minutes: days of 23.5 h and 24.5 h.
+    tz = ZoneInfo("Australia/Lord_Howe")
+    lh = WindowGrid(DAY, 0, tz)
+    lengths = {lh.window_at(dt.datetime(2024, m, d, 12, tzinfo=tz).timestamp())[1]
+               for m, d in ((4, 7), (10, 6))}
+    assert lengths == {DAY + 1_800, DAY - 1_800}
+
+
+def test_local_weeks_start_on_local_mondays_and_shift_keeps_local_midnight():
+    tz = ZoneInfo("Europe/Berlin")
+    weeks = WindowGrid(7 * DAY, ISO_WEEK_ORIGIN, tz)
+    start, length = weeks.window_at(dt.datetime(2024, 3, 31, 12, tzinfo=tz).timestamp())  # a Sunday
+    assert weeks.local(start).isoformat() == "2024-03-25T00:00:00+01:00"  # Monday, CET
+    assert length == 7 * DAY - 3_600
+    assert weeks.local(start + length).isoformat() == "2024-04-01T00:00:00+02:00"  # Monday, CEST
+    days = WindowGrid(DAY, 0, tz)
+    monday = int(dt.datetime(2024, 4, 1, tzinfo=tz).timestamp())
+    back = [days.shift(monday, -7 * j) for j in (1, 2)]
+    assert [days.local(s).isoformat() for s in back] == ["2024-03-25T00:00:00+01:00",
+                                                         "2024-03-18T00:00:00+01:00"]
+    assert days.shift(monday, 0) == monday and days.shift(back[0], 7) == monday
+    # The seasonal baseline of a local day: the same local weekday, whatever DST did.
+    assert seasonal_ranges(monday, DAY, 2, grid=days) == [(b, b + 1) for b in back]
+    assert monday - WEEK not in back  # UTC arithmetic would look an hour off
+
+
+def test_grid_parameters_are_checked():
+    tz = ZoneInfo("Europe/Berlin")
+    for bad in (dict(length=0), dict(length=3_600, tz=tz), dict(length=DAY, origin=3_600, tz=tz)):
+        with pytest.raises(ValueError):
+            WindowGrid(**bad)
+    with pytest.raises(ValueError, match="calendar"):
+        WindowGrid(DAY, 0, tz).assign(np.array([1e300]))
+    assert WindowGrid(DAY, 0, tz).assign(np.array([0.0, MAX_CALENDAR_TIME]))[0].size == 2
+    # Without a zone: the UTC windows of window_starts, all of the nominal length.
+    t = np.array([1_700_000_123.5, 1e12])
+    starts, lengths = WindowGrid(300).assign(t)
+    assert starts.tolist() == window_starts(t, 300).tolist() and lengths.tolist() == [300, 300]
+
+
+def test_model_config_time_zone():
+    cfg = ModelConfig(window_seconds=DAY, window_timezone="America/New_York")
+    assert cfg.window_grid == WindowGrid(DAY, 0, ZoneInfo("America/New_York"))
+    assert cfg.local_time(1_710_046_800) == "2024-03-10T00:00:00-05:00"
+    assert ModelConfig().local_time(1_700_006_400) == "2023-11-15T00:00:00+00:00"
+    weeks = ModelConfig(window_seconds=7 * DAY, window_alignment="iso_week", window_timezone="Asia/Tokyo")
+    start = weeks.window_grid.window_at(1_700_000_000.0)[0]
+    assert weeks.window_grid.local(start).strftime("%a %H:%M %z") == "Mon 00:00 +0900"
+    for bad, message in [({"window_timezone": "Mars/Olympus"}, "unknown time zone"),
+                         ({"window_timezone": "localtime"}, "unknown time zone"),
+                         ({"window_timezone": "../../etc/passwd"}, "unknown time zone"),
+                         ({"window_timezone": ""}, "at least 1"),
+                         ({"window_seconds": 3_600, "window_timezone": "Europe/Berlin"},
+                          "multiple of 86400")]:
+        with pytest.raises(ValidationError, match=message) as info:
+            ModelConfig.model_validate({"window_seconds": DAY} | bad)
+        assert info.value.errors()[0]["loc"] == ("window_timezone",)
+
+
+def test_label_cohorts_use_the_aggregators_local_days():
+    cfg = ModelConfig(window_seconds=DAY, window_timezone="Europe/Berlin", tier=1,
+                      performance=PerformanceConfig())
+    tz = ZoneInfo("Europe/Berlin")
+    times = [dt.datetime(2024, 3, 31, 0, 0, 1, tzinfo=tz).timestamp(),   # first second of the 23 h day
+             dt.datetime(2024, 3, 31, 23, 59, tzinfo=tz).timestamp(),    # its last minute (CEST)
+             dt.datetime(2024, 10, 27, 2, 30, fold=1, tzinfo=tz).timestamp(),  # the repeated hour
+             1e300]                                                      # far future: no cohort
+    cols = RecordColumns.from_records("m", [
+        PredictionRecord("m", "1", f"p{i}", t, {"x": 1.0}, score=0.5) for i, t in enumerate(times)])
+    starts = [p.window_start for p in predictions_of(cols, cfg)]
+    assert starts == cfg.window_grid.assign(np.array(times[:3]))[0].tolist()
+    assert [cfg.local_time(s) for s in starts] == ["2024-03-31T00:00:00+01:00"] * 2 + [
+        "2024-10-27T00:00:00+02:00"]
