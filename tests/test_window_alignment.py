@@ -12,6 +12,7 @@ import pytest
 from pydantic import ValidationError
 
 from detectors.baseline import seasonal_ranges
+from detectors.fdr.epoch import EpochSpending
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord
 from service.cohorts.joiner import predictions_of
@@ -174,3 +175,25 @@ def test_label_cohorts_use_the_aggregators_local_days():
     assert starts == cfg.window_grid.assign(np.array(times[:3]))[0].tolist()
     assert [cfg.local_time(s) for s in starts] == ["2024-03-31T00:00:00+01:00"] * 2 + [
         "2024-10-27T00:00:00+02:00"]
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "Asia/Tokyo", "America/New_York", "Australia/Sydney"])
+def test_local_day_windows_keep_most_of_their_fdr_level(zone):
+    # The gate's epochs are UTC days; a local day is gated in the epoch holding most of
+    # it, from its first slot there, so it claims at least half an epoch's slots (all but
+    # the DST hour and the hours before the boundary) -- not the few left after its start.
+    spending = EpochSpending(slot_seconds=300)
+    grid = WindowGrid(DAY, 0, ZoneInfo(zone))
+    noon = [dt.datetime(2024, 1, 1, 12, tzinfo=ZoneInfo(zone)).timestamp() + d * DAY for d in range(366)]
+    starts, lengths = grid.assign(np.array(noon))
+    placed = [spending.place(s, n) for s, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
+    epochs = [e for e, _slot, _k in placed]
+    assert len(set(epochs)) == len(epochs)  # one day per epoch, as UTC days
+    for (epoch, slot, k), s, n in zip(placed, starts.tolist(), lengths.tolist(), strict=True):
+        lo, hi = max(s, epoch * DAY), min(s + n, (epoch + 1) * DAY)
+        assert hi - lo >= DAY / 2 - 3_600  # the epoch holds most of the day
+        assert (slot, k) == ((lo - epoch * DAY) // 300, (hi - lo) // 300)  # its time in that epoch
+    # Windows that start on an epoch boundary or stay inside one epoch are placed where they start.
+    for start, length in ((0, 300), (86_400 + 600, 300), (0, DAY), (7 * DAY, 31 * DAY)):
+        epoch, slot = spending.locate(start)
+        assert spending.place(start, length) == (epoch, slot, spending.span(length, slot))

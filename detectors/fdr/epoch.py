@@ -154,6 +154,37 @@ class EpochSpending:
         """
         return max(1, min(window_seconds // self.slot_seconds, self.slots - slot))
 
+    def place(self, window_start: float, window_seconds: int) -> tuple[int, int, int]:
+        """(epoch, first slot, k slots) a window is gated in.
+
+        A window is gated where it starts (:meth:`locate`, :meth:`span`), unless it
+        crosses into the next epoch with less than half of its first epoch's worth of
+        time before the boundary: then it is gated from slot 0 of the next epoch. A
+        window of a local day in a time zone east of UTC (Berlin's starts at 22:00 or
+        23:00 UTC) would otherwise claim only the last slots of the UTC epoch, and so a
+        small share ``k / S`` of its level; it claims the slots of its time in the next epoch.
+        Windows that start on an epoch boundary,
+        and windows inside one epoch, are placed where they start. The placement
+        depends only on the window's start and length (never on p-values), and each
+        window still claims slots of one epoch, so the guarantee is unchanged.
+
+        Examples
+        --------
+        >>> e = EpochSpending(slot_seconds=300)
+        >>> e.place(86_400 - 3_600, 23 * 3_600)  # Berlin, 2024-03-31 (23 h): its 22 h in the next epoch
+        (1, 0, 264)
+        >>> e.place(5 * 3_600, 86_400)  # New York: mostly in its own epoch
+        (0, 60, 228)
+        >>> e.place(600, 300), e.place(0, 7 * 86_400)
+        ((0, 2, 1), (0, 0, 288))
+        """
+        epoch, slot = self.locate(window_start)
+        boundary = (epoch + 1) * self.epoch_seconds
+        before = boundary - window_start
+        if window_start + window_seconds > boundary and before < min(window_seconds, self.epoch_seconds) / 2:
+            epoch, slot, window_seconds = epoch + 1, 0, int(window_seconds - before)
+        return epoch, slot, self.span(window_seconds, slot)
+
     def capacity(self, demand: int) -> int:
         """N_s of a slot first touched when the fleet's demand is ``demand``.
 

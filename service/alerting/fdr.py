@@ -136,8 +136,7 @@ class FdrGate:
         Idempotent per ``window_id``: the same p-values and weights give the same
         answer however often and by whichever replica the window is gated.
         """
-        epoch, slot = self.params.locate(window_start)
-        span = self.params.span(window_seconds, slot)
+        epoch, slot, span = self.params.place(window_start, window_seconds)
         n = len(p_values)
         p = self.params
         raw = await self._reserve(
