@@ -107,10 +107,11 @@ def seasonal_ranges(window_start: int, window_seconds: int, weeks: int,
 
     The slot is the hour holding the window for windows up to an hour long,
     else the window itself; ranges are listed most recent first. On a ``grid`` in a
-    time zone (windows of local days), the slot is the window that starts on the same
-    local day of the week ``j`` periods back: the same local midnight, whose UTC time
-    differs by an hour when a DST change lies between (so ``window_start - j * period``
-    would miss it, or find the neighbouring day).
+    time zone, the slot is the same local wall-clock hour (windows up to an hour long)
+    or the window that starts at the same local midnight (windows of local days) on the
+    same day of the week ``j`` periods back, whose UTC time differs by an hour when a
+    DST change lies between (so ``window_start - j * period`` would miss it, or find
+    the neighbouring hour or day).
 
     Parameters
     ----------
@@ -142,13 +143,24 @@ def seasonal_ranges(window_start: int, window_seconds: int, weeks: int,
     >>> g = WindowGrid(DAY, 0, ZoneInfo("Europe/Berlin"))
     >>> [(1711922400 - lo) / 3600 for lo, _hi in seasonal_ranges(1711922400, DAY, 2, grid=g)]
     [167.0, 335.0]
+
+    Five-minute windows in Berlin: 10:05 CEST on 2024-04-01 looks at 10:00-11:00 CET a
+    week before:
+
+    >>> g5 = WindowGrid(300, 0, ZoneInfo("Europe/Berlin"))
+    >>> [(g5.local(lo).isoformat(), (hi - lo) // 60) for lo, hi in seasonal_ranges(1711958700, 300, 1, grid=g5)]
+    [('2024-03-25T10:00:00+01:00', 60)]
     """
     if weeks < 1:
         raise ValueError("weeks must be >= 1")
     if window_seconds > period:
         raise ValueError("window longer than the seasonal period")
     if grid is not None and grid.tz is not None:
-        starts = [grid.shift(window_start, -j * (period // DAY)) for j in range(1, weeks + 1)]
+        days = period // DAY
+        if window_seconds <= HOUR:  # the same local wall-clock hour
+            slots = [grid.shift(grid.hour_start(window_start), -j * days) for j in range(1, weeks + 1)]
+            return [(s, s + HOUR) for s in slots]
+        starts = [grid.shift(window_start, -j * days) for j in range(1, weeks + 1)]
         return [(s, s + 1) for s in starts]
     if window_seconds <= HOUR:
         start, length = window_start // HOUR * HOUR, HOUR

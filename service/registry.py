@@ -13,7 +13,7 @@ from detectors.strict import StrictModel
 from sdk.record import MAX_FEATURES, MAX_ID_LENGTH, RecordError, check_model_id
 from sdk.registry import FEATURE_TYPES
 from sketches.slices import MAX_SLICE_VALUES
-from sketches.window import DAY, ISO_WEEK_ORIGIN, WindowGrid
+from sketches.window import DAY, HOUR, ISO_WEEK_ORIGIN, WindowGrid
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=128)]
@@ -148,11 +148,13 @@ class ModelConfig(StrictModel):
                              "(7-day windows are ISO weeks, Monday 00:00 UTC)")
     window_timezone: str | None = Field(
         None, min_length=1, max_length=64,
-        description="IANA time zone (e.g. Europe/Berlin) whose calendar days the windows follow: windows "
-                    "of whole days (window_seconds a multiple of 86400) start at local midnight, so a "
-                    "window is 23 h on the day clocks spring forward and 25 h on the day they fall back "
-                    "(with iso_week, 7-day windows start on local Mondays). Default: UTC alignment "
-                    "from the origin of window_alignment")
+        description="IANA time zone (e.g. Europe/Berlin) whose calendar the model follows: windows of "
+                    "whole days (window_seconds a multiple of 86400) start at local midnight, so a window "
+                    "is 23 h on the day clocks spring forward and 25 h on the day they fall back (with "
+                    "iso_week, 7-day windows start on local Mondays); windows dividing an hour tile each "
+                    "local day from its midnight, roll up into local days, and their seasonal baseline is "
+                    "the same local hour of the same weekday. Other lengths are refused with a zone. "
+                    "Default: UTC alignment from the origin of window_alignment")
     backfill: bool = Field(
         False, description="Backfilling or replaying history: open windows close after "
                            "FLEETWATCH_BACKFILL_IDLE_SECONDS without records (once everything sent has "
@@ -165,9 +167,10 @@ class ModelConfig(StrictModel):
             return None
         time_zone(value)
         seconds = info.data.get("window_seconds")
-        if seconds is not None and seconds % DAY:
-            raise ValueError(f"a time zone aligns day windows only: window_seconds must be a multiple of "
-                             f"86400 (is {seconds}); shorter windows stay aligned to UTC")
+        if seconds is not None and seconds % DAY and HOUR % seconds:
+            raise ValueError(f"windows in a time zone are whole local days (window_seconds a multiple of "
+                             f"86400) or divide an hour (e.g. 300, 3600), so that every local day is a whole "
+                             f"number of windows; window_seconds is {seconds}")
         return value
 
     @property

@@ -1,5 +1,5 @@
-"""Tumbling event-time windows: of one length from an origin in UTC, or local calendar
-days in a time zone (days of 23 or 25 hours where daylight saving time changes)."""
+"""Tumbling event-time windows: of one length from an origin in UTC, or following the
+calendar of a time zone (days of 23 or 25 hours where daylight saving time changes)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+HOUR = 3_600
 DAY = 86_400
 #: Monday 1970-01-05T00:00:00Z in Unix seconds: the origin of ISO-week windows.
 ISO_WEEK_ORIGIN = 4 * DAY
@@ -61,17 +62,23 @@ class WindowGrid:
     """How a model's event times are cut into tumbling windows.
 
     Without ``tz``: windows of ``length`` seconds from ``origin``
-    (:func:`window_starts`). With ``tz``: windows of ``length / 86400`` local calendar
-    days, each from local midnight to the local midnight that ends it, counted from the
-    local date of ``origin`` (1970-01-01, a Thursday, or 1970-01-05, a Monday, for ISO
-    weeks). A window's true length is then the time between those two instants: a day
-    is 23 h on the day clocks spring forward and 25 h on the day they fall back. Where a
-    zone's clocks jump over midnight, the day starts at its first instant (the jump).
+    (:func:`window_starts`). With ``tz`` and ``length`` a multiple of a day: windows of
+    ``length / 86400`` local calendar days, each from local midnight to the local
+    midnight that ends it, counted from the local date of ``origin`` (1970-01-01, a
+    Thursday, or 1970-01-05, a Monday, for ISO weeks). A window's true length is then
+    the time between those two instants: a day is 23 h on the day clocks spring forward
+    and 25 h on the day they fall back. Where a zone's clocks jump over midnight, the day
+    starts at its first instant (the jump). With ``tz`` and ``length`` dividing an hour:
+    windows of ``length`` seconds of elapsed time from each local midnight, the day's
+    last one ending at the next local midnight (cut short only where a day is not a
+    whole number of windows, e.g. Lord Howe Island's 24.5-hour day in hours); in zones
+    whose offsets are whole hours these are the UTC-aligned windows.
 
     Parameters
     ----------
     length : int
-        Nominal window length, seconds; a multiple of 86400 when ``tz`` is given.
+        Nominal window length, seconds; with ``tz``, a multiple of 86400 or a divisor
+        of 3600.
     origin : int
         Unix time (s) of one window start; with ``tz``, a whole number of days after
         1970-01-01 (only its date is used).
@@ -82,8 +89,8 @@ class WindowGrid:
     Raises
     ------
     ValueError
-        If ``length`` is not positive, or not a multiple of a day with ``tz``, or
-        ``origin`` is not a whole day with ``tz``.
+        If ``length`` is not positive, or with ``tz`` neither a multiple of a day nor a
+        divisor of an hour, or ``origin`` is not a whole day with ``tz``.
 
     Notes
     -----
@@ -111,13 +118,15 @@ class WindowGrid:
     def __post_init__(self) -> None:
         if self.length <= 0:
             raise ValueError("window length must be positive")
-        if self.tz is not None and (self.length % DAY or self.origin % DAY):
-            raise ValueError("windows in a time zone are whole local days from a whole-day origin")
+        if self.tz is not None and ((self.length % DAY and HOUR % self.length) or self.origin % DAY):
+            raise ValueError("windows in a time zone are whole local days from a whole-day origin, "
+                             "or divide an hour")
 
     @property
     def days(self) -> int:
-        """Local days per window (with ``tz``)."""
-        return self.length // DAY
+        """Local days per window (with ``tz``; 1 for windows shorter than a day: the day
+        they tile)."""
+        return max(self.length // DAY, 1)
 
     def _origin_date(self) -> dt.date:
         return _EPOCH_DATE + dt.timedelta(days=self.origin // DAY)
@@ -162,7 +171,12 @@ class WindowGrid:
             raise ValueError(f"event time out of the calendar's range: {exc}") from None
         bounds = np.array([self._start(k) for k in sorted(ks)], dtype=np.int64)
         i = np.searchsorted(bounds, t, side="right") - 1
-        return bounds[i], bounds[i + 1] - bounds[i]
+        if self.length >= DAY:
+            return bounds[i], bounds[i + 1] - bounds[i]
+        day, end = bounds[i], bounds[i + 1]
+        starts = day + (t - day) // self.length * self.length
+        starts = starts.astype(np.int64)
+        return starts, np.minimum(starts + self.length, end) - starts
 
     def window_at(self, t: float) -> tuple[int, int]:
         """(start, true length), seconds, of the window holding Unix time ``t``."""
@@ -171,7 +185,9 @@ class WindowGrid:
 
     def shift(self, start: int, days: int) -> int:
         """Start of the window ``days`` calendar days from the one starting at ``start``
-        (local days with ``tz``: the same local time of day across a DST change).
+        (local days with ``tz``: the same local time of day across a DST change; for
+        windows shorter than a day, the same wall-clock time, its first occurrence if
+        the clocks repeat it, the time after the jump if they skip it).
 
         Examples
         --------
@@ -182,7 +198,24 @@ class WindowGrid:
         """
         if self.tz is None:
             return start + days * DAY
-        return self._start(self._index(start) + days // self.days)
+        if self.length >= DAY:
+            return self._start(self._index(start) + days // self.days)
+        local = dt.datetime.fromtimestamp(start, self.tz)
+        d = local.date() + dt.timedelta(days=days)
+        return int(dt.datetime.combine(d, local.time(), self.tz).timestamp())
+
+    def hour_start(self, t: float) -> int:
+        """Start of the local wall-clock hour holding ``t`` (of the UTC hour without
+        ``tz``), Unix seconds: the seasonal slot of windows up to an hour long."""
+        if self.tz is None:
+            return int(t // HOUR * HOUR)
+        local = dt.datetime.fromtimestamp(t, self.tz)
+        return int(local.replace(minute=0, second=0, microsecond=0).timestamp())
+
+    def rollup(self, seconds: int) -> WindowGrid:
+        """The grid of the model's rollup periods of ``seconds`` (an hour or a day): in
+        the model's zone (local days; hours from each local midnight), else UTC."""
+        return WindowGrid(seconds, 0, self.tz)
 
     def local(self, t: float) -> dt.datetime:
         """Unix time ``t`` as an aware datetime in the grid's zone (UTC without one)."""

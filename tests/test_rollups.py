@@ -3,13 +3,17 @@ days once complete and applied; reads fall back to rollups when windows expire."
 
 from __future__ import annotations
 
+import datetime as dt
+from zoneinfo import ZoneInfo
+
 import httpx
 import numpy as np
 
 from sdk.record import PredictionRecord
 from service.api.app import create_app
 from service.profiles.rollups import DAY, HOUR, Rollups
-from service.profiles.store import index_key, pending_key, profile_key, window_member
+from service.profiles.store import index_key, parse_member, pending_key, profile_key, window_member
+from service.registry import ModelConfig
 from sketches.profile import WindowProfile
 
 T0 = 1_700_006_400 - 1_700_006_400 % DAY
@@ -85,3 +89,43 @@ async def test_reads_fall_back_to_rollups_and_the_api_names_the_granularity(sett
         assert fine["windows"][0]["window_end"] - fine["windows"][0]["window_start"] == W
         bad = await http.get(f"/v1/models/{MODEL}/profiles", params={"granularity": "week"})
         assert bad.status_code == 422 and bad.json()["field"] == "granularity"
+
+
+async def test_a_model_in_a_time_zone_rolls_up_into_its_local_days(settings, store):
+    # Five-minute windows of a Berlin model over Sunday 2024-10-27 (25 h: the clocks go
+    # back at 03:00) and the hours around it: the day rollup is that local day, 300
+    # windows, keyed by its true length; a seasonal read of a local hour finds its hour
+    # rollup once the windows expired.
+    tz = ZoneInfo("Europe/Berlin")
+    model = "berlin-5min"
+    grid = ModelConfig(window_seconds=W, window_timezone="Europe/Berlin").window_grid
+    day0 = int(dt.datetime(2024, 10, 27, tzinfo=tz).timestamp())  # 22:00 UTC the day before
+    day1 = int(dt.datetime(2024, 10, 28, tzinfo=tz).timestamp())
+    assert day1 - day0 == 25 * HOUR
+    counts = {}
+    for start in range(day0 - 2 * HOUR, day1 + HOUR + W, W):  # and a window after the next hour
+        p = WindowProfile(model, start, W)
+        n = 1 + (start // W) % 3
+        p.add_records([PredictionRecord(model, "1", f"{start}-{j}", start + j, {"x": 1.0}) for j in range(n)])
+        member = window_member(W, start, "1")
+        await store.r.set(profile_key(model, member), p.to_bytes())
+        await store.r.zadd(index_key(model), {member: start})
+        counts[start] = n
+    while await Rollups(settings, store).advance(model, grid):
+        pass
+    days = await store.window_members(model, 0, "+inf", DAY)
+    assert window_member(25 * HOUR, day0, "1") in days  # the local day, 25 h long
+    [day] = await store.window_profiles(model, [window_member(25 * HOUR, day0, "1")], DAY)
+    assert (day.window_start, day.window_seconds) == (day0, 25 * HOUR)
+    assert day.count == sum(n for s, n in counts.items() if day0 <= s < day1)
+    hours = [parse_member(m)[1] for m in await store.window_members(model, day0, f"({day1}", HOUR)]
+    assert hours == list(range(day0, day1, HOUR))  # 25 hours from local midnight
+    # The windows of 02:00-03:00 CET (the repeated hour's second pass) expire; a read of that
+    # local hour gets its rollup.
+    second = int(dt.datetime(2024, 10, 27, 2, fold=1, tzinfo=tz).timestamp())
+    assert second - day0 == 3 * HOUR
+    for m in await store.window_members(model, second, f"({second + HOUR}"):
+        await store.r.delete(profile_key(model, m))
+    found = await store.profiles_in(model, [(second, second + HOUR)], (HOUR, DAY), grid)
+    assert [(p.window_start, p.window_seconds) for p in found] == [(second, HOUR)]
+    assert found[0].count == sum(n for s, n in counts.items() if second <= s < second + HOUR)

@@ -130,7 +130,8 @@ def test_local_weeks_start_on_local_mondays_and_shift_keeps_local_midnight():
 
 def test_grid_parameters_are_checked():
     tz = ZoneInfo("Europe/Berlin")
-    for bad in (dict(length=0), dict(length=3_600, tz=tz), dict(length=DAY, origin=3_600, tz=tz)):
+    for bad in (dict(length=0), dict(length=7_200, tz=tz), dict(length=DAY + 3_600, tz=tz),
+                dict(length=DAY, origin=3_600, tz=tz)):
         with pytest.raises(ValueError):
             WindowGrid(**bad)
     with pytest.raises(ValueError, match="calendar"):
@@ -154,7 +155,7 @@ def test_model_config_time_zone():
                          ({"window_timezone": "localtime"}, "unknown time zone"),
                          ({"window_timezone": "../../etc/passwd"}, "unknown time zone"),
                          ({"window_timezone": ""}, "at least 1"),
-                         ({"window_seconds": 3_600, "window_timezone": "Europe/Berlin"},
+                         ({"window_seconds": 7_200, "window_timezone": "Europe/Berlin"},
                           "multiple of 86400")]:
         with pytest.raises(ValidationError, match=message) as info:
             ModelConfig.model_validate({"window_seconds": DAY} | bad)

@@ -43,7 +43,7 @@ from service.registry import ModelConfig
 from service.settings import Settings
 from service.stored import ConfigCache, Unreadable
 from sketches.profile import WindowProfile
-from sketches.window import WindowGrid
+from sketches.window import DAY, WindowGrid
 
 log = logging.getLogger("fleetwatch.detector")
 
@@ -67,15 +67,15 @@ async def model_detector_config(store: Store, settings: Settings, model_id: str,
     return merge(service_config(settings), None if isinstance(stored, Unreadable) else stored)
 
 
-async def _past_baseline(store: Store, model_id: str, kind: str, key: str,
-                         ranges: list[tuple[int, int]]) -> tuple[Baseline | None, list[int]]:
+async def _past_baseline(store: Store, model_id: str, kind: str, key: str, ranges: list[tuple[int, int]],
+                         grid: WindowGrid | None = None) -> tuple[Baseline | None, list[int]]:
     """Past windows in ``ranges`` merged (None when there are none) and their
     record counts per window; cached per ``key`` for an hour."""
     cached = await store.cached_baseline(model_id, key)
     if cached is not None:
         profile, counts = cached
         return Baseline(kind, WindowProfile.from_bytes(profile), len(counts)), counts
-    profiles = await store.profiles_in(model_id, ranges, GRANULARITIES)
+    profiles = await store.profiles_in(model_id, ranges, GRANULARITIES, grid)
     baseline = merged_baseline(kind, model_id, profiles)
     if baseline is None:
         return None, []
@@ -94,12 +94,13 @@ async def resolve_baseline(
     than the week, which has no such slot, the counts of the trailing windows).
 
     ``grid``: the model's windows (:attr:`ModelConfig.window_grid`); on one in a time zone
-    the seasonal slot is the same local weekday and the trailing span reaches the
-    previous local day, whatever DST did to their lengths."""
+    the seasonal slot is the same local hour or day of the same weekday, and for day
+    windows the trailing span reaches the previous local day, whatever DST did to their
+    lengths; rollups are looked up on the grid's rollup periods."""
     b = config.baseline
     length = current.window_seconds
     nominal, span_length = length, length
-    if grid is not None and grid.tz is not None:
+    if grid is not None and grid.tz is not None and grid.length >= DAY:
         nominal = grid.length
         span_length = max(length, current.window_start - grid.shift(current.window_start, -grid.days))
     missing = seasonal_unavailable(nominal)
@@ -108,7 +109,7 @@ async def resolve_baseline(
         seasonal, counts = await _past_baseline(
             store, model_id, "seasonal",
             f"seasonal:{b.seasonal_weeks}:{length}:{current.window_start // 3600}",
-            seasonal_ranges(current.window_start, nominal, b.seasonal_weeks, grid=grid),
+            seasonal_ranges(current.window_start, nominal, b.seasonal_weeks, grid=grid), grid,
         )
     reference = await store.reference(model_id, role="detector") if b.kind in ("reference", "auto") else None
     trailing = None
@@ -116,7 +117,7 @@ async def resolve_baseline(
             or (b.kind == "seasonal" and missing is not None)):
         lo, hi = trailing_range(current.window_start, trailing_span(span_length, b.trailing_seconds))
         trailing, trailing_counts = await _past_baseline(store, model_id, "trailing",
-                                                         f"trailing:{length}:{lo}:{hi}", [(lo, hi)])
+                                                         f"trailing:{length}:{lo}:{hi}", [(lo, hi)], grid)
         if missing is not None:
             counts = trailing_counts
     return choose_baseline(b.kind, reference, seasonal, trailing, missing), counts
@@ -247,7 +248,7 @@ class Detector:
             await self.count(model_id, member, start, {"evaluated": 1, "records": outcome[0].count},
                              last_window=member, last_window_start=start, last_baseline=outcome[1].kind,
                              last_evaluated_at=now)
-        await self.rollups.advance(model_id, length)
+        await self.rollups.advance(model_id, model.window_grid if model.window_timezone else length)
         if results:
             metrics.DETECTOR_RUNS.inc()
             metrics.DETECTOR_SECONDS.observe(time.perf_counter() - t0)

@@ -7,7 +7,10 @@ the period can still close). The rollup is the exact merge of the period's
 windows per model version (profiles merge exactly, see ``sketches.profile``),
 written with its own retention; building it twice writes the same bytes, so
 replicas need no coordination. Day rollups merge hour rollups when the model's
-windows are shorter than an hour, else its windows.
+windows are shorter than an hour, else its windows. Periods are UTC hours and days,
+or, for a model in a time zone (``ModelConfig.window_timezone``), its local days
+(23 h and 25 h on DST days, keyed by their true length) and the hours from each local
+midnight (:meth:`sketches.window.WindowGrid.rollup`).
 
 Keys: ``fw:{m}:p:{len}:{start}:{version}`` and the index ``fw:{m}:idx:{len}``
 (``service.profiles.store``); ``fw:{m}:rolled`` HASH granularity -> start of the next
@@ -17,12 +20,12 @@ period to build.
 from __future__ import annotations
 
 import logging
-import math
 
 from service import metrics
 from service.profiles.store import Store, index_key, parse_member, pending_key, profile_key, window_member
 from service.settings import Settings
 from sketches.profile import WindowProfile
+from sketches.window import WindowGrid
 
 log = logging.getLogger("fleetwatch.rollups")
 
@@ -61,8 +64,13 @@ class Rollups:
         self.settings = settings
         self.store = store
 
-    async def advance(self, model_id: str, window_seconds: int) -> int:
-        """Build the periods completed so far; returns how many rollups were written."""
+    async def advance(self, model_id: str, window: int | WindowGrid) -> int:
+        """Build the periods completed so far; returns how many rollups were written.
+
+        ``window``: the model's window length (s), or its :class:`WindowGrid` (a grid in a
+        time zone rolls up into local days, each of its true length: 23 h on the day clocks
+        spring forward, 25 h on the day they fall back; and hours from local midnight)."""
+        grid = window if isinstance(window, WindowGrid) else WindowGrid(window)
         r = self.store.r
         latest = await r.zrange(index_key(model_id), -1, -1, withscores=True)
         if not latest:
@@ -72,26 +80,31 @@ class Rollups:
         if pending:
             horizon = min(horizon, pending[0][1])  # and applied
         written = 0
-        for granularity, source in sources(window_seconds):
-            upto = math.floor(horizon / granularity) * granularity
+        for granularity, source in sources(grid.length):
+            calendar = grid.rollup(granularity)
+            upto = calendar.window_at(horizon)[0]
             raw = await r.hget(f"fw:{{{model_id}}}:rolled", granularity)
             if raw is None:
                 first = await r.zrange(index_key(model_id, source), 0, 0, withscores=True)
                 if not first:
                     continue
-                start = math.floor(first[0][1] / granularity) * granularity
+                start = calendar.window_at(first[0][1])[0]
             else:
                 start = int(raw)
-            periods = range(int(start), int(upto), granularity)[:MAX_PERIODS_PER_CALL]
-            for period in periods:
-                written += await self._build(model_id, granularity, source, period)
+            periods: list[tuple[int, int]] = []
+            while start < upto and len(periods) < MAX_PERIODS_PER_CALL:
+                periods.append((start, calendar.window_at(start)[1]))
+                start += periods[-1][1]
+            for period, length in periods:
+                written += await self._build(model_id, granularity, source, period, length)
             if periods:
-                await r.hset(f"fw:{{{model_id}}}:rolled", granularity, periods[-1] + granularity)
+                await r.hset(f"fw:{{{model_id}}}:rolled", granularity, start)
             horizon = min(horizon, upto)
         return written
 
-    async def _build(self, model_id: str, granularity: int, source: int | None, period: int) -> int:
-        members = await self.store.window_members(model_id, period, f"({period + granularity}", source)
+    async def _build(self, model_id: str, granularity: int, source: int | None, period: int,
+                     length: int) -> int:
+        members = await self.store.window_members(model_id, period, f"({period + length}", source)
         by_version: dict[str, list[str]] = {}
         for m in members:
             by_version.setdefault(parse_member(m)[2], []).append(m)
@@ -101,11 +114,11 @@ class Rollups:
                                                      source)
             if not parts:
                 continue
-            rollup = WindowProfile(model_id, period, granularity, slice_features=parts[0].slice_features,
+            rollup = WindowProfile(model_id, period, length, slice_features=parts[0].slice_features,
                                    max_slice_values=parts[0].max_slice_values)
             for p in parts:
                 rollup.merge(p)
-            member = window_member(granularity, period, version)
+            member = window_member(length, period, version)
             async with self.store.r.pipeline(transaction=True) as p:
                 p.set(profile_key(model_id, member), rollup.to_bytes(), ex=ttl)
                 p.zadd(index_key(model_id, granularity), {member: period})

@@ -69,6 +69,7 @@ from service.registry import ModelConfig
 from service.stored import Unreadable, encode_stored, read_stored
 from sketches.bins import edge_set_from_bytes, edge_set_to_bytes
 from sketches.profile import WindowProfile
+from sketches.window import WindowGrid
 
 log = logging.getLogger(__name__)
 
@@ -143,6 +144,14 @@ def pending_key(m: str) -> str:
 
 def profile_key(m: str, member: str) -> str:
     return f"fw:{{{m}}}:p:{member}"
+
+
+def _covers(grid: WindowGrid | None, granularity: int, lo: int, hi: int) -> bool:
+    """Does a rollup period of ``granularity`` start at ``lo`` and end by ``hi``?"""
+    if grid is None:
+        return hi - lo >= granularity and lo % granularity == 0
+    start, length = grid.rollup(granularity).window_at(lo)
+    return start == lo and lo + length <= hi
 
 
 def partition_key(topic: str, partition: int) -> str:
@@ -878,14 +887,17 @@ class Store:
         return raw[b"profile"], json.loads(raw[b"counts"])
 
     async def profiles_in(self, model_id: str, ranges: list[tuple[int, int]],
-                          rollups: tuple[int, ...] = ()) -> list[WindowProfile]:
+                          rollups: tuple[int, ...] = (),
+                          grid: WindowGrid | None = None) -> list[WindowProfile]:
         """Profiles (all versions) whose start is in any ``[lo, hi)`` range: the closed
         windows, or -- for a range whose windows have expired -- the finest rollup of
-        ``rollups`` (seconds) that covers it (a rollup merges its windows exactly)."""
+        ``rollups`` (seconds) that covers it (a rollup merges its windows exactly): one whose
+        period on ``grid`` (:meth:`WindowGrid.rollup`; UTC without one) starts at ``lo``
+        and ends by ``hi``."""
         out: list[WindowProfile] = []
         for lo, hi in ranges:
             for granularity in (None, *rollups):
-                if granularity is not None and (hi - lo < granularity or lo % granularity):
+                if granularity is not None and not _covers(grid, granularity, lo, hi):
                     continue
                 members = await self.window_members(model_id, lo, f"({hi}", granularity)
                 found = await self.window_profiles(model_id, members, granularity)
