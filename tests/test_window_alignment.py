@@ -198,3 +198,39 @@ def test_local_day_windows_keep_most_of_their_fdr_level(zone):
     for start, length in ((0, 300), (86_400 + 600, 300), (0, DAY), (7 * DAY, 31 * DAY)):
         epoch, slot = spending.locate(start)
         assert spending.place(start, length) == (epoch, slot, spending.span(length, slot))
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", "Asia/Kolkata", "Australia/Lord_Howe", "America/New_York"])
+@pytest.mark.parametrize("length", [300, 3_600])
+def test_short_windows_tile_each_local_day_from_its_midnight(zone, length):
+    tz = ZoneInfo(zone)
+    rng = np.random.default_rng(length)
+    t = rng.uniform(1_700_000_000, 1_740_000_000, 3_000)  # 2023-11 .. 2025-02: two DST seasons
+    starts, lengths = WindowGrid(length, 0, tz).assign(t)
+    days, _ = WindowGrid(DAY, 0, tz).assign(t)
+    for ti, s, n, d in zip(t.tolist(), starts.tolist(), lengths.tolist(), days.tolist(), strict=True):
+        assert s <= ti < s + n and (s - d) % length == 0  # elapsed from local midnight
+        assert local_date(s, tz) == local_date(s + n - 1, tz)  # never across a local midnight
+        assert n == length or local_date(s + n, tz) > local_date(s, tz)  # only a day's last is cut
+    if zone in ("Europe/Berlin", "America/New_York"):  # whole-hour offsets: the UTC windows
+        assert starts.tolist() == window_starts(t, length).tolist() and set(lengths.tolist()) == {length}
+    if zone == "Asia/Kolkata":  # +05:30: local hours start at :30 UTC
+        expected = {1_800} if length == 3_600 else set(range(0, 3_600, 300))
+        assert {s % 3_600 for s in starts.tolist()} == expected
+
+
+def test_short_windows_seasonal_hour_across_dst():
+    tz = ZoneInfo("Europe/Berlin")
+    grid = WindowGrid(300, 0, tz)
+    now = int(dt.datetime(2024, 4, 1, 10, 5, tzinfo=tz).timestamp())  # CEST
+    [(lo, hi)] = seasonal_ranges(now, 300, 1, grid=grid)
+    assert grid.local(lo).isoformat() == "2024-03-25T10:00:00+01:00" and hi - lo == 3_600
+    assert (now - 300) - lo == 167 * 3_600  # UTC arithmetic would take 09:00 CET
+    # In the repeated hour the wall clock says which pass; a skipped hour maps past the jump.
+    second_pass = int(dt.datetime(2024, 11, 3, 2, 30, tzinfo=tz).timestamp())
+    assert grid.local(grid.shift(second_pass, -7)).isoformat() == "2024-10-27T02:30:00+02:00"
+    skipped_week_later = grid.shift(int(dt.datetime(2024, 3, 24, 2, 30, tzinfo=tz).timestamp()), 7)
+    assert grid.local(skipped_week_later).isoformat() == "2024-03-31T03:30:00+02:00"
+    assert grid.hour_start(now) == now - 300
+    kolkata = WindowGrid(300, 0, ZoneInfo("Asia/Kolkata"))
+    assert kolkata.hour_start(1_700_000_000) % 3_600 == 1_800
