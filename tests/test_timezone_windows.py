@@ -106,3 +106,57 @@ async def test_local_days_across_dst_changes(settings, store):
             f"{d.isoformat()}T00:00:00{offset(d)}" for d in DAYS]
         status = (await http.get(f"/v1/models/{MODEL}/status")).json()
         assert status["last_evaluated"]["window_start_local"] == "2024-10-28T00:00:00+01:00"
+
+
+HOURLY = "berlin-hours"
+
+
+def local(day: dt.date, hour: int) -> int:
+    return int(dt.datetime(day.year, day.month, day.day, hour, tzinfo=BERLIN).timestamp())
+
+
+async def test_hourly_windows_in_a_zone_roll_up_into_local_days_and_compare_local_hours(settings, store):
+    # Hourly windows of a Berlin model: every hour of Sunday 2024-03-31 (23 of them) and
+    # 09:00 and 10:00 on the Mondays before and after it. The Monday 10:00 CEST window's
+    # seasonal baseline is 10:00 CET a week before (167 h back; 168 h is 09:00 CET); the
+    # 23-hour Sunday rolls up into one local day of 23 h.
+    s = settings.model_copy(update={"backfill_idle_seconds": 0.5})
+    sunday, mondays = dt.date(2024, 3, 31), (dt.date(2024, 3, 25), dt.date(2024, 4, 1))
+    per_hour = {local(mondays[0], 9): 41, local(mondays[0], 10): 42}
+    per_hour |= {local(sunday, 0) + h * HOUR: 5 + h for h in range(23)}
+    per_hour |= {local(mondays[1], 9): 43, local(mondays[1], 10): 44}
+    app = create_app(s, store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        resp = await http.put(f"/v1/models/{HOURLY}", json={
+            "window_seconds": 3_600, "window_timezone": "Europe/Berlin", "backfill": True})
+        assert resp.status_code == 200, resp.text
+    await store.put_detector_config(HOURLY, DetectorConfig.model_validate(
+        {"baseline": {"kind": "seasonal", "seasonal_weeks": 1}}))
+    async with running(s, store, "aggregator", "detector"):
+        async with AsyncClient(s.kafka_bootstrap, s.predictions_topic, linger_ms=10) as client:
+            for start, n in per_hour.items():
+                for j in range(n):
+                    client.log_prediction(HOURLY, {"amount": float(j % 5)}, prediction_id=f"{start}-{j}",
+                                          event_time=start + j * (HOUR - 1) / (n - 1), model_version="1")
+            await client.flush()
+
+        async def done() -> bool:
+            counted = await store.model_status(HOURLY)
+            through = sum(int(v) for k, v in counted.items() if k == "evaluated" or k.startswith("skipped:"))
+            rolled = await store.window_members(HOURLY, 0, "+inf", 86_400)
+            return through == len(per_hour) and len(rolled) >= 1
+        await wait_for(done, timeout=90)
+
+    assert await window_counts(store, HOURLY) == per_hour
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        resp = await http.get(f"/v1/models/{HOURLY}/drift", params={"window": local(mondays[1], 10)})
+        [entry] = resp.json()["windows"]
+        assert entry["window_start_local"] == "2024-04-01T10:00:00+02:00"
+        assert (entry["source"], entry["baseline"]) == ("stored", "seasonal"), entry
+        psi = {r["check"]: r for r in entry["features"]["amount"]}["psi"]
+        assert (psi["n_current"], psi["n_baseline"]) == (44, 42)  # 10:00 CET, not 09:00 (41)
+        resp = await http.get(f"/v1/models/{HOURLY}/profiles", params={"granularity": "day"})
+        days = {w["window_start_local"]: w for w in resp.json()["windows"]}
+        sun = days["2024-03-31T00:00:00+01:00"]
+        assert sun["window_end"] - sun["window_start"] == 23 * HOUR
+        assert sun["count"] == sum(5 + h for h in range(23))
