@@ -192,7 +192,8 @@ class AlertPolicy:
             "state": "firing" if firing else "resolved",
             "severity": sev, "owner": model.owner, "tier": model.tier, "routing": model.routing,
             "group_key": group, "source": source, "incident_id": None,
-            "window_start": ep.first.window_start, "window_end": ep.first.window_start + window.length,
+            "window_start": ep.first.window_start,
+            "window_end": ep.first.window_start + int(ep.first.member.split(":", 1)[0]),  # its true length
             "fired_window_start": ep.fired.window_start,
             "last_window_start": last.window_start,
             "resolved_window_start": None if firing else ep.resolved.window_start,
