@@ -148,7 +148,8 @@ def seasonal_ranges(window_start: int, window_seconds: int, weeks: int,
     week before:
 
     >>> g5 = WindowGrid(300, 0, ZoneInfo("Europe/Berlin"))
-    >>> [(g5.local(lo).isoformat(), (hi - lo) // 60) for lo, hi in seasonal_ranges(1711958700, 300, 1, grid=g5)]
+    >>> [(g5.local(lo).isoformat(), (hi - lo) // 60)
+    ...  for lo, hi in seasonal_ranges(1711958700, 300, 1, grid=g5)]
     [('2024-03-25T10:00:00+01:00', 60)]
     """
     if weeks < 1:
