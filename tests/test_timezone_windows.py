@@ -27,6 +27,7 @@ HOUR = 3_600
 DAYS = {dt.date(2024, 3, 24): 31, dt.date(2024, 3, 25): 32, dt.date(2024, 3, 31): 33,
         dt.date(2024, 4, 1): 34, dt.date(2024, 10, 20): 35, dt.date(2024, 10, 21): 36,
         dt.date(2024, 10, 27): 37, dt.date(2024, 10, 28): 38}
+DRIFTED = {dt.date(2024, 10, 27), dt.date(2024, 10, 28)}  # the 25 h day and the day after it
 WEEK_BEFORE = {dt.date(2024, 3, 31): dt.date(2024, 3, 24), dt.date(2024, 4, 1): dt.date(2024, 3, 25),
                dt.date(2024, 10, 27): dt.date(2024, 10, 20), dt.date(2024, 10, 28): dt.date(2024, 10, 21)}
 
@@ -68,8 +69,9 @@ async def test_local_days_across_dst_changes(settings, store):
     async with running(s, store, "aggregator", "detector"):
         async with AsyncClient(s.kafka_bootstrap, s.predictions_topic, linger_ms=10) as client:
             for day, n in DAYS.items():
+                shift = 100.0 if day in DRIFTED else 0.0
                 for j, t in enumerate(event_times(day, n)):
-                    client.log_prediction(MODEL, {"amount": float(j % 7)}, prediction_id=f"{day}-{j}",
+                    client.log_prediction(MODEL, {"amount": float(j % 7) + shift}, prediction_id=f"{day}-{j}",
                                           event_time=t, model_version="1")
             await client.flush()
 
@@ -104,6 +106,15 @@ async def test_local_days_across_dst_changes(settings, store):
         resp = await http.get(f"/v1/models/{MODEL}/profiles", params={"granularity": "window"})
         assert [w["window_start_local"] for w in resp.json()["windows"]] == [
             f"{d.isoformat()}T00:00:00{offset(d)}" for d in DAYS]
+        # Alerts name the local start of their first window too (the pipeline's own
+        # configuration: the window that pages is the model's).
+        alerts = (await http.get("/v1/alerts", params={"model": MODEL})).json()
+        assert alerts, "the drifted days raise an alert"
+        for a in alerts:
+            start = a["window_start"]
+            day = dt.datetime.fromtimestamp(start, BERLIN).date()
+            assert a["window_start_local"] == f"{day.isoformat()}T00:00:00{offset(day)}", a
+            assert day in DRIFTED and a["window_end"] == midnight(day + dt.timedelta(days=1))  # 25 h or 24 h
         status = (await http.get(f"/v1/models/{MODEL}/status")).json()
         assert status["last_evaluated"]["window_start_local"] == "2024-10-28T00:00:00+01:00"
 

@@ -194,6 +194,7 @@ class AlertPolicy:
             "group_key": group, "source": source, "incident_id": None,
             "window_start": ep.first.window_start,
             "window_end": ep.first.window_start + int(ep.first.member.split(":", 1)[0]),  # its true length
+            "window_start_local": model.local_time(ep.first.window_start),
             "fired_window_start": ep.fired.window_start,
             "last_window_start": last.window_start,
             "resolved_window_start": None if firing else ep.resolved.window_start,

@@ -25,6 +25,7 @@ ALERT_EXAMPLE: dict[str, Any] = {
     "check": "psi", "state": "firing", "severity": "critical", "owner": "payments-ml", "tier": 1,
     "routing": {"team": "payments"}, "group_key": "source:payments_db", "source": "payments_db",
     "incident_id": "9a7b3c1d2e4f5a6b", "window_start": 1_700_006_400, "window_end": 1_700_006_700,
+    "window_start_local": "2023-11-15T00:00:00+00:00",
     "fired_window_start": 1_700_006_700, "last_window_start": 1_700_006_700,
     "resolved_window_start": None, "effect_size": 0.41, "floor": 0.2, "p_value": 1.2e-9,
     "evidence_count": 2, "evidence": [{"window_start": 1_700_006_400, "effect_size": 0.38,
