@@ -4,6 +4,7 @@ calendar of a time zone (days of 23 or 25 hours where daylight saving time chang
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -164,12 +165,12 @@ class WindowGrid:
         if t.size == 0:
             return np.empty(0, np.int64), np.empty(0, np.int64)
         try:
-            ks: set[int] = set()
-            for u in np.unique(t // DAY).tolist():  # window k(t) lies between those of its UTC day's ends
-                ks.update(range(self._index(u * DAY) - 1, self._index(u * DAY + DAY - 1) + 2))
+            found: set[int] = set()
+            for u in np.unique(t // DAY).tolist():
+                found.update(_period_starts(self, int(u)))
         except (OverflowError, OSError, ValueError) as exc:
             raise ValueError(f"event time out of the calendar's range: {exc}") from None
-        bounds = np.array([self._start(k) for k in sorted(ks)], dtype=np.int64)
+        bounds = np.array(sorted(found), dtype=np.int64)
         i = np.searchsorted(bounds, t, side="right") - 1
         if self.length >= DAY:
             return bounds[i], bounds[i + 1] - bounds[i]
@@ -220,3 +221,15 @@ class WindowGrid:
     def local(self, t: float) -> dt.datetime:
         """Unix time ``t`` as an aware datetime in the grid's zone (UTC without one)."""
         return dt.datetime.fromtimestamp(t, self.tz or dt.UTC)
+
+
+@functools.lru_cache(maxsize=4_096)
+def _period_starts(grid: WindowGrid, utc_day: int) -> tuple[int, ...]:
+    """Starts of the grid's periods (local days, or windows of ``days`` local days) that
+    may hold a time of UTC day ``utc_day``, with one more on each side, so that the
+    period after each is listed too: the period ``k(t)`` of a time lies between those of
+    its UTC day's first and last second (``k`` never decreases with time). Cached: a
+    message's records mostly share one UTC day, and converting dates in a zone costs
+    microseconds each."""
+    lo, hi = grid._index(utc_day * DAY), grid._index(utc_day * DAY + DAY - 1)
+    return tuple(grid._start(k) for k in range(lo - 1, hi + 2))
