@@ -57,6 +57,8 @@ def register_model(
     *,
     features: Mapping[str, FeatureSpec] | None = None,
     window_seconds: int | None = None,
+    window_alignment: Literal["epoch", "iso_week"] | None = None,
+    window_timezone: str | None = None,
     owner: str | None = None,
     tier: Literal[1, 2, 3] | None = None,
     performance: PerformanceSpec | None = None,
@@ -87,6 +89,14 @@ def register_model(
         as one incident.
     window_seconds : int, optional
         Profile window length, seconds.
+    window_alignment : {"epoch", "iso_week"}, optional
+        Origin of the windows: the Unix epoch (7-day windows start on Thursdays) or
+        Monday 1970-01-05 (7-day windows are ISO weeks).
+    window_timezone : str, optional
+        IANA zone (e.g. ``"Europe/Berlin"``) whose calendar the windows follow: day
+        windows are local days (23 h and 25 h on DST days); windows dividing an hour roll
+        up into local days. Refused (422, field ``window_timezone``) for an unknown zone or
+        another window length (docs/operations.md, "Windows in a time zone").
     owner : str, optional
         Owning team.
     tier : {1, 2, 3}, optional
@@ -133,7 +143,8 @@ def register_model(
     ...                          "country": {"type": "categorical", "source": "geoip"}})
     """
     given = {"features": None if features is None else {k: dict(v) for k, v in features.items()},
-             "window_seconds": window_seconds, "owner": owner, "tier": tier,
+             "window_seconds": window_seconds, "window_alignment": window_alignment,
+             "window_timezone": window_timezone, "owner": owner, "tier": tier,
              "performance": None if performance is None else dict(performance),
              "persistence": None if persistence is None else dict(persistence),
              "routing": None if routing is None else dict(routing),

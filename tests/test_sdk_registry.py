@@ -69,6 +69,19 @@ async def test_register_model_sets_every_section_and_never_resets_what_it_was_no
     assert (await store.model_configs(["fraud"]))["fraud"] == stored
 
 
+async def test_register_model_sets_the_windows_time_zone(api_url):
+    answer = await asyncio.to_thread(register_model, api_url, "daily", window_seconds=86_400,
+                                     window_alignment="iso_week", window_timezone="Europe/Berlin")
+    config = answer["config"]
+    assert (config["window_seconds"], config["window_alignment"], config["window_timezone"]) == (
+        86_400, "iso_week", "Europe/Berlin")
+    for zone, seconds in (("Europe/Nowhere", None), ("Europe/Berlin", 7_200)):
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            await asyncio.to_thread(register_model, api_url, "daily", window_timezone=zone,
+                                    window_seconds=seconds)
+        assert (exc.value.code, json.loads(exc.value.read())["field"]) == (422, "window_timezone")
+
+
 async def test_register_model_refuses_an_unknown_feature_type_naming_the_field(api_url):
     with pytest.raises(urllib.error.HTTPError) as exc:
         await asyncio.to_thread(register_model, api_url, "m", features={"x": {"type": "float"}})
