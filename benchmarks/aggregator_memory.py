@@ -24,7 +24,7 @@ import workload
 
 from service.embedded import free_port
 from service.kafka import ensure_topics
-from service.runtime import infrastructure
+from service.runtime.infrastructure import infrastructure
 from service.settings import Settings
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -273,6 +276,20 @@ class Settings(BaseSettings):
     ui_recent_windows: int = Field(
         48, ge=2, le=1_000, description="Windows the dashboard's sparklines and effect charts show")
 
+    redis_retry_base_seconds: float = Field(
+        0.2, gt=0,
+        description="While Redis cannot serve, a role waits this long before its first retry; the wait "
+                    "doubles per failed retry up to redis_retry_max_seconds (docs/operations.md)",
+    )
+    redis_retry_max_seconds: float = Field(
+        5.0, gt=0, description="Longest wait between two retries of a role while Redis cannot serve")
+    config_ttl_seconds: float = Field(
+        30.0, ge=0,
+        description="How long the aggregator and the label joiner reuse a model's stored configuration "
+                    "(and the aggregator its reference's bin edges) before reading it again: a change "
+                    "made through the API takes effect within this time (0: read for every message)",
+    )
+
     @field_validator("metrics_token", mode="before")
     @classmethod
     def _empty_token_is_none(cls, v: object) -> object:
@@ -286,3 +303,45 @@ class Settings(BaseSettings):
                 and self.fdr_max_tests_per_window < self.fdr_min_tests_per_window):
             raise ValueError("fdr_max_tests_per_window must be >= fdr_min_tests_per_window")
         return self
+
+
+ENV_PREFIX = "FLEETWATCH_"
+
+
+def environment(settings: Settings, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child process that reads back ``settings``: ``base`` (default
+    ``os.environ``) without its ``FLEETWATCH_*`` variables, plus one ``FLEETWATCH_<FIELD>``
+    per setting that is not None (lists and mappings as JSON, secrets in clear).
+
+    Parameters
+    ----------
+    settings : Settings
+    base : mapping, optional
+        The variables to start from (``os.environ`` when None).
+
+    Returns
+    -------
+    dict[str, str]
+        ``Settings()`` in a process with this environment equals ``settings``.
+
+    Examples
+    --------
+    >>> s = Settings(window_seconds=3600, redis_url="redis://x:1/0", api_admin_key="k" * 32)
+    >>> env = environment(s, base={"PATH": "/bin", "FLEETWATCH_ALPHA": "0.5"})
+    >>> env["PATH"], env["FLEETWATCH_WINDOW_SECONDS"], env["FLEETWATCH_RECEIVER_ALLOW_NETS"]
+    ('/bin', '3600', '[]')
+    >>> env["FLEETWATCH_ALPHA"], env["FLEETWATCH_API_ADMIN_KEY"] == "k" * 32
+    ('0.01', True)
+    """
+    base = os.environ if base is None else base
+    env = {k: v for k, v in base.items() if not k.startswith(ENV_PREFIX)}
+    dumped = settings.model_dump(mode="json")
+    for name, value in dumped.items():
+        raw = getattr(settings, name)
+        if raw is None:
+            continue
+        if isinstance(raw, SecretStr):
+            value = raw.get_secret_value()
+        env[f"{ENV_PREFIX}{name.upper()}"] = (json.dumps(value) if isinstance(value, list | dict)
+                                             else str(value))
+    return env

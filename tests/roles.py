@@ -5,26 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from service.cohorts.joiner import Joiner
-from service.detection.detector import Detector
-from service.kafka import ensure_topics
-from service.profiles.aggregator import Aggregator
 from service.profiles.store import Store
+from service.runtime.roles import start_roles
 from service.settings import Settings
 
 
 @contextlib.asynccontextmanager
 async def running(settings: Settings, store: Store, *roles: str):
-    """Run aggregator, detector and/or joiner roles until the block exits (graceful stop)."""
-    await ensure_topics(settings)
+    """Run the named roles (:data:`service.runtime.roles.ROLES`) until the block exits
+    (graceful stop); a role that fails cancels the test, and its error is raised."""
     stop = asyncio.Event()
-    tasks = []
-    if "aggregator" in roles:
-        tasks.append(asyncio.create_task(Aggregator(settings, store).run(stop)))
-    if "detector" in roles:
-        tasks.append(asyncio.create_task(Detector(settings, store).run(stop)))
-    if "joiner" in roles:
-        tasks.append(asyncio.create_task(Joiner(settings, store).run(stop)))
+    tasks = await start_roles(settings, store, roles, stop)
     test_task = asyncio.current_task()
 
     def fail_fast(task: asyncio.Task) -> None:

@@ -30,6 +30,8 @@ from urllib.parse import urlsplit
 import pytest
 import yaml  # noqa: E402
 
+from service.runtime.roles import ROLES as REGISTRY
+
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
@@ -38,8 +40,8 @@ PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
 RULES = ROOT / "deploy" / "prometheus" / "rules.yml"
 DATASOURCE = ROOT / "deploy" / "grafana" / "provisioning" / "datasources" / "prometheus.yml"
 
-ROLES = {"api": "serve", "aggregator": "aggregate", "detector": "detect", "joiner": "join",
-         "notifier": "notify"}
+#: Each role's sub-command, from the registry the CLI is built from.
+ROLES = {r.name: r.command for r in REGISTRY.values()}
 METRICS_PORT = "9100"
 API_PORT = "8000"
 

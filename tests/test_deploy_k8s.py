@@ -15,12 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_deploy_files import DOCKERFILE, PROMETHEUS, RULES, dockerfile_instructions, stages
+from tests.test_deploy_files import DOCKERFILE, PROMETHEUS, ROLES, RULES, dockerfile_instructions, stages
 
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "k8s"
-ROLES = {"api": "serve", "aggregator": "aggregate", "detector": "detect", "joiner": "join",
-         "notifier": "notify"}
 
 
 def load_all(path: Path) -> list[dict]:

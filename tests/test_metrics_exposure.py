@@ -14,7 +14,7 @@ from pydantic import SecretStr
 
 from service.api.app import create_app
 from service.embedded import free_port
-from service.runtime import start_metrics_server
+from service.runtime.infrastructure import start_metrics_server
 from service.settings import Settings
 from tests.test_alerting import BREACH, apply, policy
 

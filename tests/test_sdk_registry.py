@@ -13,15 +13,15 @@ import pytest
 import pytest_asyncio
 
 from sdk import PiiPolicy, register_model, upload_reference
+from service.api.server import ApiServer
 from service.profiles.store import config_key
-from service.runtime import ApiServer
 
 
 @pytest_asyncio.fixture
 async def api_url(settings, store):
     server = ApiServer(settings, store, port=0)
     stop = asyncio.Event()
-    task = asyncio.create_task(server.serve(stop))
+    task = asyncio.create_task(server.run(stop))
     while not server.server.started:
         await asyncio.sleep(0.02)
     yield f"http://127.0.0.1:{server.port}"

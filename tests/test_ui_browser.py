@@ -27,9 +27,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from service.api.server import ApiServer
 from service.demo import run as demo
 from service.profiles.store import Store
-from service.runtime import ApiServer, run_roles
+from service.runtime.roles import run_roles
 from service.settings import Settings
 from tests.conftest import wait_for
 
@@ -113,7 +114,8 @@ async def pipeline(kafka_bootstrap: str, redis_url: str):
     sink_task = asyncio.create_task(sink.server.serve())
     stop = asyncio.Event()
     api = ApiServer(settings, store, port=port)
-    roles = asyncio.create_task(run_roles(settings, ("aggregator", "detector", "notifier", "api"), stop, api))
+    roles = asyncio.create_task(run_roles(settings, ("aggregator", "detector", "notifier", "api"), stop,
+                                          {"api": api}))
     base = f"http://127.0.0.1:{port}"
     try:
         await wait_for(lambda: _started(api, roles), timeout=30)

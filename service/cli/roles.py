@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from service.runtime.roles import ROLES, Role
 from service.settings import Settings
 
 app = typer.Typer()
@@ -23,7 +24,8 @@ def _logging(verbose: bool) -> None:
 
 
 def _run(roles: tuple[str, ...], embedded_ok: bool, verbose: bool) -> None:
-    from service.runtime import infrastructure, install_signal_handlers, run_roles, start_metrics_server
+    from service.runtime.infrastructure import infrastructure, install_signal_handlers, start_metrics_server
+    from service.runtime.roles import run_roles
 
     _logging(verbose)
     settings = Settings()
@@ -72,37 +74,19 @@ Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Log at INFO leve
 def run(verbose: Verbose = False) -> None:
     """All roles in one process; starts an embedded broker and Redis when
     FLEETWATCH_KAFKA_BOOTSTRAP / FLEETWATCH_REDIS_URL are unset."""
-    _run(("aggregator", "detector", "joiner", "notifier", "api"), True, verbose)
+    _run(tuple(ROLES), True, verbose)
 
 
-@app.command()
-def aggregate(verbose: Verbose = False) -> None:
-    """The aggregator role: Kafka predictions -> window profiles in Redis."""
-    _run(("aggregator",), False, verbose)
+def _role_command(r: Role) -> None:
+    def command(verbose: Verbose = False) -> None:
+        _run((r.name,), False, verbose)
+
+    command.__doc__ = r.help
+    app.command(name=r.command)(command)
 
 
-@app.command()
-def detect(verbose: Verbose = False) -> None:
-    """The detector role: closed windows -> drift and data-quality alerts."""
-    _run(("detector",), False, verbose)
-
-
-@app.command()
-def join(verbose: Verbose = False) -> None:
-    """The label-joiner role: delayed labels -> performance cohorts -> performance alerts."""
-    _run(("joiner",), False, verbose)
-
-
-@app.command()
-def notify(verbose: Verbose = False) -> None:
-    """The notifier role: alert events -> receivers (webhook, Slack, PagerDuty, Alertmanager)."""
-    _run(("notifier",), False, verbose)
-
-
-@app.command()
-def serve(verbose: Verbose = False) -> None:
-    """The API role (FastAPI on FLEETWATCH_LISTEN_HOST:FLEETWATCH_API_PORT)."""
-    _run(("api",), False, verbose)
+for _role in ROLES.values():  # one sub-command per role: fleetwatch aggregate, detect, ...
+    _role_command(_role)
 
 
 def _scenario(name: str) -> str:

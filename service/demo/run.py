@@ -36,11 +36,13 @@ from detectors.policy.floor import EffectFloorPolicy
 from detectors.result import TestResult
 from detectors.suite import alerting_checks
 from sdk import AsyncClient, upload_reference
+from service.api.server import ApiServer
 from service.demo import data
 from service.demo.fault import WeatherFeedFault
 from service.demo.report import classify, render
 from service.profiles.store import Store
-from service.runtime import ApiServer, infrastructure, install_signal_handlers, run_roles
+from service.runtime.infrastructure import infrastructure, install_signal_handlers
+from service.runtime.roles import run_roles
 from service.settings import Settings
 
 DAY = 86_400
@@ -208,7 +210,7 @@ async def _main(settings: Settings, done: Callable[[dict[str, Any], str], None],
     api = ApiServer(settings, store, port=settings.api_port if serve else 0)
     # Served, the notifier runs too: receivers added while the dashboard is up get paged.
     served = ("aggregator", "detector", "notifier", "api") if serve else ("aggregator", "detector", "api")
-    roles = asyncio.create_task(run_roles(settings, served, stop, api))
+    roles = asyncio.create_task(run_roles(settings, served, stop, {"api": api}))
     try:
         while not api.server.started:
             if roles.done():

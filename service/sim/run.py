@@ -30,7 +30,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import subprocess
 import sys
 import tempfile
@@ -47,9 +46,11 @@ import numpy as np
 from detectors.catalog import DEFAULT_ALERTING
 from sdk import AsyncClient, upload_reference
 from service import metrics
+from service.api.server import ApiServer
 from service.profiles.store import Store, index_key, pending_key
-from service.runtime import ApiServer, infrastructure, run_roles
-from service.settings import Settings
+from service.runtime.infrastructure import infrastructure
+from service.runtime.roles import role, run_roles
+from service.settings import Settings, environment
 from service.sim import fleet as fl
 from service.sim import incidents as inc
 from service.sim import score as sc
@@ -218,24 +219,7 @@ def reference_frame(scenario: inc.Scenario, model: fl.ModelSpec, rows: int) -> d
 #: Roles run as child processes (two ``fleetwatch detect`` replicas of one consumer group,
 #: one ``fleetwatch join``), the way the service scales out; the aggregator, the API and the
 #: simulated model servers run in this one. Every core gets work.
-CHILD_ROLES = ("detect", "detect", "join")
-
-
-def role_environment(settings: Settings) -> dict[str, str]:
-    """``FLEETWATCH_*`` variables that reproduce ``settings`` in a child process.
-
-    Examples
-    --------
-    >>> env = role_environment(Settings(window_seconds=3600, redis_url="redis://x:1/0"))
-    >>> env["FLEETWATCH_WINDOW_SECONDS"], env["FLEETWATCH_REDIS_URL"], env["FLEETWATCH_RECEIVER_ALLOW_NETS"]
-    ('3600', 'redis://x:1/0', '[]')
-    """
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETWATCH_")}
-    for name, value in settings.model_dump(mode="json").items():
-        if value is not None:
-            env[f"FLEETWATCH_{name.upper()}"] = (json.dumps(value) if isinstance(value, list | dict)
-                                                 else str(value))
-    return env
+CHILD_ROLES = ("detector", "detector", "joiner")
 
 
 class RoleProcesses:
@@ -247,19 +231,20 @@ class RoleProcesses:
         self.procs: list[subprocess.Popen] = []
 
     def start(self) -> None:
-        env = role_environment(self.settings)
-        for i, role in enumerate(CHILD_ROLES):
-            log = open(self.log_dir / f"{role}-{i}.log", "ab")  # noqa: SIM115 (owned by the child)
+        env = environment(self.settings)
+        for i, name in enumerate(CHILD_ROLES):
+            log = open(self.log_dir / f"{name}-{i}.log", "ab")  # noqa: SIM115 (owned by the child)
             self.procs.append(subprocess.Popen(
-                [sys.executable, "-m", "service.cli", role], env=env, stdout=log,
+                [sys.executable, "-m", "service.cli", role(name).command], env=env, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True))
 
     def check(self) -> None:
         """Raise if a role process died (its log is in the run's data folder)."""
-        for i, (role, p) in enumerate(zip(CHILD_ROLES, self.procs, strict=True)):
+        for i, (name, p) in enumerate(zip(CHILD_ROLES, self.procs, strict=True)):
             if p.poll() is not None:
-                tail = (self.log_dir / f"{role}-{i}.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"`fleetwatch {role}` exited with code {p.returncode}:\n{tail}")
+                tail = (self.log_dir / f"{name}-{i}.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"`fleetwatch {role(name).command}` exited with code "
+                                   f"{p.returncode}:\n{tail}")
 
     def stop(self, timeout: float = 30.0) -> None:
         for p in self.procs:
@@ -460,7 +445,7 @@ async def _main(settings: Settings, scenario: inc.Scenario, opts: SimOptions) ->
     api = ApiServer(settings, store, port=0)
     children = RoleProcesses(settings, settings.data_dir)
     children.start()
-    roles = asyncio.create_task(run_roles(settings, ("aggregator", "api"), stop, api))
+    roles = asyncio.create_task(run_roles(settings, ("aggregator", "api"), stop, {"api": api}))
     timing: dict[str, float] = {}
     try:
         while not api.server.started:

@@ -1,5 +1,5 @@
-"""Running roles (aggregator, detector, joiner, notifier, API) in one process, on configured or
-embedded infrastructure."""
+"""The infrastructure roles run on (the configured Kafka and Redis, or embedded ones),
+signal handling and the Prometheus port of the worker roles."""
 
 from __future__ import annotations
 
@@ -10,23 +10,14 @@ import signal
 from collections.abc import Iterator
 from wsgiref.simple_server import WSGIServer
 
-import uvicorn
 from prometheus_client import REGISTRY, start_http_server
 
 from service import metrics
-from service.api.app import create_app
-from service.cohorts.joiner import Joiner
-from service.detection.detector import Detector
 from service.embedded import ensure_bucket, file_object_store, kafka_broker, kafka_broker_s3, redis_server
 from service.endpoints import KAFKA_BOOTSTRAP, REDIS_URL, reusable_port
-from service.kafka import ensure_topics
-from service.paging.notifier import Notifier
-from service.profiles.aggregator import Aggregator
-from service.profiles.store import Store
 from service.settings import Settings
 
 log = logging.getLogger("fleetwatch")
-ROLES = ("aggregator", "detector", "joiner", "notifier", "api")
 BROKER_BUCKET = "tansu"
 
 
@@ -91,54 +82,3 @@ def start_metrics_server(settings: Settings) -> WSGIServer:
     registry = metrics.FleetLevel() if settings.api_auth else REGISTRY
     server, _thread = start_http_server(settings.metrics_port, addr=settings.listen_host, registry=registry)
     return server
-
-
-class ApiServer:
-    """uvicorn serving the API inside the running event loop."""
-
-    def __init__(self, settings: Settings, store: Store, port: int | None = None) -> None:
-        config = uvicorn.Config(
-            create_app(settings, store), host=settings.listen_host,
-            port=settings.api_port if port is None else port, log_level="warning", lifespan="on",
-        )
-        self.server = uvicorn.Server(config)
-        self.server.install_signal_handlers = lambda: None  # the runtime owns signals
-
-    @property
-    def port(self) -> int:
-        return self.server.servers[0].sockets[0].getsockname()[1]
-
-    async def serve(self, stop: asyncio.Event) -> None:
-        task = asyncio.create_task(self.server.serve())
-        await stop.wait()
-        self.server.should_exit = True
-        await task
-
-
-async def run_roles(settings: Settings, roles: tuple[str, ...], stop: asyncio.Event,
-                    api: ApiServer | None = None) -> None:
-    """Run the given roles until ``stop`` is set; then shut each down gracefully."""
-    store = Store(settings.redis_url)
-    try:
-        tasks = []
-        if "aggregator" in roles:
-            await ensure_topics(settings)
-            tasks.append(asyncio.create_task(Aggregator(settings, store).run(stop)))
-        if "detector" in roles:
-            tasks.append(asyncio.create_task(Detector(settings, store).run(stop)))
-        if "joiner" in roles:
-            await ensure_topics(settings)
-            tasks.append(asyncio.create_task(Joiner(settings, store).run(stop)))
-        if "notifier" in roles:
-            tasks.append(asyncio.create_task(Notifier(settings, store).run(stop)))
-        if "api" in roles:
-            api = api or ApiServer(settings, store)
-            tasks.append(asyncio.create_task(api.serve(stop)))
-        done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-        stop.set()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for t in done:
-            if t.exception() is not None:
-                raise t.exception()
-    finally:
-        await store.close()
