@@ -19,11 +19,17 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from service import metrics
+from service.registry import ModelConfig
+
+if TYPE_CHECKING:
+    from service.profiles.store import Store
+    from service.runtime.outage import RedisOutage
+    from service.settings import Settings
 
 log = logging.getLogger("fleetwatch.stored")
 
@@ -156,3 +162,29 @@ class ConfigCache(Generic[M]):
     async def one(self, model_id: str) -> M:
         """:meth:`get` of one model."""
         return (await self.get([model_id]))[model_id]
+
+
+def model_configs(store: Store, settings: Settings, role: str, outage: RedisOutage | None = None,
+                  ttl: float | None = None) -> ConfigCache[ModelConfig]:
+    """A role's cache of the models' stored configurations (:class:`ConfigCache`): a model
+    that has none gets ``ModelConfig(window_seconds=settings.window_seconds)``.
+
+    Parameters
+    ----------
+    store : Store
+    settings : Settings
+        ``window_seconds`` (the default window), ``config_ttl_seconds``.
+    role : str
+        Whose reads they are (``fleetwatch_config_errors_total{role}``).
+    outage : RedisOutage, optional
+        Retry each read while Redis cannot serve (else a read raises).
+    ttl : float, optional
+        Seconds a read is reused (default ``settings.config_ttl_seconds``; 0: every time).
+    """
+    def load(ids: list[str]) -> Awaitable[dict[str, ModelConfig | Unreadable | None]]:
+        if outage is None:
+            return store.model_configs(ids, role)
+        return outage.call(lambda: store.model_configs(ids, role), "model configurations")
+
+    return ConfigCache(load, lambda _m: ModelConfig(window_seconds=settings.window_seconds),
+                       settings.config_ttl_seconds if ttl is None else ttl)

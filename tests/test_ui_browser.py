@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import os
 import secrets
-import socket
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,18 +20,15 @@ from pathlib import Path
 import httpx
 import pytest
 import pytest_asyncio
-import uvicorn
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import Response
-from starlette.routing import Route
 
 from service.api.server import ApiServer
 from service.demo import run as demo
+from service.embedded import free_port
 from service.profiles.store import Store
 from service.runtime.roles import run_roles
 from service.settings import Settings
 from tests.conftest import wait_for
+from tests.sink import Sink
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -55,33 +51,6 @@ pytestmark = [
     pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (.ci/run installs it)"),
     pytest.mark.timeout(900),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Sink:
-    """A webhook receiver on loopback that records what it is sent."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict] = []
-        self.port = free_port()
-
-        async def hook(request: Request) -> Response:
-            self.bodies.append(await request.json())
-            return Response(status_code=204)
-
-        config = uvicorn.Config(
-            Starlette(routes=[Route("/hook", hook, methods=["POST"])]),
-            host="127.0.0.1",
-            port=self.port,
-            log_level="warning",
-            lifespan="off",
-        )
-        self.server = uvicorn.Server(config)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="session")

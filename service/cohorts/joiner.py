@@ -85,8 +85,9 @@ from service.cohorts import (
 from service.kafka import DeadLetters, key_error, produced_at
 from service.profiles.store import Store, window_member
 from service.registry import ModelConfig, PerformanceConfig
+from service.runtime.outage import RedisOutage
 from service.settings import Settings
-from service.stored import ConfigCache
+from service.stored import model_configs
 from sketches.window import MAX_CALENDAR_TIME
 
 __all__ = ["PERFORMANCE", "PERFORMANCE_CHECKS", "Joiner", "binary_label", "cohort_metrics",
@@ -96,7 +97,6 @@ log = logging.getLogger("fleetwatch.joiner")
 
 PERFORMANCE = "__performance__"
 PERFORMANCE_CHECKS = frozenset({"auc_drop", "log_loss_increase", "accuracy_drop", "mae_increase"})
-CONFIG_TTL_SECONDS = 30.0
 #: How long after the label horizon a stored prediction is kept, so that a label later than
 #: the horizon is counted ``late`` (visible per model) rather than ``unknown``.
 LATE_GRACE_SECONDS = 86_400
@@ -230,13 +230,18 @@ class Joiner:
         self.cohorts = CohortStore(store.r)
         self.policy = AlertPolicy.for_settings(store.r, settings)
         self.silences = SilenceStore(store.r, role="joiner")
-        self._configs = ConfigCache(lambda ids: store.model_configs(ids, "joiner"),
-                                    lambda _m: ModelConfig(), CONFIG_TTL_SECONDS)
+        self._configs = model_configs(store, settings, "joiner")
+        self.outage = RedisOutage(settings, "joiner")
         self._producer: AIOKafkaProducer | None = None
         self._dead: DeadLetters | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Join and evaluate until ``stop`` is set."""
+        """Join and evaluate until ``stop`` is set.
+
+        While Redis cannot serve, the message or the evaluation that failed is handled
+        again (:class:`~service.runtime.outage.RedisOutage`) and no offset is committed
+        meanwhile; handling a message again changes no stored state (its dead letters, like
+        those of a message read again after a crash, may be sent twice)."""
         s = self.settings
         self._producer = AIOKafkaProducer(bootstrap_servers=s.kafka_bootstrap, acks="all",
                                           enable_idempotence=s.kafka_enable_idempotence)
@@ -255,11 +260,14 @@ class Joiner:
                 if batch:
                     for tp, messages in batch.items():
                         for msg in messages:
-                            await self.handle(tp.topic, msg.key, msg.value, msg.timestamp)
+                            await self.outage.call(
+                                lambda t=tp.topic, m=msg: self.handle(t, m.key, m.value, m.timestamp),
+                                "join message")
                     await self._dead.flush()  # dead letters are durable before offsets move
                     await consumer.commit()
                 if time.monotonic() - last_eval >= s.performance_eval_interval_seconds:
-                    await self.evaluate_all(await self._predictions_read(consumer))
+                    read = await self._predictions_read(consumer)
+                    await self.outage.call(lambda read=read: self.evaluate_all(read), "evaluate cohorts")
                     last_eval = time.monotonic()
         finally:
             with contextlib.suppress(Exception):

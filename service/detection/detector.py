@@ -18,9 +18,6 @@ import time
 from dataclasses import asdict
 from typing import Any
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
 from detectors.baseline import (
     Baseline,
     choose_baseline,
@@ -39,9 +36,9 @@ from service.alerting.policy import AlertPolicy, WindowRef
 from service.alerting.silences import SilenceStore
 from service.profiles.rollups import GRANULARITIES, Rollups
 from service.profiles.store import Store, parse_member
-from service.registry import ModelConfig
+from service.runtime.outage import REDIS_DOWN, RedisOutage
 from service.settings import Settings
-from service.stored import ConfigCache, Unreadable
+from service.stored import ConfigCache, Unreadable, model_configs
 from sketches.profile import WindowProfile
 from sketches.window import DAY, WindowGrid
 
@@ -156,39 +153,39 @@ class Detector:
         self.rollups = Rollups(settings, store)
         # Configurations are read for every window (ttl 0); an unreadable one is counted and
         # replaced by the model's last good one, else the defaults.
-        self._models = ConfigCache(lambda ids: store.model_configs(ids, "detector"),
-                                   lambda _m: ModelConfig(), 0)
+        self._models = model_configs(store, settings, "detector", ttl=0)
         self._detector_configs = ConfigCache(self._own_detector_configs, lambda _m: DetectorConfig(), 0)
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
+        self.outage = RedisOutage(settings, "detector")
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Evaluate windows until ``stop`` is set."""
+        """Evaluate windows until ``stop`` is set. While Redis cannot serve, the read, the
+        evaluation or the acknowledgement that failed is tried again
+        (:class:`~service.runtime.outage.RedisOutage`); an event is acknowledged only once
+        its window is evaluated (re-evaluating one changes nothing)."""
         group = self.settings.detector_group
-        await self.store.ensure_event_group(group)
+        await self.outage.call(lambda: self.store.ensure_event_group(group), "create event group")
         while not stop.is_set():
             try:
                 events = await self.store.read_events(
                     group, self.consumer, EVENTS_PER_READ, 500, RECLAIM_IDLE_MS
                 )
-            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                metrics.REDIS_ERRORS.inc()
-                log.warning("redis unavailable: %s", exc)
-                await asyncio.sleep(1.0)
+            except REDIS_DOWN as exc:
+                await self.outage.pause(exc, "read window events", stop)
                 continue
+            self.outage.recovered()
             done = []
             for event_id, fields in events:
                 try:
-                    await self.evaluate(fields["model"], fields["member"])
-                except (RedisConnectionError, RedisTimeoutError, OSError):
-                    metrics.REDIS_ERRORS.inc()
-                    break  # not acknowledged: re-read once Redis is back
+                    await self.outage.call(lambda f=fields: self.evaluate(f["model"], f["member"]),
+                                           "evaluate window")
                 except Exception:
                     metrics.DETECTOR_SKIPPED.labels(reason="policy_error").inc()
                     log.exception("alert policy failed model=%s window=%s",
                                   fields.get("model"), fields.get("member"))
                     await self.release(fields["model"], fields["member"])
                 done.append(event_id)
-            await self.store.ack_events(group, done)
+            await self.outage.call(lambda done=done: self.store.ack_events(group, done), "acknowledge events")
 
     async def _own_detector_configs(self, ids: list[str]) -> dict[str, DetectorConfig | Unreadable | None]:
         return {m: await self.store.own_detector_config(m, "detector") for m in ids}
@@ -218,7 +215,7 @@ class Detector:
             config = merge(service_config(self.settings), await self._detector_configs.one(model_id))
             outcome = await evaluate_member(self.store, self.settings, model_id, member, config,
                                             model.window_grid)
-        except (RedisConnectionError, RedisTimeoutError, OSError):
+        except REDIS_DOWN:
             raise
         except Exception:
             log.exception("window evaluation failed model=%s window=%s", model_id, member)

@@ -47,9 +47,7 @@ from datetime import timedelta
 from typing import Any
 
 import httpx
-from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service import metrics
 from service.alerting.store import EVENTS, AlertStore
@@ -67,6 +65,7 @@ from service.paging.receiver_config import SIGNED_KINDS, Receiver
 from service.paging.receiver_store import ReceiverStore
 from service.paging.ssrf import UnsafeUrl, check_url
 from service.profiles.store import Store
+from service.runtime.outage import REDIS_DOWN, RedisOutage
 from service.settings import Settings
 
 log = logging.getLogger("fleetwatch.notifier")
@@ -81,7 +80,6 @@ FLUSH_ERROR_DELAY_SECONDS = 60.0
 RETRYABLE_STATUS = frozenset({408, 425, 429})
 USER_AGENT = "fleetwatch-notifier/0.1"
 
-_REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
 
 
 def group_key(receiver_id: str, incident_id: str) -> str:
@@ -328,11 +326,14 @@ class Notifier:
         self._outbox_wake = asyncio.Event()
         self._claims = 0
         self.http: httpx.AsyncClient | None = None
+        # While Redis cannot serve, each loop waits and tries again; claims and unacknowledged
+        # events wait for their leases (docs/paging.md).
+        self.outage = RedisOutage(settings, "notifier")
 
     # -- the role -------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         """Consume, flush and deliver until ``stop`` is set; in-flight deliveries finish."""
-        await self._ensure_group()
+        await self.outage.call(self._ensure_group, "create event group")
         halt = asyncio.Event()
         timeout = httpx.Timeout(self.settings.notifier_request_timeout_seconds)
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False,
@@ -380,12 +381,13 @@ class Notifier:
         while not halt.is_set():
             try:
                 events = await self._read(group, EVENTS_PER_READ, 500)
+                self.outage.recovered()
                 receivers = await self.receivers.all() if events else []
                 done = []
                 for event_id, fields in events:
                     try:
                         await self.handle_event(fields, receivers, time.time())
-                    except _REDIS_DOWN:
+                    except REDIS_DOWN:
                         raise
                     except Exception:
                         log.exception("alert event not handled event=%s", fields)
@@ -395,10 +397,8 @@ class Notifier:
                         p.xack(EVENTS, group, *done)
                         p.xdel(EVENTS, *done)
                         await p.execute()
-            except _REDIS_DOWN as exc:
-                metrics.REDIS_ERRORS.inc()
-                log.warning("redis unavailable (events): %s", exc)
-                await self._pause(halt, asyncio.Event(), 1.0)
+            except REDIS_DOWN as exc:
+                await self.outage.pause(exc, "alert events", halt)
 
     async def _read(self, group: str, count: int, block_ms: int) -> list[tuple[bytes, dict[str, str]]]:
         """Events another notifier left unacknowledged for a lease, then new ones."""
@@ -440,10 +440,11 @@ class Notifier:
             try:
                 now = time.time()
                 due = await self.r.zrangebyscore(GROUPS_DUE, "-inf", now, start=0, num=GROUPS_PER_FLUSH)
+                self.outage.recovered()
                 for member in due:
                     try:
                         await self.flush(member.decode(), time.time())
-                    except _REDIS_DOWN:
+                    except REDIS_DOWN:
                         raise
                     except Exception:
                         log.exception("group flush failed group=%s; retried in %.0f s", member,
@@ -455,10 +456,8 @@ class Notifier:
                 first = await self.r.zrange(GROUPS_DUE, 0, 0, withscores=True)
                 wait = min(IDLE_POLL_SECONDS, first[0][1] - time.time()) if first else IDLE_POLL_SECONDS
                 await self._pause(halt, self._groups_wake, wait)
-            except _REDIS_DOWN as exc:
-                metrics.REDIS_ERRORS.inc()
-                log.warning("redis unavailable (groups): %s", exc)
-                await self._pause(halt, asyncio.Event(), 1.0)
+            except REDIS_DOWN as exc:
+                await self.outage.pause(exc, "notification groups", halt)
 
     async def flush(self, member: str, now: float) -> list[str]:
         """Decide and commit one group's notifications; the actions enqueued ([] also
@@ -521,6 +520,7 @@ class Notifier:
                         self._claims += 1
                         token = f"{self.consumer}-{self._claims}"
                         items = await self.outbox.claim(time.time(), self.lease, free, token)
+                        self.outage.recovered()
                         for item in items:
                             task = asyncio.create_task(self._deliver_logged(item, token))
                             running.add(task)
@@ -532,10 +532,8 @@ class Notifier:
                     due = None if free <= 0 else await self.outbox.next_due()  # full: wait for one
                     wait = IDLE_POLL_SECONDS if due is None else min(IDLE_POLL_SECONDS, due - time.time())
                     await self._pause(halt, self._outbox_wake, wait)
-                except _REDIS_DOWN as exc:
-                    metrics.REDIS_ERRORS.inc()
-                    log.warning("redis unavailable (outbox): %s", exc)
-                    await self._pause(halt, asyncio.Event(), 1.0)
+                except REDIS_DOWN as exc:
+                    await self.outage.pause(exc, "outbox", halt)
         except asyncio.CancelledError:
             for task in running:
                 task.cancel()

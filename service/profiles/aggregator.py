@@ -42,9 +42,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import IllegalStateError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential
 
 from sdk.columns import RecordColumns
 from sdk.errors import BAD_ENVELOPE, WireError
@@ -62,8 +59,9 @@ from service.profiles.store import (
     window_member,
 )
 from service.registry import ModelConfig
+from service.runtime.outage import RedisOutage
 from service.settings import Settings
-from service.stored import ConfigCache
+from service.stored import ConfigCache, model_configs
 from sketches.bins import BinCounts, bin_templates
 from sketches.profile import WindowProfile
 
@@ -77,7 +75,6 @@ _CLOSED_UNTIL = "cu:"
 _TAIL = "tail"  # LogMark of the last message the checkpoint covers
 LATE = "late:"
 FUTURE = "fut:"
-CONFIG_TTL_SECONDS = 30.0
 #: A partition counts as caught up (so idle windows may close) only if the broker answered
 #: a fetch for it this recently, and not until ``idle_close_seconds`` after it answers
 #: again: during a broker outage the backlog is unknown and producers buffer, and windows
@@ -313,10 +310,10 @@ class Aggregator:
         self.store = store
         self.topic = settings.predictions_topic
         self.partitions: dict[int, PartitionState] = {}
-        self._configs = ConfigCache(
-            lambda ids: self._retrying(lambda: store.model_configs(ids, "aggregator")),
-            lambda _m: ModelConfig(window_seconds=settings.window_seconds), CONFIG_TTL_SECONDS)
-        self._bin_edges = ConfigCache(self._edge_templates, lambda _m: {}, CONFIG_TTL_SECONDS)
+        self.outage = RedisOutage(settings, "aggregator")
+        # Every Redis operation is retried while Redis cannot serve, nothing consumed meanwhile.
+        self._configs = model_configs(store, settings, "aggregator", self.outage)
+        self._bin_edges = ConfigCache(self._edge_templates, lambda _m: {}, settings.config_ttl_seconds)
         self._bins: dict[str, dict[str, BinCounts]] = {}  # per model, its reference's bin edges
         self._admitted: set[str] = set()  # models registered or created (never deleted)
         self._consumer: AIOKafkaConsumer | None = None
@@ -370,7 +367,8 @@ class Aggregator:
         for tp in assigned:
             if tp.topic != self.topic:
                 continue
-            cp = await self._retrying(lambda tp=tp: self.store.acquire_partition(self.topic, tp.partition))
+            cp = await self.outage.call(lambda tp=tp: self.store.acquire_partition(self.topic, tp.partition),
+                                        "acquire partition")
             state = PartitionState(tp.partition, cp)
             state.continuity = LogContinuity(state.offset, state.tail,
                                              self.settings.log_rewind_confirm_seconds)
@@ -608,8 +606,8 @@ class Aggregator:
         if not new:
             return {}
         s = self.settings
-        outcomes = await self._retrying(lambda: self.store.admit_models(
-            new, s.implicit_models_per_minute, s.implicit_models_max, time.time()))
+        outcomes = await self.outage.call(lambda: self.store.admit_models(
+            new, s.implicit_models_per_minute, s.implicit_models_max, time.time()), "admit models")
         refused = {}
         for m, outcome in outcomes.items():
             if outcome in ("known", "created"):
@@ -634,12 +632,12 @@ class Aggregator:
         return await self._configs.get(model_ids)
 
     async def _edge_templates(self, model_ids: list[str]) -> dict[str, dict[str, BinCounts]]:
-        edges = await self._retrying(lambda: self.store.edge_sets(model_ids))
+        edges = await self.outage.call(lambda: self.store.edge_sets(model_ids), "bin edges")
         return {m: bin_templates(e) for m, e in edges.items()}
 
     # -- checkpoints --------------------------------------------------------------------
     async def checkpoint_all(self, close_windows: bool = True) -> None:
-        t0, errors = time.monotonic(), metrics.REDIS_ERRORS._value.get()
+        t0, failures = time.monotonic(), self.outage.failed_total
         for state in list(self.partitions.values()):
             await self._checkpoint(state, close_windows)
         self._last_checkpoint = time.monotonic()
@@ -649,7 +647,7 @@ class Aggregator:
         # and state stay atomic: a crash re-reads at most one interval of messages).
         # Time spent waiting for an unreachable Redis is not load.
         base = self.settings.checkpoint_interval_seconds
-        if metrics.REDIS_ERRORS._value.get() == errors:
+        if self.outage.failed_total == failures:
             cost = self._last_checkpoint - t0
             self._interval = min(max(base, cost / self.settings.checkpoint_max_share), 10 * base)
         metrics.CHECKPOINT_INTERVAL.set(self._interval)
@@ -666,9 +664,9 @@ class Aggregator:
             return
         await self._dead.flush()  # dead letters are durable before offsets move
         with metrics.CHECKPOINT_SECONDS.time():
-            ok = await self._retrying(lambda: self.store.checkpoint(
+            ok = await self.outage.call(lambda: self.store.checkpoint(
                 self.topic, state.partition, state.epoch, updates, state.deleted, state.closed,
-                self.settings.retention_window_seconds))
+                self.settings.retention_window_seconds), "checkpoint")
         if not ok:
             log.warning("partition %d fenced: another aggregator owns it", state.partition)
             self.partitions.pop(state.partition, None)
@@ -680,17 +678,6 @@ class Aggregator:
         if state.offset is not None:
             with contextlib.suppress(Exception):
                 await self._consumer.commit({TopicPartition(self.topic, state.partition): state.offset})
-
-    async def _retrying(self, op):
-        """Run a Redis operation, retrying (and not consuming) while Redis is down."""
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type((RedisConnectionError, RedisTimeoutError, OSError)),
-            wait=wait_exponential(multiplier=0.2, max=5),
-            before_sleep=lambda _rs: metrics.REDIS_ERRORS.inc(),
-            reraise=True,
-        ):
-            with attempt:
-                return await op()
 
     def _lag(self, state: PartitionState) -> int | None:
         """Records between the partition's high watermark and our position (None: unknown)."""

@@ -74,6 +74,7 @@ class RedisOutage:
         self._wait = wait_exponential(multiplier=settings.redis_retry_base_seconds,
                                       max=settings.redis_retry_max_seconds)
         self.failures = 0  # consecutive failed attempts of the current outage (0: none)
+        self.failed_total = 0  # failed attempts since the role started
         self._since = 0.0
 
     def delay(self, attempt: int) -> float:
@@ -86,9 +87,10 @@ class RedisOutage:
         """Count one failed attempt of ``what``; the seconds to wait before the next."""
         metrics.REDIS_ERRORS.inc()
         self.failures += 1
+        self.failed_total += 1
         if self.failures == 1:
             self._since = time.monotonic()
-            log.warning("redis unavailable role=%s operation=%s: %s; retrying until it is back",
+            log.warning("redis unavailable role=%s operation=%s (%s); retrying until it is back",
                         self.role, what, exc)
         return self.delay(self.failures)
 
