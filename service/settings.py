@@ -107,6 +107,11 @@ class Settings(BaseSettings):
                     "first); beyond it records of new models are refused as above",
     )
     detector_group: str = Field("fleetwatch-detector", description="Detector consumer group")
+    detector_reclaim_seconds: float = Field(
+        60.0, gt=0,
+        description="A closed-window event a detector read but did not finish in this time (it "
+                    "stopped or hangs) is taken over by another detector",
+    )
     joiner_group: str = Field("fleetwatch-joiner", description="Label joiner consumer group")
     performance_eval_interval_seconds: float = Field(
         10.0, gt=0, description="How often the label joiner tests the cohorts that matured"
@@ -222,6 +227,8 @@ class Settings(BaseSettings):
     notifier_request_timeout_seconds: float = Field(
         10.0, gt=0, description="HTTP timeout of one delivery attempt"
     )
+    notifier_max_in_flight: int = Field(
+        32, ge=1, description="Deliveries one notifier runs at once (a slow receiver holds one each)")
     notifier_lease_seconds: float = Field(
         60.0, gt=0,
         description="A claimed delivery or alert event not finished in this time is taken over "

@@ -45,7 +45,6 @@ from sketches.window import DAY, WindowGrid
 log = logging.getLogger("fleetwatch.detector")
 
 EVENTS_PER_READ = 50
-RECLAIM_IDLE_MS = 60_000
 BASELINE_CACHE_SECONDS = 3_600
 
 
@@ -168,7 +167,8 @@ class Detector:
         while not stop.is_set():
             try:
                 events = await self.store.read_events(
-                    group, self.consumer, EVENTS_PER_READ, 500, RECLAIM_IDLE_MS
+                    group, self.consumer, EVENTS_PER_READ, 500,
+                    int(self.settings.detector_reclaim_seconds * 1000)
                 )
             except REDIS_DOWN as exc:
                 await self.outage.pause(exc, "read window events", stop)

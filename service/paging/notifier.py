@@ -74,7 +74,6 @@ GROUPS_DUE = "fw:notify:due"
 RESOLVED_RETENTION = timedelta(days=7)
 EVENTS_PER_READ = 100
 GROUPS_PER_FLUSH = 100
-MAX_IN_FLIGHT = 32
 IDLE_POLL_SECONDS = 1.0
 FLUSH_ERROR_DELAY_SECONDS = 60.0
 RETRYABLE_STATUS = frozenset({408, 425, 429})
@@ -502,7 +501,7 @@ class Notifier:
 
     # -- 3. delivery ----------------------------------------------------------------
     async def _deliver_loop(self, halt: asyncio.Event) -> None:
-        """Claim due items while fewer than ``MAX_IN_FLIGHT`` deliveries run, each in its
+        """Claim due items while fewer than ``notifier_max_in_flight`` deliveries run, each in its
         own task (a slow receiver holds back nobody else); on a graceful stop the
         running deliveries finish, on a hard one their leases run out."""
         running: set[asyncio.Task[None]] = set()
@@ -514,7 +513,7 @@ class Notifier:
         try:
             while not halt.is_set():
                 try:
-                    free = MAX_IN_FLIGHT - len(running)
+                    free = self.settings.notifier_max_in_flight - len(running)
                     items: list[OutboxItem] = []
                     if free > 0:
                         self._claims += 1
