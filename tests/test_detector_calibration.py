@@ -18,21 +18,21 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from detectors.catalog import GRID_CHECKS, NUMERIC_CHECKS
 from detectors.drift.chi2 import chi2_test
 from detectors.drift.grid import joint_cdf
 from detectors.drift.js import js_terms, js_test
 from detectors.drift.ks import ks_test
 from detectors.drift.mean_shift import mean_shift_test
 from detectors.drift.psi import psi, psi_terms
-from detectors.drift.variance_shift import variance_shift_test
-from detectors.drift.wasserstein import wasserstein_test
 from detectors.result import Status
 from detectors.stats.divergence_null import JS_QUARTIC, PSI_QUARTIC, _dirichlet_var_q, divergence_null
 from detectors.stats.interval import chi2_interval_p
 from sketches.categorical import CategoricalSketch
 from sketches.numeric import NumericSketch
 
-GRID_TESTS = (psi, ks_test, js_test, wasserstein_test, variance_shift_test)
+#: The catalog's checks that read the shared CDF grid (every one registered is calibrated).
+GRID_TESTS = tuple(NUMERIC_CHECKS[c] for c in sorted(GRID_CHECKS))
 ALPHA = 0.05
 
 
