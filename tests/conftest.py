@@ -103,3 +103,43 @@ async def wait_for(
         if time.monotonic() > deadline:
             raise TimeoutError("condition not met in time")
         await asyncio.sleep(interval)
+
+
+# -- unit and integration tests ----------------------------------------------------------
+#: Fixtures that bring up real infrastructure: a test that uses one (directly or through
+#: another fixture) is an integration test.
+INFRASTRUCTURE = frozenset({"kafka_bootstrap", "redis_url", "s3_endpoint", "restartable_broker"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test ``integration`` (it uses a fixture of :data:`INFRASTRUCTURE`, or its
+    module declares ``pytestmark = pytest.mark.integration`` because it starts servers or
+    processes itself) or else ``unit``. ``-m unit`` runs the pure tests; a unit test that
+    opens a connection or starts a process fails (:func:`_unit_tests_do_no_io`), so a test
+    cannot be left out of the integration run by a wrong mark."""
+    for item in items:
+        if item.get_closest_marker("integration") is None:
+            if INFRASTRUCTURE & set(getattr(item, "fixturenames", ())):
+                item.add_marker(pytest.mark.integration)
+            else:
+                item.add_marker(pytest.mark.unit)
+
+
+class UnitTestIO(AssertionError):
+    """A test marked ``unit`` opened a connection or started a process."""
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_do_no_io(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("unit") is None:
+        return
+    import socket
+    import subprocess
+
+    def refuse(*_args, **_kwargs):
+        raise UnitTestIO(f"{request.node.nodeid} is marked unit but does I/O: give its module "
+                         "pytestmark = pytest.mark.integration")
+
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)

@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 from service.cli import app
 from service.embedded import free_port
 
+pytestmark = pytest.mark.integration  # runs `fleetwatch` in child processes
+
 
 def _get(url: str) -> tuple[int, dict]:
     with urllib.request.urlopen(url, timeout=5) as resp:

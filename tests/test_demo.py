@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from service.demo.run import FAULT, run_demo
 from service.settings import Settings
+
+pytestmark = pytest.mark.integration  # runs the demo on an embedded broker and Redis
 
 
 def test_demo_detects_the_weather_feed_fault_as_one_incident(tmp_path, capsys):

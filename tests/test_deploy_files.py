@@ -558,6 +558,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(("status", "healthy"), [(200, True), (503, False), (None, False)])
 def test_healthcheck_command_exit_code(final_stage, monkeypatch, status, healthy) -> None:
     """Runs the HEALTHCHECK command (with this interpreter) against a local server:
@@ -584,6 +585,7 @@ def test_healthcheck_command_exit_code(final_stage, monkeypatch, status, healthy
         assert handler.paths == ["/healthz"]
 
 
+@pytest.mark.integration
 def test_healthcheck_command_follows_healthcheck_url(final_stage, monkeypatch) -> None:
     _options, argv = healthcheck_argv(next(a for k, a in final_stage if k == "HEALTHCHECK"))
     handler = type("Handler", (_Handler,), {"status": 200, "paths": []})

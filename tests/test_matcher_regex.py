@@ -44,6 +44,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.integration
 def test_pathological_patterns_match_a_256_character_value_in_milliseconds():
     try:
         run = subprocess.run([sys.executable, "-c", _TIMING, json.dumps(PATHOLOGICAL), VALUE],

@@ -18,6 +18,8 @@ from service.runtime.infrastructure import start_metrics_server
 from service.settings import Settings
 from tests.test_alerting import BREACH, apply, policy
 
+pytestmark = pytest.mark.integration  # serves and scrapes metrics ports
+
 TOKEN = "t" * 40
 EFFECT = "fleetwatch_alert_effect_size"
 

@@ -28,6 +28,8 @@ from tests.roles import window_counts
 from tests.test_broker_restart import aggregated
 from tests.test_crash_safety import MODELS, WINDOW, workload
 
+pytestmark = pytest.mark.integration  # runs `fleetwatch run` in child processes
+
 
 def start_run(data_dir, api_port: int, log, storage: str) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items()

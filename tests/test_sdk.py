@@ -25,6 +25,7 @@ from sdk.worker import resolve_compression
 UNREACHABLE = "127.0.0.1:1"  # nothing listens: a client never connects
 
 
+@pytest.mark.integration
 def test_importing_sdk_does_not_import_server_dependencies():
     code = ("import sys, sdk; bad = [m for m in ('fastapi', 'redis', 'datasketches', 'numpy', 'pandas', "
             "'aiokafka', 'prometheus_client') if m in sys.modules]; print(','.join(bad))")

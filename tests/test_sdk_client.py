@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
+import pytest
 from aiokafka import AIOKafkaConsumer
 
 from sdk import AsyncClient, Client
@@ -91,6 +92,7 @@ async def test_async_client_has_the_same_api(kafka_bootstrap):
     assert prediction_ids(await consume(kafka_bootstrap, topic, decode_batch, 3)) == ["a1", "a2", "a3"]
 
 
+@pytest.mark.integration
 async def test_a_broker_down_at_start_is_waited_for_and_then_delivered_to(tmp_path):
     port = free_port()
     topic, _ = topics()
@@ -112,6 +114,7 @@ async def test_a_broker_down_at_start_is_waited_for_and_then_delivered_to(tmp_pa
         broker.stop()
 
 
+@pytest.mark.integration
 async def test_a_broker_killed_mid_run_costs_records_counted_by_reason_never_an_exception(tmp_path):
     broker = kafka_broker(tmp_path)
     await asyncio.to_thread(broker.start)

@@ -400,6 +400,7 @@ def test_registration_and_traffic():
 
 
 # -- end to end -----------------------------------------------------------------------------
+@pytest.mark.integration
 def test_small_scenario_end_to_end_detects_the_strong_incidents(tmp_path):
     """12 models, 2 simulated days, 4 incidents, through the real pipeline. The fleet logs
     ~600 predictions per model and hour (windows of ~170-1,300): the JS test of
