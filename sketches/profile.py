@@ -118,6 +118,21 @@ class WindowProfile:
         """True when the profile holds no record: "insufficient data"."""
         return self.count == 0
 
+    def adopt_bins(self, bins: Mapping[str, BinCounts] | None) -> None:
+        """Count the features first seen from now on in ``bins`` (empty templates), when the
+        profile has no templates: one read back from bytes (an aggregator's checkpoint) keeps
+        the bins of the features it holds, but not the templates (:meth:`from_dict`).
+
+        Examples
+        --------
+        >>> p = WindowProfile.from_bytes(WindowProfile("m", 0, 300).to_bytes())
+        >>> p.adopt_bins({"x": BinCounts(np.array([0.0]))})
+        >>> p._feature("x").numeric.bins.counts.tolist()
+        [0, 0]
+        """
+        if not self.bins and bins:
+            self.bins = dict(bins)
+
     def _bins_of(self, name: str) -> BinCounts | None:
         t = self.bins.get(name)
         return None if t is None else t.empty_like(source=t.source)

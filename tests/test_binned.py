@@ -143,3 +143,51 @@ def test_small_windows_keep_their_values_so_ks_and_wasserstein_are_raw_data_test
     assert w.statistic == pytest.approx(stats.wasserstein_distance(a, b), rel=1e-12) and w.error_bound == 0
     sa.update(np.array([0.5]))  # one value more: the digest
     assert not sa.is_exact and sa.count == MAX_EXACT_VALUES + 1
+
+
+async def test_a_window_restored_from_a_checkpoint_bins_features_first_seen_after_it(settings, store):
+    """Real broker and Redis: an aggregator checkpoints an open window holding only x and
+    stops; the next one restores it, then sees y for the first time. y counts in the
+    reference's edges like x (the restored profile had lost its templates: y had no bins)."""
+    from sdk import AsyncClient
+    from service.reference import build_reference
+    from service.store import partition_key
+    from tests.conftest import wait_for
+    from tests.roles import running
+
+    model, t0, rng = "restored", 1_700_000_100, np.random.default_rng(40)
+    await store.put_reference(model, build_reference(
+        model, [{"x": float(v), "y": float(w)} for v, w in rng.normal(size=(500, 2))]))
+    keep_open = settings.model_copy(update={"idle_close_seconds": 3600.0})
+
+    async def send(features: list[dict]) -> None:
+        async with AsyncClient(settings.kafka_bootstrap, settings.predictions_topic, linger_ms=5) as client:
+            for i, f in enumerate(features):
+                client.log_prediction(model, f, prediction_id=f"{len(f)}-{i}", event_time=t0 + i * 0.01)
+            await client.flush()
+
+    async def checkpointed(n: int) -> bool:
+        for p in range(settings.topic_partitions):
+            for name, value in (await store.r.hgetall(partition_key(settings.predictions_topic, p))).items():
+                if name.startswith(b"open:") and WindowProfile.from_bytes(value).count == n:
+                    return True
+        return False
+
+    async with running(keep_open, store, "aggregator"):
+        await send([{"x": float(v)} for v in rng.normal(size=300)])
+        await wait_for(lambda: checkpointed(300), timeout=60)
+    async with running(settings, store, "aggregator"):  # restores the window; closes it when idle
+        await send([{"x": float(v), "y": float(w)} for v, w in rng.normal(size=(200, 2))])
+
+        async def stored() -> bool:
+            return bool(await store.window_members(model, 0, float("inf")))
+
+        await wait_for(stored, timeout=60)
+    members = await store.window_members(model, 0, float("inf"))
+    (profile,) = await store.window_profiles(model, members)
+    edges = await store.edge_sets([model])
+    assert profile.count == 500
+    x, y = profile.features["x"].numeric.bins, profile.features["y"].numeric.bins
+    assert x is not None and x.total == 500 and x.version == BinCounts(edges[model]["x"]).version
+    assert y is not None, "a feature first seen after the restore has no bins"
+    assert y.total == 200 and y.version == BinCounts(edges[model]["y"]).version

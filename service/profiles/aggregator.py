@@ -573,6 +573,8 @@ class Aggregator:
                 profile = state.open[key] = WindowProfile(
                     model_id, key[3], key[2], slice_features=layout.slice_features,
                     max_slice_values=layout.max_slice_values, bins=self._bins.get(model_id))
+            else:  # restored from a checkpoint: its features first seen now count in the edges too
+                profile.adopt_bins(self._bins.get(model_id))
             profile.add_columns(part)
             state.dirty.add(key)
             metrics.RECORDS_AGGREGATED.inc(len(part))
