@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from detectors.drift.binned import aligned_bins, binned_grid
 from detectors.drift.grid import JointCdf, joint_cdf
 from detectors.drift.spread import baseline_spread

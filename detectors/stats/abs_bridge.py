@@ -80,27 +80,6 @@ class AbsBridgeLaw:
         return float(special.gammaincc(4.0 / (g * g), (s - start) / scale))
 
 
-def folded_mean(mu: np.ndarray, sd: np.ndarray) -> np.ndarray:
-    """E|Y| for Y ~ N(mu, sd^2), elementwise (|mu| where sd is 0).
-
-    Notes
-    -----
-    E|Y| = sd sqrt(2 / pi) exp(-mu^2 / (2 sd^2)) + mu erf(mu / (sd sqrt 2))
-    (Leone, Nelson & Nottingham, "The folded normal distribution", 1961).
-
-    Examples
-    --------
-    >>> folded_mean(np.array([0.0, 3.0]), np.array([1.0, 0.0])).round(4).tolist()
-    [0.7979, 3.0]
-    """
-    mu = np.asarray(mu, dtype=np.float64)
-    sd = np.broadcast_to(np.asarray(sd, dtype=np.float64), mu.shape)
-    safe = np.where(sd > 0, sd, 1.0)
-    z = mu / (safe * _SQRT2)
-    folded = safe * _SQRT_2_PI * np.exp(-z * z) + mu * special.erf(z)
-    return np.where(sd > 0, folded, np.abs(mu))
-
-
 def _blocks(points: int, w: np.ndarray, u: np.ndarray, *at: np.ndarray) -> tuple[np.ndarray, ...]:
     """At most ``points`` blocks of consecutive grid intervals, of about equal shares of the mean.
 
@@ -159,7 +138,9 @@ def _raw_third_moment(u: np.ndarray, w: np.ndarray) -> float:
     E|X_b|^3 = 2 sqrt(2 / pi) sigma_b^3 (normal moments). For a < b < c the
     bridge's values at u_a and u_c are independent given X_b (Markov
     property), so E|X_a X_b X_c| = E[|X_b| m_a(X_b) m_c(X_b)] with
-    m_i(x) = E[|X_i| | X_b = x] a folded-normal mean (:func:`folded_mean`;
+    m_i(x) = E[|X_i| | X_b = x] a folded-normal mean (E|Y| = s sqrt(2 / pi)
+    exp(-mu^2 / (2 s^2)) + mu erf(mu / (s sqrt 2)) for Y ~ N(mu, s^2): Leone, Nelson &
+    Nottingham 1961;
     conditional laws: i < b, N(x u_i / u_b, u_i (u_b - u_i) / u_b); i > b,
     N(x (1 - u_i) / (1 - u_b), (u_i - u_b) (1 - u_i) / (1 - u_b))), and the
     triple sum is sum_b w_b E[|X_b| L_b(X_b) R_b(X_b)], L_b = sum_{a<b} w_a m_a,
@@ -173,11 +154,14 @@ def _raw_third_moment(u: np.ndarray, w: np.ndarray) -> float:
     ub, ui = u[:, None], u[None, :]
     coef = np.where(below, ui / ub, (1 - ui) / (1 - ub))
     cond_var = np.where(below, ui * (ub - ui) / ub, (ui - ub) * (1 - ui) / (1 - ub))
-    np.fill_diagonal(cond_var, 0.0)
-    cond_sd = np.sqrt(np.clip(cond_var, 0.0, None))
+    np.fill_diagonal(cond_var, 1.0)  # the diagonal has weight 0 in L and R
+    cond_sd = np.sqrt(np.clip(cond_var, 1e-300, None))
     nodes, weights = _LAGUERRE
     x = sd[:, None] * np.sqrt(2 * nodes)[None, :]  # (b, node)
-    m = folded_mean(x[:, :, None] * coef[:, None, :], cond_sd[:, None, :])  # (b, node, i)
+    # the folded-normal mean at mu = x coef, s = cond_sd > 0: (b, node, i)
+    z = x[:, :, None] * (coef / (cond_sd * _SQRT2))[:, None, :]
+    s = cond_sd[:, None, :]
+    m = s * (_SQRT_2_PI * np.exp(-z * z) + _SQRT2 * z * special.erf(z))
     left = np.einsum("bqi,bi->bq", m, np.where(below, w[None, :], 0.0))
     right = np.einsum("bqi,bi->bq", m, np.where(below.T, w[None, :], 0.0))
     triple = 6 * float(np.sum(w * sd * _SQRT_2_PI * ((left * right) @ weights)))
