@@ -25,6 +25,7 @@ from detectors.drift.js import js_terms, js_test
 from detectors.drift.ks import ks_test
 from detectors.drift.mean_shift import mean_shift_test
 from detectors.drift.psi import psi, psi_terms
+from detectors.drift.wasserstein import wasserstein_test
 from detectors.result import Status
 from detectors.stats.abs_bridge import abs_bridge_law
 from detectors.stats.divergence_null import JS_QUARTIC, PSI_QUARTIC, _dirichlet_var_q, divergence_null
