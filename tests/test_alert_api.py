@@ -105,3 +105,41 @@ async def test_registered_lineage_and_policy_reach_the_alerts(settings, store):
         await apply(p, "m", 1, {("x", "psi"): HEALTHY}, config)
         [incident] = (await http.get("/v1/incidents", params={"model": "m"})).json()
         assert incident["state"] == "resolved" and incident["title"] == "upstream source feed failing"
+
+
+async def test_state_and_severity_filter_before_paging(settings, store):
+    """A page holds ``limit`` matching alerts: the filters select, then ``limit`` and
+    ``offset`` page what they selected (a newer non-matching alert takes no slot)."""
+    p = policy(store)
+    for i in (0, 1):
+        await apply(p, "m", i, {("x", "psi"): BREACH})
+    for i in (2, 3):
+        await apply(p, "m", i, {("x", "psi"): BREACH, ("y", "psi"): BREACH})
+    async with client(settings, store) as http:
+        alerts = (await http.get("/v1/alerts")).json()
+        assert len(alerts) == 2
+        newest, other = alerts
+        await http.post(f"/v1/alerts/{newest['id']}/ack", json={"by": "ana"})
+        firing = (await http.get("/v1/alerts", params={"state": "firing", "limit": 1})).json()
+        assert [a["id"] for a in firing] == [other["id"]]
+        acked = (await http.get("/v1/alerts", params={"state": "acknowledged", "limit": 1})).json()
+        assert [a["id"] for a in acked] == [newest["id"]]
+        assert (await http.get("/v1/alerts", params={"state": "firing", "offset": 1})).json() == []
+        severity = other["severity"]
+        same = (await http.get("/v1/alerts", params={"severity": severity, "offset": 1})).json()
+        assert len(same) == sum(a["severity"] == severity for a in alerts) - 1
+
+
+async def test_incident_filters_select_before_paging(settings, store):
+    p = policy(store)
+    for model, feature in (("m", "x"), ("n", "y")):  # one incident per feature
+        for i in (0, 1):
+            await apply(p, model, i, {(feature, "psi"): BREACH})
+    async with client(settings, store) as http:
+        newest, older = (await http.get("/v1/incidents")).json()
+        other = older["models"][0]
+        assert newest["models"] != [other]
+        [only] = (await http.get("/v1/incidents", params={"model": other, "limit": 1})).json()
+        assert only["id"] == older["id"]
+        assert (await http.get("/v1/incidents", params={"model": other, "offset": 1})).json() == []
+        assert len((await http.get("/v1/incidents", params={"state": "open", "offset": 1})).json()) == 1

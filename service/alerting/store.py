@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,8 @@ EVENTS = "fw:alert-events"
 EVENTS_MAXLEN = 100_000
 #: Incident and data-quality spans ending this long (event time) before a new alert's are forgotten.
 SPAN_MEMORY_SECONDS = 8 * 86_400
+#: Least number of alert ids a filtered page reads from the time index at a time.
+SCAN_BATCH = 200
 USER_FIELDS = ("acked_by", "acked_at", "ack_comment", "resolved_by", "resolved_at", "resolve_comment")
 
 # Record one window's outcomes (ARGV: window start, member, then field/outcome-JSON
@@ -319,12 +322,54 @@ class AlertStore:
         got = await self.alerts_by_id([alert_id])
         return got[0] if got else None
 
-    async def alerts(self, model_id: str | None, since: float, limit: int,
-                     offset: int = 0) -> list[dict[str, Any]]:
-        """Alerts created at or after ``since`` (Unix seconds), newest first."""
+    async def alerts(self, model_id: str | None, since: float, limit: int, offset: int = 0,
+                     keep: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
+        """Alerts created at or after ``since`` (Unix seconds), newest first.
+
+        Parameters
+        ----------
+        model_id : str or None
+            Only this model's alerts; None: every model's.
+        since : float
+            Creation time, Unix seconds.
+        limit, offset : int
+            The page: the ``offset``-th to the ``offset + limit``-th selected alert.
+        keep : callable or None
+            Selects the alerts to page (e.g. by state or severity); None: all.
+            See :meth:`_page` for how a filter and the page combine.
+        """
         index = ALERTS if model_id is None else model_alerts_key(model_id)
-        ids = await self.r.zrevrangebyscore(index, "+inf", since, start=offset, num=limit)
-        return await self.alerts_by_id([i.decode() for i in ids])
+        return await self._page(index, since, limit, offset, self.alerts_by_id, keep)
+
+    async def _page(self, index: str, since: float, limit: int, offset: int,
+                    load: Callable[[list[str]], Awaitable[list[dict[str, Any]]]],
+                    keep: Callable[[dict[str, Any]], bool] | None) -> list[dict[str, Any]]:
+        """One page of the items of a time index (ZSET id -> created at), newest first.
+
+        ``keep`` selects before ``limit`` and ``offset`` page, so a filtered page is
+        short only at the end of the selection. What the filters look at (state, models)
+        is not indexed -- it changes with acknowledgement, resolution and time -- so a
+        filtered page reads the index in batches of at least :data:`SCAN_BATCH` ids until
+        it is full. Without a filter one range of the index is read.
+        """
+        if keep is None:
+            ids = await self.r.zrevrangebyscore(index, "+inf", since, start=offset, num=limit)
+            return await load([i.decode() for i in ids])
+        page: list[dict[str, Any]] = []
+        skip, start, batch = offset, 0, max(SCAN_BATCH, offset + limit)
+        while len(page) < limit:
+            ids = await self.r.zrevrangebyscore(index, "+inf", since, start=start, num=batch)
+            start += len(ids)
+            for item in await load([i.decode() for i in ids]):
+                if not keep(item):
+                    continue
+                if skip:
+                    skip -= 1
+                elif len(page) < limit:
+                    page.append(item)
+            if len(ids) < batch:
+                break
+        return page
 
     async def act(self, alert_id: str, fields: dict[str, str]) -> None:
         """Record a user's acknowledgement or resolution."""
@@ -436,12 +481,16 @@ class AlertStore:
         ids = sorted(m.decode() for m in await self.r.smembers(f"{incident_key(incident_id)}:alerts"))
         return {**json.loads(raw), "alerts": await self.alerts_by_id(ids)}
 
-    async def incidents(self, since: float, limit: int, offset: int = 0) -> list[dict[str, Any]]:
-        """Incidents opened at or after ``since``, newest first, with their alerts."""
-        ids = await self.r.zrevrangebyscore(INCIDENTS, "+inf", since, start=offset, num=limit)
+    async def incidents(self, since: float, limit: int, offset: int = 0,
+                        keep: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
+        """Incidents opened at or after ``since``, newest first, with their alerts; ``keep``
+        selects before ``limit`` and ``offset`` page (as in :meth:`alerts`)."""
+        return await self._page(INCIDENTS, since, limit, offset, self._incidents_by_id, keep)
+
+    async def _incidents_by_id(self, ids: list[str]) -> list[dict[str, Any]]:
         out = []
         for i in ids:
-            inc = await self.incident(i.decode())
+            inc = await self.incident(i)
             if inc is not None:
                 out.append(inc)
         return out

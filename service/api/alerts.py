@@ -73,8 +73,8 @@ async def require_alert(alerts: AlertStore, alert_id: str) -> dict[str, Any]:
 
 
 @router.get("", summary="Alerts, newest first",
-            description="`limit` and `offset` page the alerts created since `since` (of `model`); the "
-                        "`state` and `severity` filters apply within the page, so a page may hold fewer.",
+            description="The alerts created since `since` (of `model`), in `state` and of `severity`; "
+                        "`limit` and `offset` page what the filters selected.",
             responses={200: json_example([ALERT_EXAMPLE]), 404: {"model": ErrorBody},
                        422: {"model": ErrorBody}})
 async def list_alerts(
@@ -89,10 +89,13 @@ async def list_alerts(
     if model is not None:
         await require_model(store_of(request), model)
     lo = since.replace(tzinfo=since.tzinfo or UTC).timestamp() if since else 0
-    alerts = await alerts_of(request).alerts(model, lo, limit, offset)
-    return [a for a in alerts
-            if (state is None or a["state"] == state.value)
-            and (severity is None or a["severity"] == severity.value)]
+
+    def keep(alert: dict[str, Any]) -> bool:
+        return ((state is None or alert["state"] == state.value)
+                and (severity is None or alert["severity"] == severity.value))
+
+    return await alerts_of(request).alerts(model, lo, limit, offset,
+                                           None if state is None and severity is None else keep)
 
 
 @router.get("/{alert_id}", summary="One alert",

@@ -42,8 +42,8 @@ def summarize(incident: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get("", summary="Incidents, newest first",
-            description="`limit` and `offset` page the incidents opened since `since`; the `state` and "
-                        "`model` filters apply within the page, so a page may hold fewer.",
+            description="The incidents opened since `since`, in `state` and touching `model`; `limit` "
+                        "and `offset` page what the filters selected.",
             responses={200: json_example([INCIDENT_EXAMPLE]), 422: {"model": ErrorBody}})
 async def list_incidents(
     request: Request,
@@ -54,9 +54,14 @@ async def list_incidents(
     offset: Offset = 0,
 ) -> list[dict[str, Any]]:
     lo = since.replace(tzinfo=since.tzinfo or UTC).timestamp() if since else 0
-    out = [summarize(i) for i in await alerts_of(request).incidents(lo, limit, offset)]
-    return [i for i in out if (state is None or i["state"] == state)
-            and (model is None or model in i["models"])]
+
+    def keep(incident: dict[str, Any]) -> bool:
+        summary = summarize(incident)
+        return (state is None or summary["state"] == state) and (model is None or model in summary["models"])
+
+    selected = await alerts_of(request).incidents(lo, limit, offset,
+                                                  None if state is None and model is None else keep)
+    return [summarize(i) for i in selected]
 
 
 @router.get("/{incident_id}", summary="One incident with its alerts",
