@@ -102,6 +102,10 @@ ROLLUPS_WRITTEN = Counter(
 DETECTOR_SKIPPED = Counter(
     "fleetwatch_detector_windows_skipped_total", "Windows not evaluated", ["reason"]
 )
+DETECTOR_RELEASE_FAILURES = Counter(
+    "fleetwatch_detector_release_failures_total",
+    "Windows the alert policy failed on that could not be released either (they stay pending)",
+)
 ALERTS_RAISED = Counter(
     "fleetwatch_alerts_raised_total", "Alerts fired (episodes)", ["check", "severity"]
 )

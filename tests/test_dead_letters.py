@@ -24,6 +24,7 @@ from service.api.app import create_app
 from service.kafka import DeadLetters
 from service.settings import Settings
 from tests.conftest import wait_for
+from tests.metric_samples import sample
 from tests.roles import dead_letters, header, running, window_counts
 
 T0 = 1_700_000_100 - 1_700_000_100 % 300
@@ -34,7 +35,7 @@ def records(model: str, n: int, t: float = T0 + 10.0, prefix: str = "p") -> list
 
 
 def dead(reason: str) -> float:
-    return metrics.DEAD_LETTERED.labels(reason=reason)._value.get()
+    return sample("fleetwatch_records_dead_lettered_total", reason=reason)
 
 
 async def producer_for(settings: Settings) -> AIOKafkaProducer:
@@ -175,14 +176,14 @@ async def test_a_failed_dead_letter_send_is_retried_counted_and_logged(settings,
     now every failure is counted and logged, a retriable one retried until delivered."""
     unretrieved = []
     asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: unretrieved.append(ctx))
-    failures = metrics.DEAD_LETTER_SEND_FAILURES._value.get()
+    failures = sample("fleetwatch_dead_letter_send_failures_total")
     producer = FailingProducer(KafkaTimeoutError(), fail=2)
     letters = DeadLetters(producer, settings.model_copy(update={"dead_letter_retry_seconds": 30.0}))
     with caplog.at_level(logging.WARNING, "fleetwatch.kafka"):
         letters.send(b"m", b"value", "late", "1 record", 1)
         await letters.flush()
     assert producer.delivered == [b"value"]
-    assert metrics.DEAD_LETTER_SEND_FAILURES._value.get() - failures == 2
+    assert sample("fleetwatch_dead_letter_send_failures_total") - failures == 2
     assert sum("dead letter send failed" in r.message for r in caplog.records) == 2
     gc.collect()
     await asyncio.sleep(0)
@@ -190,14 +191,14 @@ async def test_a_failed_dead_letter_send_is_retried_counted_and_logged(settings,
 
 
 async def test_a_dead_letter_that_cannot_be_sent_is_counted_lost_and_logged(settings, caplog):
-    lost = metrics.DEAD_LETTERS_LOST._value.get()
+    lost = sample("fleetwatch_dead_letters_lost_total")
     producer = FailingProducer(UnsupportedVersionError(), fail=10)
     letters = DeadLetters(producer, settings)
     with caplog.at_level(logging.ERROR, "fleetwatch.kafka"):
         letters.send(b"m", b"value", "late", "1 record", 1)
         await letters.flush()
     assert producer.delivered == []
-    assert metrics.DEAD_LETTERS_LOST._value.get() - lost == 1
+    assert sample("fleetwatch_dead_letters_lost_total") - lost == 1
     assert any("dead letter lost" in r.message for r in caplog.records)
 
 

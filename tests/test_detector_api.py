@@ -14,6 +14,7 @@ from service.profiles.reference import build_reference
 from service.profiles.store import index_key, profile_key, window_member
 from service.registry import ModelConfig
 from sketches.profile import WindowProfile
+from tests.metric_samples import sample
 
 T0 = 1_700_006_400
 MODEL = "fraud"
@@ -111,3 +112,16 @@ async def test_seasonal_baseline_and_volume_from_stored_windows(settings, store)
     assert volume["effect_size"] == -0.9
     alerts = await Detector(settings, store).evaluate(MODEL, member)
     assert [(a["feature"], a["check"]) for a in alerts] == [("", "volume")]
+
+
+async def test_a_failed_release_is_logged_and_counted(settings, store, caplog):
+    """Releasing a window the policy failed on may itself fail (here: a member that does
+    not parse); the failure is logged with the model and window and counted, not
+    swallowed, and the worker goes on."""
+    before = sample("fleetwatch_detector_release_failures_total")
+    with caplog.at_level("ERROR", logger="fleetwatch.detector"):
+        await Detector(settings, store).release(MODEL, "not-a-window")
+    assert sample("fleetwatch_detector_release_failures_total") == before + 1
+    [record] = [r for r in caplog.records if r.name == "fleetwatch.detector"]
+    assert "model=fraud" in record.getMessage() and "window=not-a-window" in record.getMessage()
+    assert record.exc_info is not None

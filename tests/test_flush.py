@@ -9,6 +9,7 @@ from service import metrics
 from service.api.app import create_app
 from service.profiles.control import FlushRequest, decode_control, is_control
 from tests.conftest import wait_for
+from tests.metric_samples import sample
 from tests.roles import running, window_counts
 from tests.test_ingest_api import T0, record
 
@@ -27,7 +28,7 @@ async def test_flush_closes_the_open_windows_once(settings, store):
             # behind them: the watermark (the message's median event time less 60 s) closes
             # neither window and there is no idle close for an hour; the flush closes both,
             # after aggregating the records sent before it.
-            flushed = metrics.WINDOWS_FLUSHED._value.get()
+            flushed = sample("fleetwatch_windows_flushed_total")
             resp = await http.post("/v1/ingest", json={"records": [record(i) for i in range(100)]})
             assert resp.status_code == 200, resp.text
             assert await window_counts(store, MODEL) == {}
@@ -38,11 +39,11 @@ async def test_flush_closes_the_open_windows_once(settings, store):
             async def both_closed() -> bool:
                 return await window_counts(store, MODEL) == {T0: 60, T0 + 300: 40}
             await wait_for(both_closed)
-            assert metrics.WINDOWS_FLUSHED._value.get() == flushed + 2
+            assert sample("fleetwatch_windows_flushed_total") == flushed + 2
 
             # Again: nothing open, nothing closed twice. A record of the flushed window is
             # late; one of a new window opens it, and the next flush closes it alone.
-            late = metrics.DEAD_LETTERED.labels(reason=metrics.LATE)._value.get()
+            late = sample("fleetwatch_records_dead_lettered_total", reason=metrics.LATE)
             assert (await http.post(f"/v1/models/{MODEL}/flush")).status_code == 202
             resp = await http.post("/v1/ingest", json={"records": [
                 record(500, event_time=T0 + 310.0), record(501, event_time=T0 + 610.0)]})
@@ -52,8 +53,8 @@ async def test_flush_closes_the_open_windows_once(settings, store):
             async def third_closed() -> bool:
                 return await window_counts(store, MODEL) == {T0: 60, T0 + 300: 40, T0 + 600: 1}
             await wait_for(third_closed)
-            assert metrics.DEAD_LETTERED.labels(reason=metrics.LATE)._value.get() == late + 1
-            assert metrics.WINDOWS_FLUSHED._value.get() == flushed + 3
+            assert sample("fleetwatch_records_dead_lettered_total", reason=metrics.LATE) == late + 1
+            assert sample("fleetwatch_windows_flushed_total") == flushed + 3
             assert len(await store.window_members(MODEL, 0, float("inf"))) == 3
 
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from service import metrics
 from service.embedded import kafka_broker
 from service.profiles.continuity import REPLACED, SHORTER, LogContinuity, LogMark
 from tests.conftest import wait_for
+from tests.metric_samples import sample
 from tests.roles import running
 from tests.test_broker_restart import aggregated
 from tests.test_crash_safety import WINDOW, produce, workload
@@ -19,7 +19,7 @@ from tests.test_crash_safety import WINDOW, produce, workload
 def discontinuities() -> float:
     """Logs found gone backwards, for either reason (which check fires first is a race
     between the broker's high watermark and the producers' first messages)."""
-    return sum(metrics.LOG_DISCONTINUITIES.labels(reason=r)._value.get() for r in (SHORTER, REPLACED))
+    return sum(sample("fleetwatch_log_discontinuities_total", reason=r) for r in (SHORTER, REPLACED))
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ import asyncio
 import signal
 import time
 
-from service import metrics
 from service.embedded import kafka_broker, redis_server
 from service.kafka import ensure_topics
 from service.profiles.store import Store
 from tests.conftest import wait_for
+from tests.metric_samples import sample
 from tests.roles import running
 from tests.test_crash_safety import all_windows_stored, assert_matches, committed_offsets, produce, workload
 
@@ -49,12 +49,12 @@ async def test_redis_outage_pauses_consumption_and_loses_nothing(settings, tmp_p
             redis.stop()  # graceful: the AOF is flushed, as on a planned restart or failover
             t_down = time.monotonic()
             await asyncio.sleep(5)  # the outage itself: let the aggregator hit the wall
-            stalled_at = metrics.RECORDS_AGGREGATED._value.get()
-            errors_at = metrics.REDIS_ERRORS._value.get()
+            stalled_at = sample("fleetwatch_records_aggregated_total")
+            errors_at = sample("fleetwatch_redis_errors_total")
             await asyncio.sleep(OUTAGE_SECONDS - (time.monotonic() - t_down))
             # Nothing consumed while Redis was down beyond what was in flight.
-            assert metrics.RECORDS_AGGREGATED._value.get() == stalled_at
-            assert metrics.REDIS_ERRORS._value.get() > errors_at
+            assert sample("fleetwatch_records_aggregated_total") == stalled_at
+            assert sample("fleetwatch_redis_errors_total") > errors_at
             redis.start()
             await producer
             await wait_for(lambda: all_windows_stored(store, records), timeout=120)

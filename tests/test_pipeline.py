@@ -7,9 +7,9 @@ import collections
 import numpy as np
 
 from sdk import AsyncClient
-from service import metrics
 from service.registry import ModelConfig
 from tests.conftest import wait_for
+from tests.metric_samples import sample
 from tests.roles import running, window_counts
 
 T0 = 1_700_000_000  # a window boundary for 300 s windows: 1_700_000_000 % 300 == 200
@@ -58,12 +58,12 @@ async def test_late_records_are_dead_lettered_not_merged(settings, store):
                 return sum((await window_counts(store, "m2")).values()) == 50
 
             await wait_for(first_window_closed, timeout=60)
-            before = metrics.DEAD_LETTERED.labels(reason="late")._value.get()
+            before = sample("fleetwatch_records_dead_lettered_total", reason="late")
             client.log_prediction("m2", {"x": 1.0}, prediction_id="late", event_time=T0 + 5)
             await client.flush()
 
             async def late_counted() -> bool:
-                return metrics.DEAD_LETTERED.labels(reason="late")._value.get() == before + 1
+                return sample("fleetwatch_records_dead_lettered_total", reason="late") == before + 1
 
             await wait_for(late_counted, timeout=30)
 
@@ -77,7 +77,7 @@ async def test_late_records_are_dead_lettered_not_merged(settings, store):
 async def test_slices_configured_for_the_model_are_profiled_and_capped(settings, store):
     await store.put_model_config("sliced", ModelConfig(slice_features=["country"], max_slice_values=2))
     countries = ["DE"] * 30 + ["FR"] * 20 + ["IT"] * 5 + ["ES"] * 5
-    capped = metrics.SLICE_RECORDS_CAPPED._value.get()
+    capped = sample("fleetwatch_slice_records_capped_total")
     async with running(settings, store, "aggregator"):
         async with AsyncClient(settings.kafka_bootstrap, settings.predictions_topic,
                                linger_ms=10) as client:
@@ -94,4 +94,4 @@ async def test_slices_configured_for_the_model_are_profiled_and_capped(settings,
     profile = await store.window_profile("sliced", member)
     by_value = {k: p.count for k, p in profile.slices["country"].profiles.items()}
     assert by_value == {"DE": 30, "FR": 20, "__other__": 10}
-    assert metrics.SLICE_RECORDS_CAPPED._value.get() == capped + 10
+    assert sample("fleetwatch_slice_records_capped_total") == capped + 10

@@ -18,6 +18,7 @@ from service import metrics
 from service.profiles.aggregator import PartitionState
 from service.profiles.store import PartitionCheckpoint
 from tests.conftest import wait_for
+from tests.metric_samples import sample
 from tests.roles import running, window_counts
 
 WINDOW = 300
@@ -25,11 +26,11 @@ HOUR = 3_600.0
 
 
 def late() -> float:
-    return metrics.DEAD_LETTERED.labels(reason=metrics.LATE)._value.get()
+    return sample("fleetwatch_records_dead_lettered_total", reason=metrics.LATE)
 
 
 def aggregated() -> float:
-    return metrics.RECORDS_AGGREGATED._value.get()
+    return sample("fleetwatch_records_aggregated_total")
 
 
 @pytest.fixture
@@ -138,15 +139,15 @@ def test_the_watermark_and_its_recent_samples_survive_a_checkpoint():
     exactly as written, so a successor replays to the same watermark."""
     state = PartitionState(0, PartitionCheckpoint(epoch=1))
     clock = state.clocks["m"]
-    for sample in (10.0, 20.0, 5_000.0, 30.0):
-        clock.advance(sample, 5)
+    for point in (10.0, 20.0, 5_000.0, 30.0):
+        clock.advance(point, 5)
     state.dirty_clocks.add("m")
     fields = {k: (v if isinstance(v, bytes) else str(v).encode()) for k, v in state.updates().items()}
     restored = PartitionState(0, PartitionCheckpoint(epoch=2, fields=fields)).clocks["m"]
     assert (restored.max_event_time, restored.recent) == (clock.max_event_time, clock.recent)
     assert clock.max_event_time == 20.0  # the lower median of (10, 20, 30, 5000): not the outlier
-    for sample, expected in ((40.0, 30.0), (50.0, 40.0), (5_001.0, 50.0)):
-        restored.advance(sample, 5)
+    for point, expected in ((40.0, 30.0), (50.0, 40.0), (5_001.0, 50.0)):
+        restored.advance(point, 5)
         assert restored.max_event_time == expected
 
 

@@ -10,7 +10,6 @@ re-processing an event never duplicates an alert or counts a test twice.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
@@ -192,11 +191,19 @@ class Detector:
 
     async def release(self, model_id: str, member: str) -> None:
         """Take a window the policy failed on off the model's pending set (so it does
-        not hold back the model's later windows)."""
-        with contextlib.suppress(Exception):
+        not hold back the model's later windows).
+
+        Never raises: a failure here (Redis down, a member that does not parse) is logged
+        with the model and window and counted in
+        ``fleetwatch_detector_release_failures_total``; the window then stays pending.
+        """
+        try:
             start = parse_member(member)[1]
             await self.policy.alerts.record(model_id, start, member, {})
             await self.count(model_id, member, start, {"skipped:policy_error": 1})
+        except Exception:
+            metrics.DETECTOR_RELEASE_FAILURES.inc()
+            log.exception("releasing a failed window failed model=%s window=%s", model_id, member)
 
     async def count(self, model_id: str, member: str, start: int, increments: dict[str, int],
                     **fields: str | int | float) -> None:
