@@ -55,7 +55,9 @@ from service.alerting.policy import AlertPolicy, WindowRef  # noqa: E402
 from service.alerting.store import AlertStore  # noqa: E402
 from service.api.app import create_app  # noqa: E402
 from service.embedded import redis_server  # noqa: E402
-from service.profiles.store import ClosedWindow, Store, window_member  # noqa: E402
+from service.profiles.checkpoints import ClosedWindow  # noqa: E402
+from service.profiles.keys import window_member
+from service.profiles.store import Store
 from service.registry import ModelConfig  # noqa: E402
 from service.settings import Settings  # noqa: E402
 

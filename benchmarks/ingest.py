@@ -40,7 +40,7 @@ from aiokafka import AIOKafkaConsumer
 
 from service.embedded import free_port
 from service.kafka import ensure_topics
-from service.profiles.store import edges_key
+from service.profiles.keys import edges_key
 from service.runtime.infrastructure import infrastructure
 from service.settings import Settings
 from sketches.bins import SCORE_EDGES, derive_edges, edge_set_to_bytes

@@ -16,7 +16,8 @@ from service.alerting.fdr import FdrGate
 from service.alerting.policy import AlertPolicy, WindowRef, alert_id
 from service.alerting.silences import SilenceStore
 from service.alerting.store import AlertStore
-from service.profiles.store import Store, window_member
+from service.profiles.keys import window_member
+from service.profiles.store import Store
 from service.registry import FeatureDeclaration, ModelConfig
 
 T0 = 1_700_006_400 - 1_700_006_400 % 86_400  # an epoch (UTC day) start

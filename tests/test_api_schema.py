@@ -50,8 +50,8 @@ from schemathesis.transport.serialization import serialize_json
 from sdk.record import PredictionRecord
 from service.api import receivers as receivers_api
 from service.api.app import create_app
+from service.profiles.keys import profile_key, window_index_key, window_member
 from service.profiles.reference import build_reference
-from service.profiles.store import index_key, profile_key, window_member
 from service.registry import ModelConfig, PerformanceConfig
 from service.settings import Settings
 from sketches.profile import WindowProfile
@@ -82,7 +82,7 @@ async def seeded(store):
                        for k, row in enumerate(_rows(rng, 200, shift=0.5 * i))])
         member = window_member(300, start, "3")
         await store.r.set(profile_key(MODEL, member), p.to_bytes())
-        await store.r.zadd(index_key(MODEL), {member: start})
+        await store.r.zadd(window_index_key(MODEL), {member: start})
     return store
 
 

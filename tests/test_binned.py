@@ -150,8 +150,8 @@ async def test_a_window_restored_from_a_checkpoint_bins_features_first_seen_afte
     stops; the next one restores it, then sees y for the first time. y counts in the
     reference's edges like x (the restored profile had lost its templates: y had no bins)."""
     from sdk import AsyncClient
+    from service.profiles.keys import partition_key
     from service.profiles.reference import build_reference
-    from service.profiles.store import partition_key
     from tests.conftest import wait_for
     from tests.roles import running
 

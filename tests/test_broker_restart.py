@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from sdk.client import AsyncClient
 from sdk.wire import decode_batch
 from service.kafka import ensure_topics
-from service.profiles.store import partition_key
+from service.profiles.keys import partition_key
 from sketches.profile import WindowProfile
 from tests.conftest import wait_for
 from tests.processes import role_process

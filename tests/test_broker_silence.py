@@ -17,7 +17,7 @@ from aiokafka import TopicPartition
 
 import service.profiles.aggregator as aggregator_module
 from service.profiles.aggregator import BROKER_SILENCE_SECONDS, Aggregator, BrokerFreshness
-from service.profiles.store import PartitionCheckpoint
+from service.profiles.checkpoints import PartitionCheckpoint
 from service.settings import Settings
 from sketches.profile import WindowProfile
 

@@ -18,7 +18,7 @@ from sdk.record import PredictionRecord
 from sdk.wire import encode_batch
 from service.embedded import free_port
 from service.kafka import ensure_topics
-from service.profiles.store import partition_key
+from service.profiles.keys import partition_key
 from sketches.profile import WindowProfile
 from tests.conftest import wait_for
 from tests.processes import role_process

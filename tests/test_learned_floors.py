@@ -19,13 +19,13 @@ from detectors.suite import evaluate_window
 from sdk.record import PredictionRecord
 from service.api.app import create_app
 from service.detection.detector import Detector
+from service.profiles.keys import profile_key, window_index_key, window_member
 from service.profiles.reference import (
     FloorLearning,
     ReferenceColumns,
     build_reference,
     learned_reference_floors,
 )
-from service.profiles.store import index_key, profile_key, window_member
 from service.registry import ModelConfig
 from sketches.bins import bin_templates
 from sketches.profile import WindowProfile
@@ -67,7 +67,7 @@ async def put_window(store, start: int, features: list[dict]) -> str:
     p.add_records([PredictionRecord(MODEL, "1", str(i), start + 1.0, f) for i, f in enumerate(features)])
     member = window_member(HOUR, start, "1")
     await store.r.set(profile_key(MODEL, member), p.to_bytes())
-    await store.r.zadd(index_key(MODEL), {member: start})
+    await store.r.zadd(window_index_key(MODEL), {member: start})
     return member
 
 
@@ -166,7 +166,7 @@ async def test_learned_floors_apply_only_to_their_window_length_and_bad_times_ar
                    for i, f in enumerate(live(rng, PEAK, 500))])
     member = window_member(2 * HOUR, start, "1")
     await store.r.set(profile_key(MODEL, member), p.to_bytes())
-    await store.r.zadd(index_key(MODEL), {member: start})
+    await store.r.zadd(window_index_key(MODEL), {member: start})
     await Detector(settings, store).evaluate(MODEL, member)
     restless = {r["check"]: r for r in await store.results(MODEL, member) if r["feature"] == "restless"}
     assert restless["psi"]["floor"] == 0.2 and restless["psi"]["floor_source"] == "configured"

@@ -9,7 +9,7 @@ import pytest_asyncio
 
 from service.api.app import create_app
 from service.profiles.aggregator import _open_field
-from service.profiles.store import pending_key, status_key, window_member
+from service.profiles.keys import pending_key, status_key, window_member
 
 MODEL = "fraud"
 T0 = 1_700_006_400
@@ -184,7 +184,7 @@ async def test_status_counts_each_window_once_with_its_baseline_fdr_and_labels(h
 
 
 async def test_an_unreadable_stored_configuration_reads_back_as_such_and_patch_refuses_it(http, store):
-    from service.profiles.store import config_key
+    from service.profiles.keys import config_key
 
     await http.post("/v1/models", json=REGISTRATION)
     await store.r.set(config_key(MODEL), '{"window_seconds": null}')  # written by hand

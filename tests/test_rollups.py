@@ -11,8 +11,8 @@ import numpy as np
 
 from sdk.record import PredictionRecord
 from service.api.app import create_app
+from service.profiles.keys import parse_member, pending_key, profile_key, window_index_key, window_member
 from service.profiles.rollups import DAY, HOUR, Rollups
-from service.profiles.store import index_key, parse_member, pending_key, profile_key, window_member
 from service.registry import ModelConfig
 from sketches.profile import WindowProfile
 
@@ -33,7 +33,7 @@ async def put_windows(store, n: int, seed: int = 0) -> dict[int, WindowProfile]:
                 "x": float(rng.normal()), "c": str(rng.choice(["a", "b"]))}) for j in range(1 + i % 3)])
             member = window_member(W, start, version)
             await store.r.set(profile_key(MODEL, member), p.to_bytes())
-            await store.r.zadd(index_key(MODEL), {member: start})
+            await store.r.zadd(window_index_key(MODEL), {member: start})
             out[(i, version)] = p
     await store.r.sadd("fw:models", MODEL)
     return out
@@ -109,7 +109,7 @@ async def test_a_model_in_a_time_zone_rolls_up_into_its_local_days(settings, sto
         p.add_records([PredictionRecord(model, "1", f"{start}-{j}", start + j, {"x": 1.0}) for j in range(n)])
         member = window_member(W, start, "1")
         await store.r.set(profile_key(model, member), p.to_bytes())
-        await store.r.zadd(index_key(model), {member: start})
+        await store.r.zadd(window_index_key(model), {member: start})
         counts[start] = n
     while await Rollups(settings, store).advance(model, grid):
         pass

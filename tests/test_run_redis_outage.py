@@ -21,7 +21,8 @@ import pytest
 from sdk.client import Client
 from service.cohorts.store import CohortStore
 from service.embedded import free_port, redis_server
-from service.profiles.store import Store, window_member
+from service.profiles.keys import window_member
+from service.profiles.store import Store
 from service.runtime.roles import ROLES
 from service.settings import environment
 from tests.conftest import wait_for

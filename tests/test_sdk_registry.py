@@ -14,7 +14,7 @@ import pytest_asyncio
 
 from sdk import PiiPolicy, register_model, upload_reference
 from service.api.server import ApiServer
-from service.profiles.store import config_key
+from service.profiles.keys import config_key
 
 
 @pytest_asyncio.fixture

@@ -35,8 +35,8 @@ from service.api.app import create_app
 from service.api.auth import StoredKey
 from service.detection.detector import Detector
 from service.paging.receiver_config import Receiver
+from service.profiles.keys import config_key
 from service.profiles.reference import build_reference
-from service.profiles.store import config_key
 from service.registry import ModelConfig
 from service.stored import ConfigCache, Unreadable, decode_stored, encode_stored
 from tests.conftest import wait_for
@@ -197,14 +197,14 @@ async def _async(value: bool) -> bool:
 async def test_detector_evaluates_a_model_with_a_poisoned_detector_config(settings, store):
     await poison(store, "p")
     await store.put_reference("p", build_reference("p", [{"x": float(i % 50)} for i in range(500)]))
-    from service.profiles.store import index_key, profile_key, window_member
+    from service.profiles.keys import profile_key, window_index_key, window_member
     from sketches.profile import WindowProfile
 
     w = WindowProfile("p", T0 // 300 * 300, 300)
     w.add_records([PredictionRecord("p", "1", str(i), T0 + 1.0, {"x": float(i % 50)}) for i in range(500)])
     member = window_member(300, w.window_start, "1")
     await store.r.set(profile_key("p", member), w.to_bytes())
-    await store.r.zadd(index_key("p"), {member: w.window_start})
+    await store.r.zadd(window_index_key("p"), {member: w.window_start})
     before = config_errors("detector", "detector")
     detector = Detector(settings, store)
     await detector.evaluate("p", member)
@@ -216,7 +216,7 @@ async def test_detector_evaluates_a_model_with_a_poisoned_detector_config(settin
 
 
 async def test_a_corrupt_reference_profile_neither_breaks_the_listing_nor_the_detector(settings, store):
-    from service.profiles.store import index_key, profile_key, reference_key, window_member
+    from service.profiles.keys import profile_key, reference_key, window_index_key, window_member
     from sketches.profile import WindowProfile
 
     await store.put_model_config("c", ModelConfig())
@@ -234,7 +234,7 @@ async def test_a_corrupt_reference_profile_neither_breaks_the_listing_nor_the_de
     w.add_records([PredictionRecord("c", "1", str(i), T0 + 1.0, {"x": float(i % 50)}) for i in range(500)])
     member = window_member(300, w.window_start, "1")
     await store.r.set(profile_key("c", member), w.to_bytes())
-    await store.r.zadd(index_key("c"), {member: w.window_start})
+    await store.r.zadd(window_index_key("c"), {member: w.window_start})
     await Detector(settings, store).evaluate("c", member)  # no exception: the reference is ignored
     assert config_errors("detector", "reference") > before_detector
 

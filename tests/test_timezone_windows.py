@@ -14,7 +14,7 @@ import httpx
 from detectors.config import DetectorConfig
 from sdk import AsyncClient
 from service.api.app import create_app
-from service.profiles.store import parse_member
+from service.profiles.keys import parse_member
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
 

@@ -16,15 +16,9 @@ from detectors.result import insufficient, judged
 from service.alerting.policy import resolve_by_user
 from service.alerting.store import OPEN, OPEN_INDEX, AlertStore, OpenAlert
 from service.api.app import create_app
-from service.profiles.store import (
-    COUNTS_KEPT,
-    COUNTS_TRIM_AT,
-    FLEET_COLUMNS,
-    FLEET_LATEST,
-    ModelColumns,
-    config_key,
-    window_member,
-)
+from service.profiles.fleet import ModelColumns
+from service.profiles.keys import FLEET_COLUMNS, FLEET_LATEST, config_key, window_member
+from service.profiles.results import COUNTS_KEPT, COUNTS_TRIM_AT
 from service.registry import ModelConfig
 from tests.test_alerting import BREACH, HEALTHY, T0, W, apply, policy
 

@@ -19,7 +19,8 @@ from service.alerting.store import AlertStore
 from service.api.app import create_app
 from service.api.auth import ApiKeyStore, Scope
 from service.paging.outbox import Guard, NewItem, Outbox, incident_index_key
-from service.profiles.store import ClosedWindow, window_member
+from service.profiles.checkpoints import ClosedWindow
+from service.profiles.keys import window_member
 from service.registry import ModelConfig
 from service.ui.session import KEY_COOKIE
 from sketches.profile import WindowProfile

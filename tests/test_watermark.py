@@ -16,7 +16,7 @@ from sdk.record import PredictionRecord
 from sdk.wire import encode_batch
 from service import metrics
 from service.profiles.aggregator import PartitionState
-from service.profiles.store import PartitionCheckpoint
+from service.profiles.checkpoints import PartitionCheckpoint
 from tests.conftest import wait_for
 from tests.metric_samples import sample
 from tests.roles import running, window_counts

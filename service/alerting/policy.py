@@ -38,7 +38,7 @@ from detectors.result import TestResult
 from service import metrics
 from service.alerting.fdr import FdrGate, GateDecision, spending
 from service.alerting.store import AlertStore, series_field
-from service.profiles.store import status_key
+from service.profiles.keys import status_key
 from service.registry import ModelConfig
 from service.settings import Settings
 

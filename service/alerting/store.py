@@ -48,7 +48,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from service.profiles.store import pending_key, status_key
+from service.profiles.keys import pending_key, status_key
 
 log = logging.getLogger("fleetwatch.alerting")
 

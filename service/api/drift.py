@@ -19,7 +19,7 @@ from service.api.model_routes import (
 )
 from service.api.params import ModelId
 from service.detection.detector import evaluate_member, model_detector_config
-from service.profiles.store import parse_member
+from service.profiles.keys import parse_member
 from service.stored import Unreadable
 
 router = APIRouter(prefix="/v1/models", tags=["drift"])

@@ -29,7 +29,7 @@ from sdk.wire import encode_columns
 from sdk.worker import resolve_compression
 from service.api.errors import UNAVAILABLE_RESPONSE, ApiError, ErrorBody, unavailable
 from service.api.model_routes import json_example
-from service.profiles.store import IMPLICIT_RATE_SECONDS
+from service.profiles.models import IMPLICIT_RATE_SECONDS
 
 router = APIRouter(prefix="/v1", tags=["ingest"])
 MAX_INGEST_RECORDS = 10_000

@@ -33,6 +33,7 @@ from service.api.summary import TOP_CATEGORIES as TOP_PREDICTIONS
 from service.api.summary import feature_summary, numeric_summary, window_summary
 from service.cohorts import CohortStore
 from service.detection.detector import model_detector_config
+from service.profiles.keys import parse_member
 from service.profiles.reference import (
     FloorLearning,
     ReferenceColumns,
@@ -41,7 +42,7 @@ from service.profiles.reference import (
     learned_reference_floors,
 )
 from service.profiles.rollups import DAY, HOUR
-from service.profiles.store import Store, parse_member
+from service.profiles.store import Store
 from service.registry import ModelConfig, ModelName
 from service.stored import Unreadable, describe
 from sketches.bins import edge_version

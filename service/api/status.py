@@ -17,7 +17,7 @@ from service.api.model_views import (
 )
 from service.api.params import ModelId
 from service.cohorts.store import STATS, CohortStore
-from service.profiles.store import index_key, parse_member, pending_key
+from service.profiles.keys import parse_member, pending_key, window_index_key
 from service.registry import ModelConfig
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -70,7 +70,7 @@ async def model_status(model_id: ModelId, request: Request) -> ModelStatus:
                              future=dropped.future, dead_lettered=dropped.by_reason),
         windows=WindowCounts(
             open=await store.open_windows(request.app.state.settings.predictions_topic, model_id),
-            closed=await store.r.zcard(index_key(model_id)), pending_policy=await store.r.zcard(
+            closed=await store.r.zcard(window_index_key(model_id)), pending_policy=await store.r.zcard(
                 pending_key(model_id)), evaluated=int(counted.get("evaluated", 0)),
             skipped={k[len(SKIPPED):]: int(v) for k, v in sorted(counted.items()) if k.startswith(SKIPPED)},
             abandoned=int(counted.get("abandoned", 0))),

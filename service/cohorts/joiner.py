@@ -83,7 +83,8 @@ from service.cohorts import (
     slice_value,
 )
 from service.kafka import DeadLetters, key_error, produced_at
-from service.profiles.store import Store, window_member
+from service.profiles.keys import window_member
+from service.profiles.store import Store
 from service.registry import ModelConfig, PerformanceConfig
 from service.runtime.outage import RedisOutage
 from service.settings import Settings

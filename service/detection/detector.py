@@ -33,8 +33,9 @@ from detectors.suite import alerting_checks, evaluate_window
 from service import metrics
 from service.alerting.policy import AlertPolicy, WindowRef
 from service.alerting.silences import SilenceStore
+from service.profiles.keys import parse_member
 from service.profiles.rollups import GRANULARITIES, Rollups
-from service.profiles.store import Store, parse_member
+from service.profiles.store import Store
 from service.runtime.outage import REDIS_DOWN, RedisOutage
 from service.settings import Settings
 from service.stored import ConfigCache, Unreadable, model_configs

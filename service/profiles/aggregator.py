@@ -48,16 +48,11 @@ from sdk.errors import BAD_ENVELOPE, WireError
 from sdk.wire import decode_batch, encode_columns
 from service import metrics
 from service.kafka import DeadLetters, key_error, produced_at
+from service.profiles.checkpoints import ClosedWindow, PartitionCheckpoint
 from service.profiles.continuity import GAP, REPLACED, SHORTER, LogContinuity, LogMark
 from service.profiles.control import FlushRequest, decode_control, is_control
-from service.profiles.store import (
-    DEAD_FIELD,
-    ClosedWindow,
-    PartitionCheckpoint,
-    Store,
-    dead_field,
-    window_member,
-)
+from service.profiles.keys import DEAD_FIELD, dead_field, window_member
+from service.profiles.store import Store
 from service.registry import ModelConfig
 from service.runtime.outage import RedisOutage
 from service.settings import Settings

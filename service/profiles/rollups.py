@@ -22,7 +22,8 @@ from __future__ import annotations
 import logging
 
 from service import metrics
-from service.profiles.store import Store, index_key, parse_member, pending_key, profile_key, window_member
+from service.profiles.keys import parse_member, pending_key, profile_key, window_index_key, window_member
+from service.profiles.store import Store
 from service.settings import Settings
 from sketches.profile import WindowProfile
 from sketches.window import WindowGrid
@@ -72,7 +73,7 @@ class Rollups:
         spring forward, 25 h on the day they fall back; and hours from local midnight)."""
         grid = window if isinstance(window, WindowGrid) else WindowGrid(window)
         r = self.store.r
-        latest = await r.zrange(index_key(model_id), -1, -1, withscores=True)
+        latest = await r.zrange(window_index_key(model_id), -1, -1, withscores=True)
         if not latest:
             return 0
         pending = await r.zrange(pending_key(model_id), 0, 0, withscores=True)
@@ -85,7 +86,7 @@ class Rollups:
             upto = calendar.window_at(horizon)[0]
             raw = await r.hget(f"fw:{{{model_id}}}:rolled", granularity)
             if raw is None:
-                first = await r.zrange(index_key(model_id, source), 0, 0, withscores=True)
+                first = await r.zrange(window_index_key(model_id, source), 0, 0, withscores=True)
                 if not first:
                     continue
                 start = calendar.window_at(first[0][1])[0]
@@ -121,7 +122,7 @@ class Rollups:
             member = window_member(length, period, version)
             async with self.store.r.pipeline(transaction=True) as p:
                 p.set(profile_key(model_id, member), rollup.to_bytes(), ex=ttl)
-                p.zadd(index_key(model_id, granularity), {member: period})
+                p.zadd(window_index_key(model_id, granularity), {member: period})
                 await p.execute()
             metrics.ROLLUPS_WRITTEN.labels(granularity=str(granularity)).inc()
             log.debug("rollup model=%s %s", model_id, member)

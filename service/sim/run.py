@@ -47,7 +47,8 @@ from detectors.catalog import DEFAULT_ALERTING
 from sdk import AsyncClient, upload_reference
 from service import metrics
 from service.api.server import ApiServer
-from service.profiles.store import Store, index_key, pending_key
+from service.profiles.keys import pending_key, window_index_key
+from service.profiles.store import Store
 from service.runtime.infrastructure import infrastructure
 from service.runtime.roles import role, run_roles
 from service.settings import Settings, environment
@@ -358,7 +359,7 @@ async def _settled(store: Store, streamed: Streamed) -> bool:
     """Every window closed, evaluated and released to the alert policy."""
     async with store.r.pipeline(transaction=False) as p:
         for m in streamed.windows:
-            p.zcard(index_key(m))
+            p.zcard(window_index_key(m))
             p.zcard(pending_key(m))
         counts = await p.execute()
     closed, pending = counts[0::2], counts[1::2]

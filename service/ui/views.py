@@ -27,7 +27,9 @@ from detectors.policy.severity import highest
 from service.alerting.fdr import epochs, slot_use, spending
 from service.alerting.store import AlertStore, OpenAlert
 from service.paging.outbox import Outbox
-from service.profiles.store import ModelColumns, Store, parse_member
+from service.profiles.fleet import ModelColumns
+from service.profiles.keys import parse_member
+from service.profiles.store import Store
 from service.registry import ModelConfig
 from service.settings import Settings
 from service.stored import Unreadable

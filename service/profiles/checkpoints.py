@@ -1,0 +1,208 @@
+"""The aggregators' partition checkpoints and the window-closed events they publish."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from service import metrics
+from service.profiles.keys import (
+    MODELS,
+    OPEN_FIELD,
+    WINDOWS_STREAM,
+    dead_field,
+    partition_key,
+    partitions_pattern,
+    pending_key,
+    profile_key,
+    window_index_key,
+)
+
+# Atomically: check the fencing epoch, update the partition checkpoint (offset,
+# watermarks, open partial profiles) and publish closed windows (profile, index,
+# pending for the alert policy, window-closed event).
+_CHECKPOINT = """
+if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return 0 end
+local ttl = ARGV[2]
+local i = 3
+local n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]); i = i + 2 end
+n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do redis.call('HDEL', KEYS[1], ARGV[i]); i = i + 1 end
+n = tonumber(ARGV[i]); i = i + 1
+for j = 1, n do
+  redis.call('SET', KEYS[1 + 3 * j], ARGV[i + 3], 'EX', ttl)
+  redis.call('ZADD', KEYS[2 + 3 * j], ARGV[i + 2], ARGV[i + 1])
+  redis.call('ZADD', KEYS[3 + 3 * j], ARGV[i + 2], ARGV[i + 1])
+  redis.call('SADD', KEYS[2], ARGV[i])
+  redis.call('XADD', KEYS[3], '*', 'model', ARGV[i], 'member', ARGV[i + 1])
+  i = i + 4
+end
+return 1
+"""
+
+
+@dataclass
+class PartitionCheckpoint:
+    """What the aggregator persisted for one partition."""
+
+    epoch: int
+    offset: int | None = None
+    fields: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DroppedRecords:
+    """Records of one model the aggregators dead-lettered, ever: by event time, and by
+    reason (late and future included, under ``late`` and ``future_event_time``)."""
+
+    late: int = 0  # for a window that had closed
+    future: int = 0  # more than ``max_future_seconds`` ahead of the aggregator's clock
+    by_reason: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClosedWindow:
+    model_id: str
+    member: str
+    start: int
+    profile: bytes
+
+
+class CheckpointStore:
+    """The aggregator half of :class:`~service.profiles.store.Store`: fenced partition
+    checkpoints that publish closed windows atomically, and the ``fw:windows`` stream the
+    detector consumes."""
+
+    r: aioredis.Redis
+    _checkpoint: Any
+
+    # -- aggregator checkpoints -----------------------------------------------------
+    async def acquire_partition(self, topic: str, partition: int) -> PartitionCheckpoint:
+        """Take ownership of a partition: bump its fencing epoch and load its state."""
+        key = partition_key(topic, partition)
+        epoch = await self.r.hincrby(key, "epoch", 1)
+        raw = await self.r.hgetall(key)
+        offset = raw.pop(b"offset", None)
+        raw.pop(b"epoch", None)
+        return PartitionCheckpoint(
+            epoch=epoch,
+            offset=None if offset is None else int(offset),
+            fields={k.decode(): v for k, v in raw.items()},
+        )
+
+    async def checkpoint(
+        self,
+        topic: str,
+        partition: int,
+        epoch: int,
+        updates: dict[str, bytes | str | int],
+        deletes: list[str],
+        closed: list[ClosedWindow],
+        retention_seconds: int,
+    ) -> bool:
+        """Atomically persist a partition's state and publish its closed windows.
+
+        Returns
+        -------
+        bool
+            False if another aggregator has taken the partition (fenced out).
+        """
+        keys = [partition_key(topic, partition), MODELS, WINDOWS_STREAM]
+        args: list[Any] = [epoch, retention_seconds, len(updates)]
+        for k, v in updates.items():
+            args += [k, v]
+        args.append(len(deletes))
+        args += deletes
+        args.append(len(closed))
+        for w in closed:
+            keys += [profile_key(w.model_id, w.member), window_index_key(w.model_id),
+                     pending_key(w.model_id)]
+            args += [w.model_id, w.member, w.start, w.profile]
+        return bool(await self._checkpoint(keys=keys, args=args))
+
+    async def dropped_records(self, topic: str, model_ids: list[str]) -> dict[str, DroppedRecords]:
+        """Records of each model dead-lettered as late or as too far in the future, over
+        the partitions of ``topic`` (the aggregator persists both counts with each
+        partition's checkpoint, fields ``late:{m}`` and ``fut:{m}``)."""
+        keys = [k async for k in self.r.scan_iter(match=partitions_pattern(topic), count=1_000)]
+        late, future = dict.fromkeys(model_ids, 0), dict.fromkeys(model_ids, 0)
+        fields = [f"{prefix}{m}" for prefix in ("late:", "fut:") for m in model_ids]
+        for key in keys if model_ids else []:
+            values = await self.r.hmget(key, fields)
+            for m, v, f in zip(model_ids, values[:len(model_ids)], values[len(model_ids):], strict=True):
+                late[m] += int(v or 0)
+                future[m] += int(f or 0)
+        return {m: DroppedRecords(late[m], future[m]) for m in model_ids}
+
+    async def open_windows(self, topic: str, model_id: str) -> int:
+        """Windows of the model open in the aggregators of ``topic``, as of their last
+        checkpoint: the distinct (length, start) of the partitions' ``open:`` fields
+        (``open:[model, version, length, start]``, written by ``service.profiles.aggregator``)."""
+        windows: set[tuple[int, int]] = set()
+        async for key in self.r.scan_iter(match=partitions_pattern(topic), count=1_000):
+            for name in await self.r.hkeys(key):
+                if name.startswith(OPEN_FIELD):
+                    m, _version, length, start = json.loads(name[len(OPEN_FIELD):])
+                    if m == model_id:
+                        windows.add((int(length), int(start)))
+        return len(windows)
+
+    # -- window-closed events -------------------------------------------------------
+    async def ensure_event_group(self, group: str) -> None:
+        try:
+            await self.r.xgroup_create(WINDOWS_STREAM, group, id="0", mkstream=True)
+        except aioredis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    async def read_events(
+        self, group: str, consumer: str, count: int, block_ms: int, reclaim_idle_ms: int
+    ) -> list[tuple[bytes, dict[str, str]]]:
+        """New window-closed events for this consumer, plus events another
+        consumer read but did not acknowledge within ``reclaim_idle_ms``."""
+        reclaimed = await self.r.xautoclaim(
+            WINDOWS_STREAM, group, consumer, reclaim_idle_ms, "0-0", count=count
+        )
+        out = list(reclaimed[1])  # Redis 6.2 answers [next, entries]; 7.x adds deleted ids
+        if len(out) < count:
+            resp = await self.r.xreadgroup(
+                group, consumer, {WINDOWS_STREAM: ">"}, count=count - len(out), block=block_ms
+            )
+            for _stream, entries in resp or []:
+                out += entries
+        return [
+            (eid, {k.decode(): v.decode() for k, v in fields.items()})
+            for eid, fields in out
+            if fields
+        ]
+
+    async def ack_events(self, group: str, ids: list[bytes]) -> None:
+        """Acknowledge evaluated events and delete them: the stream is trimmed by
+        evaluation, never by length, so no event is dropped before it is read."""
+        if ids:
+            async with self.r.pipeline(transaction=True) as p:
+                p.xack(WINDOWS_STREAM, group, *ids)
+                p.xdel(WINDOWS_STREAM, *ids)
+                await p.execute()
+
+    async def pending_events(self) -> int:
+        """Window-closed events not yet evaluated (acknowledged events are deleted)."""
+        return int(await self.r.xlen(WINDOWS_STREAM))
+
+    async def dead_letters(self, topic: str, model_id: str) -> DroppedRecords:
+        """Records of one model dead-lettered by the aggregators of ``topic``, ever, by
+        reason (fields ``late:{m}``, ``fut:{m}`` and :func:`dead_field` of the partitions'
+        checkpoints); reasons with none are left out."""
+        by_time = (metrics.LATE, metrics.FUTURE_EVENT_TIME)
+        reasons = [r for r in metrics.DEAD_LETTER_REASONS if r not in by_time]
+        names = [f"late:{model_id}", f"fut:{model_id}"] + [dead_field(model_id, r) for r in reasons]
+        totals = dict.fromkeys([metrics.LATE, metrics.FUTURE_EVENT_TIME, *reasons], 0)
+        async for key in self.r.scan_iter(match=partitions_pattern(topic), count=1_000):
+            for reason, v in zip(totals, await self.r.hmget(key, names), strict=True):
+                totals[reason] += int(v or 0)
+        return DroppedRecords(totals[metrics.LATE], totals[metrics.FUTURE_EVENT_TIME],
+                              {r: n for r, n in totals.items() if n})

@@ -1,0 +1,97 @@
+"""The detector's test results per window, in Redis (read by the drift API and the dashboard)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from service.profiles.fleet import LatestWindow, heat_cells, window_status
+from service.profiles.keys import (
+    FLEET_LATEST,
+    counts_key,
+    heat_key,
+    parse_member,
+    results_key,
+    window_index_key,
+)
+
+#: Record counts cached per model (``fw:{m}:counts``) before the oldest are dropped, and
+#: how many windows' counts are kept then (the sparklines show ``ui_recent_windows``).
+COUNTS_TRIM_AT, COUNTS_KEPT = 2_048, 1_024
+
+# Store one window's results and its heatmap cells (same expiry), and make it the model's
+# latest window in the fleet index unless a later one (by start, then member) is there
+# already: windows evaluated out of order (replicas, a redelivered event) never move it
+# back. With the window's record count (ARGV[8], '' when unknown) it is cached in the
+# model's counts; past COUNTS_TRIM_AT cached counts, those of all but the index's newest
+# COUNTS_KEPT windows are dropped. KEYS: results, heat, fleet latest, counts, index.
+# ARGV: results JSON, ttl, heat JSON, model, start, member, latest JSON, count.
+_PUT_RESULTS = """
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[2])
+if ARGV[8] ~= '' then
+  redis.call('HSET', KEYS[4], ARGV[6], ARGV[8])
+  if redis.call('HLEN', KEYS[4]) > COUNTS_TRIM_AT then
+    local keep = {}
+    for _, m in ipairs(redis.call('ZRANGE', KEYS[5], -COUNTS_KEPT, -1)) do keep[m] = true end
+    for _, m in ipairs(redis.call('HKEYS', KEYS[4])) do
+      if not keep[m] then redis.call('HDEL', KEYS[4], m) end
+    end
+  end
+end
+local raw = redis.call('HGET', KEYS[3], ARGV[4])
+local start = tonumber(ARGV[5])
+if raw then
+  local old = cjson.decode(raw)
+  if old.start > start or (old.start == start and old.member > ARGV[6]) then return 0 end
+end
+redis.call('HSET', KEYS[3], ARGV[4], ARGV[7])
+return 1
+"""
+
+
+class ResultStore:
+    """The results half of :class:`~service.profiles.store.Store`."""
+
+    r: aioredis.Redis
+    _put_results: Any
+
+    # -- detector results ---------------------------------------------------------------
+    async def put_results(self, model_id: str, member: str, results: list[dict[str, Any]],
+                          retention_seconds: int, count: int | None = None) -> None:
+        """Store the test results of one window (served by the drift API) with its heatmap
+        cells, and make it the model's latest window in the fleet index unless a later
+        window is there (one atomic script: the index never names results not stored).
+        ``count``: the window's record count, cached for the dashboard's volume charts
+        (:meth:`window_counts_many`), so they need not read the profile."""
+        start = parse_member(member)[1]
+        latest = LatestWindow(member, start, window_status(results))
+        await self._put_results(
+            keys=[results_key(model_id, member), heat_key(model_id, member), FLEET_LATEST,
+                  counts_key(model_id), window_index_key(model_id)],
+            args=[json.dumps(results, default=str), retention_seconds,
+                  orjson.dumps(heat_cells(results)), model_id, start, member, latest.to_json(),
+                  "" if count is None else count])
+
+    async def results(self, model_id: str, member: str) -> list[dict[str, Any]] | None:
+        raw = await self.r.get(results_key(model_id, member))
+        return None if raw is None else json.loads(raw)
+
+    async def results_many(self, model_id: str, members: list[str]) -> list[list[dict[str, Any]] | None]:
+        """:meth:`results` of many windows of one model in one round trip (MGET)."""
+        if not members:
+            return []
+        raws = await self.r.mget([results_key(model_id, member) for member in members])
+        return [None if raw is None else json.loads(raw) for raw in raws]
+
+    async def results_each(self, pairs: list[tuple[str, str]]) -> list[list[dict[str, Any]] | None]:
+        """:meth:`results` of (model, member) pairs of any models, in one round trip (decoded
+        with orjson: the dashboard reads many windows' results per page)."""
+        async with self.r.pipeline(transaction=False) as p:
+            for m, member in pairs:
+                p.get(results_key(m, member))
+            raws = await p.execute()
+        return [None if raw is None else orjson.loads(raw) for raw in raws]
