@@ -13,10 +13,12 @@ import pytest
 import pytest_asyncio
 
 from detectors.policy.silence import STORED_CONTEXT, Matcher, Silence, compile_regex, silencing
-from service.alerting.silences import SILENCES, SilenceStore
+from service.alerting.keys import SILENCES
+from service.alerting.silences import SilenceStore
 from service.api.app import create_app
+from service.paging.keys import RECEIVERS
 from service.paging.receiver_config import Receiver
-from service.paging.receiver_store import RECEIVERS, ReceiverStore
+from service.paging.receiver_store import ReceiverStore
 from service.profiles.store import Store
 from service.settings import Settings
 

@@ -24,12 +24,14 @@ from prometheus_client import REGISTRY
 
 from detectors.policy.persistence import PersistenceConfig
 from detectors.policy.silence import Matcher, SilenceSpec
+from service.alerting.keys import EVENTS
 from service.alerting.silences import SilenceStore
-from service.alerting.store import EVENTS, AlertStore
+from service.alerting.store import AlertStore
 from service.api.app import create_app
 from service.embedded import free_port
-from service.paging.notifier import GROUPS_DUE, GroupState, Notifier, Timing, decide, group_key
-from service.paging.outbox import ITEM_PREFIX, Outbox, RetryPolicy
+from service.paging.keys import GROUPS_DUE, ITEM_PREFIX, notify_group_key
+from service.paging.notifier import GroupState, Notifier, Timing, decide
+from service.paging.outbox import Outbox, RetryPolicy
 from service.paging.payloads import SIGNATURE_HEADER, verify_signature
 from service.profiles.store import Store
 from service.registry import FeatureDeclaration, ModelConfig
@@ -384,7 +386,7 @@ async def test_silenced_alerts_are_never_notified(cfg, rstore, hook):
     assert only.json["incident"]["id"] == shared
     assert [a["model_id"] for a in only.json["alerts"]] == ["loud"]
     silent = await incident_of(rstore, "quiet", "s")
-    assert await rstore.r.keys(group_key("*", silent)) == []
+    assert await rstore.r.keys(notify_group_key("*", silent)) == []
     assert len(await Outbox(rstore.r).list(None, 100)) == 1
 
 

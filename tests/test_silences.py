@@ -18,7 +18,8 @@ from detectors.policy.silence import (
     new_silence,
     silencing,
 )
-from service.alerting.silences import SILENCES, SilenceStore
+from service.alerting.keys import SILENCES
+from service.alerting.silences import SilenceStore
 from service.api.app import create_app
 from service.profiles.store import Store
 from service.settings import Settings

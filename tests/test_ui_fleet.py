@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from detectors.result import insufficient, judged
+from service.alerting.keys import OPEN, OPEN_INDEX
 from service.alerting.policy import resolve_by_user
-from service.alerting.store import OPEN, OPEN_INDEX, AlertStore, OpenAlert
+from service.alerting.store import AlertStore, OpenAlert
 from service.api.app import create_app
 from service.profiles.fleet import ModelColumns
 from service.profiles.keys import FLEET_COLUMNS, FLEET_LATEST, config_key, window_member

@@ -18,7 +18,8 @@ from service.alerting.fdr import FdrGate
 from service.alerting.store import AlertStore
 from service.api.app import create_app
 from service.api.auth import ApiKeyStore, Scope
-from service.paging.outbox import Guard, NewItem, Outbox, incident_index_key
+from service.paging.keys import incident_index_key
+from service.paging.outbox import Guard, NewItem, Outbox
 from service.profiles.checkpoints import ClosedWindow
 from service.profiles.keys import window_member
 from service.registry import ModelConfig

@@ -39,6 +39,7 @@ import redis.asyncio as aioredis
 
 from detectors.fdr.epoch import EpochSpending
 from service import metrics
+from service.alerting.keys import FDR_USED_PATTERN, fdr_key
 from service.settings import Settings
 
 EPOCHS_KEPT = 8
@@ -92,9 +93,6 @@ return 0
 """
 
 
-def _key(epoch: int, name: str) -> str:
-    return f"fw:fdr:{epoch}:{name}"
-
 
 @dataclass(frozen=True)
 class GateDecision:
@@ -140,17 +138,18 @@ class FdrGate:
         n = len(p_values)
         p = self.params
         raw = await self._reserve(
-            keys=[_key(epoch, "grant"), _key(epoch, "used"), _key(epoch, "disc"), _key(epoch, "req"),
-                  _key(epoch, "cap"), _key(epoch, "peak"), _key(epoch - 1, "peak")],
+            keys=[fdr_key(epoch, "grant"), fdr_key(epoch, "used"), fdr_key(epoch, "disc"),
+                  fdr_key(epoch, "req"), fdr_key(epoch, "cap"), fdr_key(epoch, "peak"),
+                  fdr_key(epoch - 1, "peak")],
             args=[window_id, slot, n, p.reward_lag_slots, self._ttl, span, repr(p.headroom),
                   p.min_tests_per_slot, p.max_tests_per_slot or 0])
         granted, rewarded, capacity = (int(x) for x in raw.decode().split(":"))
         found = p.decide(p_values, granted, rewarded, capacity, span, weights)
-        await self._commit(keys=[_key(epoch, "done"), _key(epoch, "disc")],
+        await self._commit(keys=[fdr_key(epoch, "done"), fdr_key(epoch, "disc")],
                            args=[window_id, slot, int(found.sum()), self._ttl])
         if granted < n:
             metrics.FDR_TESTS_UNFUNDED.inc(n - granted)
-        used = await self.r.hget(_key(epoch, "used"), slot)
+        used = await self.r.hget(fdr_key(epoch, "used"), slot)
         metrics.FDR_ALPHA_WEALTH.set(p.wealth(slot, int(used or 0), capacity))
         level = p.level(n, granted, rewarded, capacity, span)
         metrics.FDR_LEVEL.set(level)
@@ -173,14 +172,14 @@ class SlotUse:
 
 async def epochs(r: aioredis.Redis) -> list[int]:
     """The epochs whose gate counters are still kept, oldest first."""
-    return sorted({int(k.decode().split(":")[2]) async for k in r.scan_iter(match="fw:fdr:*:used")})
+    return sorted({int(k.decode().split(":")[2]) async for k in r.scan_iter(match=FDR_USED_PATTERN)})
 
 
 async def slot_use(r: aioredis.Redis, epoch: int) -> list[SlotUse]:
     """Every slot of ``epoch`` that was submitted tests or made discoveries, in order."""
     async with r.pipeline(transaction=False) as p:
         for name in ("used", "disc", "cap", "req"):
-            p.hgetall(_key(epoch, name))
+            p.hgetall(fdr_key(epoch, name))
         counters = await p.execute()
     slots = sorted({int(s) for h in counters for s in h})
     return [SlotUse(s, *(int(h.get(str(s).encode(), 0)) for h in counters)) for s in slots]

@@ -30,12 +30,12 @@ from detectors.policy.silence import (
     expire,
     new_silence,
 )
+from service.alerting.keys import SILENCES
 from service.stored import Unreadable, encode_stored, read_stored
 
 if TYPE_CHECKING:
     from service.paging.receiver_config import Receiver
 
-SILENCES = "fw:silences"
 STORED = {STORED_CONTEXT: True}  # the validation context of stored silences and receivers
 RETENTION = timedelta(days=7)
 

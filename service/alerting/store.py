@@ -1,39 +1,8 @@
 """Redis state of the alert policy: series outcomes, alerts, incidents, user actions.
 
-Keys (model keys hash-tagged ``{m}``):
-
-===============================  ===================================================
-``fw:{m}:series``                HASH ``feature\\0check`` -> JSON series: ``settled``
-                                 (window start up to which outcomes are folded and
-                                 forgotten) and ``o`` (recent outcomes)
-``fw:{m}:alerting``              HASH ``seq``: windows recorded (orders the views)
-``fw:{m}:dq``                    HASH alert id -> JSON [feature, lo, hi]: the event-time
-                                 span of each recent data-quality alert (hi null
-                                 while it fires), for inhibition
-``fw:{m}:gate:{member}``         JSON the FDR gate's answer for one window (batch level,
-                                 granted, reward, per test discovered / breach), kept
-                                 8 days for the dashboard's window view
-``fw:alert:{id}``                HASH ``body`` (JSON alert written by the policy,
-                                 compare-and-set on the model's ``seq`` so a stale
-                                 view never overwrites), ``created_at``,
-                                 ``incident_id``, and the user's acknowledgement and
-                                 resolution fields
-``fw:alerts`` / ``fw:{m}:alerts``  ZSET alert ids by creation time
-``fw:incident:{id}``             JSON incident (key, source, created_at)
-``fw:incident:{id}:alerts``      SET every alert of the incident
-``fw:incident:spans:{key}``      HASH incident id -> ``lo:hi``: the event-time span
-                                 (seconds) of each recent incident of a group key
-``fw:incidents``                 ZSET incident ids by creation time
-``fw:alert-events``              STREAM alert lifecycle events for notifiers
-``fw:open``                      SET alerts not resolved
-``fw:open:alerts``               HASH alert id -> JSON :class:`OpenAlert` (model,
-                                 severity, incident) of every alert in ``fw:open``,
-                                 written with it: the fleet overview's health of every
-                                 model in one read
-===============================  ===================================================
-
-Every write is idempotent or compare-and-set, so replicas that evaluate the
-same model concurrently, or a window evaluated twice, converge to one state.
+The keys are listed in :mod:`service.alerting.keys`. Every write is idempotent or
+compare-and-set, so replicas that evaluate the same model concurrently, or a window
+evaluated twice, converge to one state.
 """
 
 from __future__ import annotations
@@ -48,17 +17,25 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
+from service.alerting.keys import (
+    ALERTS,
+    EVENTS,
+    INCIDENTS,
+    OPEN,
+    OPEN_INDEX,
+    alert_key,
+    alerting_key,
+    gate_key,
+    incident_key,
+    incident_spans_key,
+    model_alerts_key,
+    quality_spans_key,
+    series_key,
+)
 from service.profiles.keys import pending_key, status_key
 
 log = logging.getLogger("fleetwatch.alerting")
 
-ALERTS = "fw:alerts"
-INCIDENTS = "fw:incidents"
-OPEN = "fw:open"  # SET of alert ids firing or acknowledged (for /metrics)
-OPEN_INDEX = "fw:open:alerts"  # HASH the same ids -> OpenAlert JSON (the fleet overview)
-#: Alert lifecycle events for notifiers: ``kind`` (fired, resolved, acknowledged),
-#: ``alert_id``, ``incident_id``. Capped: a notifier down for long loses the oldest.
-EVENTS = "fw:alert-events"
 EVENTS_MAXLEN = 100_000
 #: Incident and data-quality spans ending this long (event time) before a new alert's are forgotten.
 SPAN_MEMORY_SECONDS = 8 * 86_400
@@ -212,28 +189,10 @@ class Recorded:
     series: dict[str, dict[str, Any]]  # field -> {"settled", "o"}
 
 
-def series_key(m: str) -> str:
-    return f"fw:{{{m}}}:series"
 
 
-def gate_key(m: str, member: str) -> str:
-    return f"fw:{{{m}}}:gate:{member}"
 
 
-def alert_key(alert_id: str) -> str:
-    return f"fw:alert:{alert_id}"
-
-
-def model_alerts_key(m: str) -> str:
-    return f"fw:{{{m}}}:alerts"
-
-
-def incident_key(incident_id: str) -> str:
-    return f"fw:incident:{incident_id}"
-
-
-def incident_spans_key(group: str) -> str:
-    return f"fw:incident:spans:{group}"
 
 
 def series_field(feature: str, check: str) -> str:
@@ -266,7 +225,7 @@ class AlertStore:
         for f, o in outcomes.items():
             args += [f, json.dumps(o)]
         seq, pending, flat, abandoned = await self._record(
-            keys=[series_key(model_id), pending_key(model_id), f"fw:{{{model_id}}}:alerting"],
+            keys=[series_key(model_id), pending_key(model_id), alerting_key(model_id)],
             args=args)
         if abandoned:
             log.warning("model=%s: %d closed window(s) starting over a day before the window just "
@@ -397,7 +356,7 @@ class AlertStore:
     async def quality_spans(self, model_id: str) -> dict[str, tuple[str, float, float]]:
         """The model's recent data-quality alerts: alert id -> (feature, first breach
         start, end of the last breach; ``inf`` while the alert fires), event-time seconds."""
-        raw = await self.r.hgetall(f"fw:{{{model_id}}}:dq")
+        raw = await self.r.hgetall(quality_spans_key(model_id))
         out = {}
         for k, v in raw.items():
             feature, lo, hi = json.loads(v)
@@ -446,7 +405,7 @@ class AlertStore:
                                hi: float | None) -> None:
         """Record a data-quality alert's event-time span (``hi`` None: still firing) and
         forget spans that ended :data:`SPAN_MEMORY_SECONDS` before this one began."""
-        key = f"fw:{{{model_id}}}:dq"
+        key = quality_spans_key(model_id)
         await self.r.hset(key, alert_id, json.dumps([feature, lo, hi]))
         stale = [a for a, (_f, _lo, end) in (await self.quality_spans(model_id)).items()
                  if end < lo - SPAN_MEMORY_SECONDS]

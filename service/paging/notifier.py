@@ -50,7 +50,9 @@ import httpx
 from redis.exceptions import ResponseError
 
 from service import metrics
-from service.alerting.store import EVENTS, AlertStore
+from service.alerting.keys import EVENTS
+from service.alerting.store import AlertStore
+from service.paging.keys import GROUPS_DUE, notify_group_key
 from service.paging.outbox import Guard, NewItem, Outbox, OutboxItem, RetryPolicy
 from service.paging.payloads import (
     DELIVERY_HEADER,
@@ -70,7 +72,6 @@ from service.settings import Settings
 
 log = logging.getLogger("fleetwatch.notifier")
 
-GROUPS_DUE = "fw:notify:due"
 RESOLVED_RETENTION = timedelta(days=7)
 EVENTS_PER_READ = 100
 GROUPS_PER_FLUSH = 100
@@ -80,10 +81,6 @@ RETRYABLE_STATUS = frozenset({408, 425, 429})
 USER_AGENT = "fleetwatch-notifier/0.1"
 
 
-
-def group_key(receiver_id: str, incident_id: str) -> str:
-    """The Redis HASH of one (receiver, incident) group's state."""
-    return f"fw:notify:{receiver_id}:{incident_id}"
 
 
 # Touch a group: create it (first_seen = now, nothing sent), bump its version, and
@@ -422,7 +419,7 @@ class Notifier:
             return 0
         touched = 0
         for rc in receivers:
-            key = group_key(rc.id, incident_id)
+            key = notify_group_key(rc.id, incident_id)
             if (alert.get("notify") and rc.matches(alert)) or await self.r.exists(key):
                 await self._touch(keys=[key, GROUPS_DUE],
                                   args=[repr(now), repr(rc.group_wait_seconds),
@@ -462,7 +459,7 @@ class Notifier:
         """Decide and commit one group's notifications; the actions enqueued ([] also
         when another notifier committed first: the group is flushed again)."""
         receiver_id, incident_id = member.split(":", 1)
-        key = group_key(receiver_id, incident_id)
+        key = notify_group_key(receiver_id, incident_id)
         raw = await self.r.hgetall(key)
         if not raw:
             await self._forget(keys=[key, GROUPS_DUE], args=[member])

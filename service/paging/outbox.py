@@ -6,30 +6,7 @@ notifier then delivers what is due. Nothing in flight lives only in memory,
 so a notifier that crashes loses nothing: its leased items fall due again
 when the lease ends and another notifier (or itself, restarted) sends them.
 
-Keys:
-
-===============================  ==================================================
-``fw:outbox:item:{id}``          HASH one notification: ``receiver_id``,
-                                 ``receiver_kind``, ``incident_id``, ``action``,
-                                 ``body`` (JSON, without credentials), ``state``
-                                 (pending | delivered | dead), ``attempts``,
-                                 ``created_at``, ``due``, ``last_error``,
-                                 ``finished_at``, ``lease`` (the claim's token)
-``fw:outbox:due``                ZSET ids ready to send, by due time (Unix s); a
-                                 claim moves its items to the lease's end
-``fw:outbox:q:{receiver}:{inc}`` LIST pending ids of one receiver and incident, in
-                                 order; only the head is in ``fw:outbox:due``, so
-                                 a resolve never overtakes its trigger
-``fw:outbox:pending``            ZSET pending ids by creation time
-``fw:outbox:delivered``,         ZSET finished ids by finishing time (the newest
-``fw:outbox:dead``               ``keep`` kept; their hashes expire after
-                                 ``retention``)
-``fw:outbox:incident:{inc}``     ZSET every notification of one incident, by
-                                 creation time (the incident page's log), written
-                                 with the item; it expires ``retention`` after the
-                                 last of them finished, like their hashes
-``fw:ratelimit:{receiver}``      ZSET the receiver's sends in the last window
-===============================  ==================================================
+The keys are listed in :mod:`service.paging.keys`.
 
 Retry timing comes from tenacity's wait strategies (exponential backoff plus
 jitter) evaluated for the attempt number, and is stored as the item's due
@@ -46,29 +23,23 @@ from typing import Any, Literal
 import redis.asyncio as aioredis
 import tenacity
 
+from service.paging.keys import (
+    ITEM_PREFIX,
+    OUTBOX_DUE,
+    incident_index_key,
+    outbox_index_key,
+    outbox_queue_key,
+    ratelimit_key,
+)
+
 OutboxState = Literal["pending", "delivered", "dead"]
 STATES: tuple[str, ...] = ("pending", "delivered", "dead")
-ITEM_PREFIX = "fw:outbox:item:"
-DUE = "fw:outbox:due"
 RETENTION = timedelta(days=7)
 KEEP = 10_000
 
 
-def index_key(state: str) -> str:
-    return f"fw:outbox:{state}"
 
 
-def queue_key(receiver_id: str, incident_id: str) -> str:
-    return f"fw:outbox:q:{receiver_id}:{incident_id}"
-
-
-def incident_index_key(incident_id: str) -> str:
-    """ZSET of an incident's notifications by creation time."""
-    return f"fw:outbox:incident:{incident_id}"
-
-
-def ratelimit_key(receiver_id: str) -> str:
-    return f"fw:ratelimit:{receiver_id}"
 
 
 # Commit a decision: compare-and-set a state hash on its 'v' field, update or delete
@@ -325,14 +296,14 @@ class Outbox:
     async def commit(self, guard: Guard, items: list[NewItem]) -> bool:
         """Apply ``guard`` and enqueue ``items`` atomically; False (nothing written)
         when the guarded state changed since it was read."""
-        payload = [{"id": i.id, "queue": queue_key(i.receiver_id, i.incident_id),
+        payload = [{"id": i.id, "queue": outbox_queue_key(i.receiver_id, i.incident_id),
                     "index": incident_index_key(i.incident_id), "fields": {
             "receiver_id": i.receiver_id, "receiver_kind": i.receiver_kind,
             "incident_id": i.incident_id, "action": i.action, "body": i.body, "state": "pending",
             "attempts": "0", "created_at": repr(i.created_at), "due": repr(i.due), "last_error": ""}}
             for i in items]
         done = await self._commit(
-            keys=[guard.key, guard.schedule_key, DUE, index_key("pending")],
+            keys=[guard.key, guard.schedule_key, OUTBOX_DUE, outbox_index_key("pending")],
             args=[guard.version, "delete" if guard.state is None else "set",
                   json.dumps(guard.state or {}), guard.ttl_seconds, guard.member,
                   "" if guard.schedule_at is None else repr(guard.schedule_at),
@@ -341,28 +312,28 @@ class Outbox:
 
     async def claim(self, now: float, lease_seconds: float, limit: int, token: str) -> list[OutboxItem]:
         """Items due at ``now``, leased to ``token`` until ``now + lease_seconds``."""
-        flat = await self._claim(keys=[DUE], args=[repr(now), repr(now + lease_seconds), limit, token,
+        flat = await self._claim(keys=[OUTBOX_DUE], args=[repr(now), repr(now + lease_seconds), limit, token,
                                                    ITEM_PREFIX])
         out = []
         for i in range(0, len(flat), 2):
             if flat[i + 1]:
                 out.append(OutboxItem.from_redis(flat[i].decode(), flat[i + 1]))
             else:  # lost its hash: nothing to send
-                await self.r.zrem(DUE, flat[i])
+                await self.r.zrem(OUTBOX_DUE, flat[i])
         return out
 
     async def finish(self, item: OutboxItem, token: str, state: OutboxState, now: float,
                      attempts: int, error: str = "") -> bool:
         """Mark a claimed item delivered or dead; False when the claim was lost."""
         return bool(await self._finish(
-            keys=[ITEM_PREFIX + item.id, DUE, queue_key(item.receiver_id, item.incident_id),
-                  index_key("pending"), index_key(state), incident_index_key(item.incident_id)],
+            keys=[ITEM_PREFIX + item.id, OUTBOX_DUE, outbox_queue_key(item.receiver_id, item.incident_id),
+                  outbox_index_key("pending"), outbox_index_key(state), incident_index_key(item.incident_id)],
             args=[item.id, token, state, repr(now), error, attempts,
                   int(self.retention.total_seconds()), self.keep, ITEM_PREFIX]))
 
     async def later(self, item: OutboxItem, token: str, due: float, attempts: int, error: str) -> bool:
         """Put a claimed item back, due at ``due``; False when the claim was lost."""
-        return bool(await self._later(keys=[ITEM_PREFIX + item.id, DUE],
+        return bool(await self._later(keys=[ITEM_PREFIX + item.id, OUTBOX_DUE],
                                       args=[item.id, token, repr(due), attempts, error]))
 
     async def take_slot(self, receiver_id: str, per_window: int, window_seconds: float, now: float,
@@ -376,14 +347,14 @@ class Outbox:
 
     async def next_due(self) -> float | None:
         """The earliest due (or lease end) of any item, or None when nothing is pending."""
-        first = await self.r.zrange(DUE, 0, 0, withscores=True)
+        first = await self.r.zrange(OUTBOX_DUE, 0, 0, withscores=True)
         return first[0][1] if first else None
 
     async def counts(self) -> dict[str, int]:
         """Items per state (delivered and dead: those still listed)."""
         async with self.r.pipeline(transaction=False) as p:
             for s in STATES:
-                p.zcard(index_key(s))
+                p.zcard(outbox_index_key(s))
             got = await p.execute()
         return dict(zip(STATES, map(int, got), strict=True))
 
@@ -397,7 +368,7 @@ class Outbox:
         states = STATES if state is None else (state,)
         ranked: list[tuple[float, str]] = []
         for s in states:
-            got = await self.r.zrevrange(index_key(s), 0, offset + limit - 1, withscores=True)
+            got = await self.r.zrevrange(outbox_index_key(s), 0, offset + limit - 1, withscores=True)
             ranked += [(score, i.decode()) for i, score in got]
         ranked.sort(reverse=True)
         ids = [i for _score, i in ranked[offset:offset + limit]]

@@ -19,10 +19,9 @@ import uuid
 import redis.asyncio as aioredis
 
 from service.alerting.silences import STORED, read_matching
+from service.paging.keys import RECEIVERS
 from service.paging.receiver_config import Receiver, ReceiverSpec
 from service.stored import encode_stored
-
-RECEIVERS = "fw:receivers"
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,94 @@
+"""The Redis keys of alerting: every key this package writes.
+
+Keys (model keys hash-tagged ``{m}``):
+
+===============================  ===================================================
+``fw:{m}:series``                HASH ``feature\\0check`` -> JSON series: ``settled``
+                                 (window start up to which outcomes are folded and
+                                 forgotten) and ``o`` (recent outcomes)
+``fw:{m}:alerting``              HASH ``seq``: windows recorded (orders the views)
+``fw:{m}:dq``                    HASH alert id -> JSON [feature, lo, hi]: the event-time
+                                 span of each recent data-quality alert (hi null
+                                 while it fires), for inhibition
+``fw:{m}:gate:{member}``         JSON the FDR gate's answer for one window (batch level,
+                                 granted, reward, per test discovered / breach), kept
+                                 8 days for the dashboard's window view
+``fw:alert:{id}``                HASH ``body`` (JSON alert written by the policy,
+                                 compare-and-set on the model's ``seq`` so a stale
+                                 view never overwrites), ``created_at``,
+                                 ``incident_id``, and the user's acknowledgement and
+                                 resolution fields
+``fw:alerts`` / ``fw:{m}:alerts``  ZSET alert ids by creation time
+``fw:incident:{id}``             JSON incident (key, source, created_at)
+``fw:incident:{id}:alerts``      SET every alert of the incident
+``fw:incident:spans:{key}``      HASH incident id -> ``lo:hi``: the event-time span
+                                 (seconds) of each recent incident of a group key
+``fw:incidents``                 ZSET incident ids by creation time
+``fw:alert-events``              STREAM alert lifecycle events for notifiers
+``fw:open``                      SET alerts not resolved
+``fw:silences``                  HASH silence id -> JSON silence (:mod:`service.alerting.silences`)
+``fw:fdr:{epoch}:{name}``        the online FDR gate's counters of one epoch (:mod:`service.alerting.fdr`)
+``fw:open:alerts``               HASH alert id -> JSON :class:`~service.alerting.store.OpenAlert` (model,
+                                 severity, incident) of every alert in ``fw:open``,
+                                 written with it: the fleet overview's health of every
+                                 model in one read
+===============================  ===================================================
+"""
+
+from __future__ import annotations
+
+ALERTS = "fw:alerts"
+INCIDENTS = "fw:incidents"
+OPEN = "fw:open"  # SET of alert ids firing or acknowledged (for /metrics)
+OPEN_INDEX = "fw:open:alerts"  # HASH the same ids -> OpenAlert JSON (the fleet overview)
+#: Alert lifecycle events for notifiers: ``kind`` (fired, resolved, acknowledged),
+#: ``alert_id``, ``incident_id``. Capped: a notifier down for long loses the oldest.
+EVENTS = "fw:alert-events"
+SILENCES = "fw:silences"
+#: The SCAN pattern of the FDR gate's per-epoch ``used`` counters.
+FDR_USED_PATTERN = "fw:fdr:*:used"
+
+
+def series_key(m: str) -> str:
+    return f"fw:{{{m}}}:series"
+
+
+def alerting_key(m: str) -> str:
+    """HASH ``seq``: the model's windows recorded by the policy (orders its views)."""
+    return f"fw:{{{m}}}:alerting"
+
+
+def quality_spans_key(m: str) -> str:
+    """HASH alert id -> JSON [feature, lo, hi] of the model's recent data-quality alerts."""
+    return f"fw:{{{m}}}:dq"
+
+
+def gate_key(m: str, member: str) -> str:
+    return f"fw:{{{m}}}:gate:{member}"
+
+
+def alert_key(alert_id: str) -> str:
+    return f"fw:alert:{alert_id}"
+
+
+def model_alerts_key(m: str) -> str:
+    return f"fw:{{{m}}}:alerts"
+
+
+def incident_key(incident_id: str) -> str:
+    return f"fw:incident:{incident_id}"
+
+
+def incident_spans_key(group: str) -> str:
+    return f"fw:incident:spans:{group}"
+
+
+def fdr_key(epoch: int, name: str) -> str:
+    """One counter of the FDR gate's ``epoch`` (:mod:`service.alerting.fdr`).
+
+    Examples
+    --------
+    >>> fdr_key(3, "used")
+    'fw:fdr:3:used'
+    """
+    return f"fw:fdr:{epoch}:{name}"
