@@ -16,8 +16,9 @@ import json
 from aiokafka import TopicPartition
 
 import service.profiles.aggregator as aggregator_module
-from service.profiles.aggregator import BROKER_SILENCE_SECONDS, Aggregator, BrokerFreshness
+from service.profiles.aggregator import Aggregator
 from service.profiles.checkpoints import PartitionCheckpoint
+from service.profiles.partition import BROKER_SILENCE_SECONDS, BrokerFreshness
 from service.settings import Settings
 from sketches.profile import WindowProfile
 

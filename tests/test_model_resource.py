@@ -8,8 +8,8 @@ import numpy as np
 import pytest_asyncio
 
 from service.api.app import create_app
-from service.profiles.aggregator import _open_field
 from service.profiles.keys import pending_key, status_key, window_member
+from service.profiles.partition import _open_field
 
 MODEL = "fraud"
 T0 = 1_700_006_400

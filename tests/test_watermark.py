@@ -15,8 +15,8 @@ from aiokafka import AIOKafkaProducer
 from sdk.record import PredictionRecord
 from sdk.wire import encode_batch
 from service import metrics
-from service.profiles.aggregator import PartitionState
 from service.profiles.checkpoints import PartitionCheckpoint
+from service.profiles.partition import PartitionState
 from tests.conftest import wait_for
 from tests.metric_samples import sample
 from tests.roles import running, window_counts
