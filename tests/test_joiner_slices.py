@@ -14,7 +14,7 @@ from sdk import AsyncClient
 from service.alerting.store import AlertStore
 from service.api.app import create_app
 from service.cohorts import BinaryCodec, CohortStore, Prediction, slice_id
-from service.cohorts.joiner import Joiner
+from service.cohorts.joiner import performance_tests
 from service.registry import ModelConfig, PerformanceConfig
 from service.settings import Settings
 from tests.conftest import wait_for
@@ -150,7 +150,7 @@ async def minimum_sample_rule(store) -> None:
     for w in BAD:
         current = await cohorts.load(MODEL, starts[w], codec, nl)
         assert current.metrics.roc_auc().value < 0.5 < 0.75 < baseline.metrics.roc_auc().value
-        unruled = Joiner.tests(baseline.metrics, current.metrics, sliced_config(), 0.05)
+        unruled = performance_tests(baseline.metrics, current.metrics, sliced_config(), 0.05)
         assert min(r.p_value for r in unruled if r.p_value is not None) < 1e-7  # the gate's level: 1.7e-5
 
 

@@ -10,11 +10,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from detectors.performance.maturity import maturity
+from detectors.performance.report import estimated_metrics, realized_metrics
 from service.api.errors import ApiError, ErrorBody
 from service.api.model_routes import json_example, require_model, store_of
 from service.api.params import ModelId, Offset, limit_query
 from service.cohorts import CohortStore, codec_for, parse_slice_label, slice_id
-from service.cohorts.joiner import estimated_metrics, realized_metrics
 from service.registry import ModelConfig
 
 router = APIRouter(prefix="/v1/models", tags=["performance"])
@@ -113,8 +113,8 @@ async def performance(
             "window_start": start, "window_end": start + length, "window_start_local": cfg.local_time(start),
             "predictions": c.predictions, "labeled": c.labeled,
             "maturity": {"mature": m.mature, "labeled_fraction": m.labeled_fraction, "reason": m.reason},
-            "realized": realized_metrics(perf.task, c),
-            "estimated": estimated_metrics(perf.task, c),
+            "realized": realized_metrics(perf.task, c.metrics),
+            "estimated": estimated_metrics(perf.task, c.metrics, c.confidence_sum, c.confidence_n),
             "evaluation": evaluations.get(start),
         })
     return {"model_id": model_id, "task": perf.task,

@@ -47,22 +47,13 @@ import math
 import time
 from typing import Any
 
-import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from detectors.performance.binary import BinaryCohort
-from detectors.performance.compare import (
-    accuracy_drop_test,
-    auc_drop_test,
-    log_loss_increase_test,
-    mae_increase_test,
-)
-from detectors.performance.estimate import estimate_cohort, estimate_multiclass_accuracy
 from detectors.performance.maturity import Maturity, maturity
-from detectors.performance.metric import Metric
+from detectors.performance.report import estimated_metrics, realized_metrics
 from detectors.performance.slices import for_slice, sample_shortfall
+from detectors.performance.tasks import PERFORMANCE, PERFORMANCE_CHECKS, task_tests
 from detectors.result import TestResult
-from sdk.columns import RecordColumns
 from sdk.errors import WireError
 from sdk.labels import decode_labels
 from sdk.sampling import sample_point
@@ -74,14 +65,11 @@ from service.cohorts import (
     Codec,
     CohortStore,
     LoadedCohort,
-    Prediction,
-    binary_label,
-    class_name,
     codec_for,
     parse_slice_id,
     slice_label,
-    slice_value,
 )
+from service.cohorts.predictions import prediction_ttl, predictions_of
 from service.kafka import DeadLetters, key_error, produced_at
 from service.profiles.keys import window_member
 from service.profiles.store import Store
@@ -89,19 +77,10 @@ from service.registry import ModelConfig, PerformanceConfig
 from service.runtime.outage import RedisOutage
 from service.settings import Settings
 from service.stored import model_configs
-from sketches.window import MAX_CALENDAR_TIME
 
-__all__ = ["PERFORMANCE", "PERFORMANCE_CHECKS", "Joiner", "binary_label", "cohort_metrics",
-           "estimated_metrics", "realized_metrics"]
+__all__ = ["Joiner", "performance_tests"]
 
 log = logging.getLogger("fleetwatch.joiner")
-
-PERFORMANCE = "__performance__"
-PERFORMANCE_CHECKS = frozenset({"auc_drop", "log_loss_increase", "accuracy_drop", "mae_increase"})
-#: How long after the label horizon a stored prediction is kept, so that a label later than
-#: the horizon is counted ``late`` (visible per model) rather than ``unknown``.
-LATE_GRACE_SECONDS = 86_400
-
 
 def insufficient(evaluation: dict[str, Any]) -> bool:
     """Was a cohort's verdict, for any of its checks, ``insufficient_data`` (then more
@@ -117,109 +96,13 @@ def insufficient(evaluation: dict[str, Any]) -> bool:
     return any(r["status"] == "insufficient_data" for r in evaluation["results"])
 
 
-def prediction_ttl(horizon: int, window_seconds: int) -> int:
-    """Seconds a joined prediction is kept: its window, the label horizon and a day's grace.
-
-    Examples
-    --------
-    >>> prediction_ttl(30 * 86_400, 300) / 86_400
-    31.00347222222222
-    """
-    return horizon + window_seconds + LATE_GRACE_SECONDS
-MAX_PER_CLASS_F1 = 50
-"""Multiclass cohorts report per-class F1 up to this many classes."""
-
-
-def _put(out: dict[str, Any], name: str, m: Metric) -> None:
-    out[name] = m.value
-    if m.value is None:
-        out[f"{name}_reason"] = m.reason
-
-
-def cohort_metrics(c: BinaryCohort) -> dict[str, Any]:
-    """Realized metrics of a binary cohort (None with a reason when undefined)."""
-    out: dict[str, Any] = {}
-    for name in ("roc_auc", "log_loss", "brier_score", "ece", "precision", "recall", "f1",
-                 "accuracy", "average_precision"):
-        _put(out, name, getattr(c, name)())
-    out["positive_rate"] = c.n_pos / c.n if c.n else None
-    return out
-
-
-def realized_metrics(task: str, cohort: LoadedCohort) -> dict[str, Any]:
-    """Realized metrics of a cohort of any task (None with a ``*_reason`` when undefined).
-
-    binary: :func:`cohort_metrics`; multiclass: accuracy, macro-F1 and
-    per-class F1 (up to ``MAX_PER_CLASS_F1`` classes); regression: MAE, RMSE,
-    MAPE, bias and the p50 / p90 / p99 absolute errors (within 1 %).
-    """
-    c = cohort.metrics
-    if task == "binary":
-        return cohort_metrics(c)
-    out: dict[str, Any] = {}
-    if task == "multiclass":
-        _put(out, "accuracy", c.accuracy())
-        _put(out, "macro_f1", c.f1_macro())
-        if len(c.classes) <= MAX_PER_CLASS_F1:
-            out["per_class_f1"] = {str(k): v for k, v in c.per_class_f1().items()}
-        return out
-    for name in ("mae", "rmse", "mape", "bias"):
-        _put(out, name, getattr(c, name)())
-    for q, m in c.error_quantiles().items():
-        _put(out, f"abs_error_p{round(q * 100):d}", m)
-    return out
-
-
-def estimated_metrics(task: str, cohort: LoadedCohort) -> dict[str, Any]:
-    """Label-free estimates: binary CBPE (accuracy, precision, recall, F1, ROC AUC),
-    multiclass expected accuracy (mean top-class probability); none for regression."""
-    if task == "binary":
-        e = estimate_cohort(cohort.metrics)
-        return {k: getattr(e, k).value for k in ("accuracy", "precision", "recall", "f1", "roc_auc")}
-    if task == "multiclass":
-        return {"accuracy": estimate_multiclass_accuracy(cohort.confidence_sum, cohort.confidence_n).value}
-    return {}
-
-
-def _multiclass_prediction(label: Any, probabilities: dict[str, float] | None
-                           ) -> tuple[str | None, float | None]:
-    """(predicted class, its probability) from the predicted label, else the arg-max class."""
-    predicted = class_name(label) if label is not None else None
-    if probabilities:
-        if predicted is None:
-            predicted = max(sorted(probabilities), key=probabilities.__getitem__)
-        return predicted, probabilities.get(predicted)
-    return predicted, None
-
-
-def predictions_of(cols: RecordColumns, cfg: ModelConfig) -> list[Prediction]:
-    """The sampled predictions of one decoded batch, as the model's task reads them."""
+def performance_tests(baseline: Any, current: Any, cfg: ModelConfig, alpha: float) -> list[TestResult]:
+    """The model task's checks of a current cohort against its baseline
+    (:func:`detectors.performance.tasks.task_tests` with the model's performance floors)."""
     perf = cfg.performance
-    n = len(cols)
-    t_all = np.asarray(cols.event_time, dtype=np.float64)
-    placed = t_all <= MAX_CALENDAR_TIME  # later ones are future records (the aggregator's dead letters)
-    starts = cfg.window_grid.assign(np.where(placed, t_all, 0.0))[0].tolist()  # as the aggregator's
-    score = cols.score or [None] * n
-    labels = cols.predicted_label or [None] * n
-    probs = cols.class_probabilities or [None] * n
-    slice_cols = []
-    for key in cfg.slice_features:
-        if key in cols.slices:
-            slice_cols.append((key, cols.slices[key], True))
-        elif key in cols.features:
-            slice_cols.append((key, cols.features[key], False))
-    out = []
-    for i, (pid, t) in enumerate(zip(cols.prediction_id, cols.event_time, strict=True)):
-        if sample_point(pid) >= perf.sample_rate or not placed[i]:
-            continue
-        predicted, confidence = (_multiclass_prediction(labels[i], probs[i]) if perf.task == "multiclass"
-                                 else (None, None))
-        slices = tuple((key, v) for key, col, raw in slice_cols
-                       if (v := (col[i] if raw else slice_value(col[i]))) is not None)
-        s = score[i]
-        out.append(Prediction(pid, None if s is None else float(s), starts[i], float(t),
-                              predicted, confidence, slices))
-    return out
+    return task_tests(perf.task, baseline, current, alpha=alpha, auc_floor=perf.auc_floor,
+                      log_loss_floor=perf.log_loss_floor, accuracy_floor=perf.accuracy_floor,
+                      mae_floor=perf.mae_floor, mae_relative_floor=perf.mae_relative_floor)
 
 
 class Joiner:
@@ -445,7 +328,7 @@ class Joiner:
                 metrics.COHORTS_REJUDGED.inc()
                 log.info("cohort re-judged model=%s window=%s labeled=%d (was %d: insufficient data)",
                          model_id, start, cohort.labeled, done[start]["labeled"])
-            results = self.tests(baseline.metrics, cohort.metrics, cfg, self.settings.alpha)
+            results = performance_tests(baseline.metrics, cohort.metrics, cfg, self.settings.alpha)
             changed += await self._apply(model_id, cfg, start, "labels", results, force=True)
             evaluation = self._evaluation(perf.task, cohort, baseline, m, results)
             evaluation["baseline"] = "trailing" if reference is None else "reference"
@@ -481,7 +364,7 @@ class Joiner:
             label = slice_label(key, value)
             shortfall = sample_shortfall(baseline.metrics, cohort.metrics, perf.slice_min_labeled,
                                          perf.slice_min_per_class if perf.task == "binary" else 0)
-            results = for_slice(self.tests(baseline.metrics, cohort.metrics, cfg, self.settings.alpha),
+            results = for_slice(performance_tests(baseline.metrics, cohort.metrics, cfg, self.settings.alpha),
                                 label, shortfall)
             changed += await self._apply(model_id, cfg, start, f"labels@{label}", results)
             evaluation = self._evaluation(perf.task, cohort, baseline, m, results)
@@ -516,8 +399,8 @@ class Joiner:
     @staticmethod
     def _evaluation(task: str, cohort: LoadedCohort, baseline: LoadedCohort, m: Maturity,
                     results: list[TestResult]) -> dict[str, Any]:
-        realized = realized_metrics(task, cohort)
-        estimated = estimated_metrics(task, cohort)
+        realized = realized_metrics(task, cohort.metrics)
+        estimated = estimated_metrics(task, cohort.metrics, cohort.confidence_sum, cohort.confidence_n)
         compared = [k for k in ("accuracy", "roc_auc") if k in estimated]
         return {
             "maturity": {"labeled_fraction": m.labeled_fraction, "reason": m.reason},
@@ -531,22 +414,3 @@ class Joiner:
                          "p_value": r.p_value, "floor": r.floor, "reason": r.reason}
                         for r in results],
         }
-
-    @staticmethod
-    def tests(baseline: Any, current: Any, cfg: ModelConfig, alpha: float) -> list[TestResult]:
-        """The task's checks of a current cohort against its baseline (metric accumulators:
-        ``BinaryCohort``, ``MulticlassCohort`` or ``RegressionCohort``), their status read at
-        ``alpha`` (``FLEETWATCH_ALPHA``, as the feature tests; alerts are the FDR gate's)."""
-        perf = cfg.performance
-        if perf.task == "multiclass":
-            return [accuracy_drop_test(baseline, current, PERFORMANCE, floor=perf.accuracy_floor,
-                                       alpha=alpha)]
-        if perf.task == "regression":
-            floor = perf.mae_floor
-            if floor is None:
-                base_mae = baseline.mae().value
-                floor = perf.mae_relative_floor * base_mae if base_mae is not None else 0.0
-            return [mae_increase_test(baseline, current, PERFORMANCE, floor=floor, alpha=alpha)]
-        return [auc_drop_test(baseline, current, PERFORMANCE, floor=perf.auc_floor, alpha=alpha),
-                log_loss_increase_test(baseline, current, PERFORMANCE, floor=perf.log_loss_floor,
-                                       alpha=alpha)]
