@@ -13,8 +13,9 @@ from pydantic import Field
 from detectors.strict import StrictModel
 from service.alerting.policy import resolve_by_user
 from service.alerting.store import AlertStore
+from service.api.deps import AlertStoreDep, StoreDep, alerts_of, require_model
 from service.api.errors import ApiError, ErrorBody
-from service.api.model_routes import json_example, require_model, store_of
+from service.api.model_routes import json_example
 from service.api.params import Offset, limit_query
 
 router = APIRouter(prefix="/v1/alerts", tags=["alerts"])
@@ -61,10 +62,6 @@ class UserAction(StrictModel):
         {"by": "ana@payments", "comment": "upstream fix deploying"}]}}
 
 
-def alerts_of(request: Request) -> AlertStore:
-    return AlertStore(store_of(request).r)
-
-
 async def require_alert(alerts: AlertStore, alert_id: str) -> dict[str, Any]:
     alert = await alerts.alert(alert_id)
     if alert is None:
@@ -78,7 +75,8 @@ async def require_alert(alerts: AlertStore, alert_id: str) -> dict[str, Any]:
             responses={200: json_example([ALERT_EXAMPLE]), 404: {"model": ErrorBody},
                        422: {"model": ErrorBody}})
 async def list_alerts(
-    request: Request,
+    store: StoreDep,
+    alerts: AlertStoreDep,
     model: Annotated[str | None, Query(description="Only this model's alerts")] = None,
     state: Annotated[AlertState | None, Query(description="Only alerts in this state")] = None,
     severity: Annotated[Severity | None, Query(description="Only alerts of this severity")] = None,
@@ -87,21 +85,21 @@ async def list_alerts(
     offset: Offset = 0,
 ) -> list[dict[str, Any]]:
     if model is not None:
-        await require_model(store_of(request), model)
+        await require_model(store, model)
     lo = since.replace(tzinfo=since.tzinfo or UTC).timestamp() if since else 0
 
     def keep(alert: dict[str, Any]) -> bool:
         return ((state is None or alert["state"] == state.value)
                 and (severity is None or alert["severity"] == severity.value))
 
-    return await alerts_of(request).alerts(model, lo, limit, offset,
-                                           None if state is None and severity is None else keep)
+    return await alerts.alerts(model, lo, limit, offset,
+                               None if state is None and severity is None else keep)
 
 
 @router.get("/{alert_id}", summary="One alert",
             responses={200: json_example(ALERT_EXAMPLE), 404: {"model": ErrorBody}})
-async def get_alert(alert_id: AlertId, request: Request) -> dict[str, Any]:
-    return await require_alert(alerts_of(request), alert_id)
+async def get_alert(alert_id: AlertId, alerts: AlertStoreDep) -> dict[str, Any]:
+    return await require_alert(alerts, alert_id)
 
 
 @router.post("/{alert_id}/ack", summary="Acknowledge a firing alert",

@@ -5,9 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
+from service.api.deps import require_model, store_of
 from service.api.errors import UNAVAILABLE_RESPONSE, ErrorBody, unavailable
 from service.api.ingest import _producer
-from service.api.model_routes import require_model, store_of
 from service.api.params import ModelId
 from service.profiles.control import FlushRequest
 

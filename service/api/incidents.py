@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 
 from detectors.policy.severity import highest
-from service.api.alerts import ALERT_EXAMPLE, alerts_of
+from service.api.alerts import ALERT_EXAMPLE
+from service.api.deps import AlertStoreDep
 from service.api.errors import ApiError, ErrorBody
 from service.api.model_routes import json_example
 from service.api.params import Offset, limit_query
@@ -46,7 +47,7 @@ def summarize(incident: dict[str, Any]) -> dict[str, Any]:
                         "and `offset` page what the filters selected.",
             responses={200: json_example([INCIDENT_EXAMPLE]), 422: {"model": ErrorBody}})
 async def list_incidents(
-    request: Request,
+    alerts: AlertStoreDep,
     state: Annotated[Literal["open", "resolved"] | None, Query(description="open or resolved")] = None,
     model: Annotated[str | None, Query(description="Only incidents touching this model")] = None,
     since: Annotated[datetime | None, Query(description="Opened at or after (ISO 8601 or Unix s)")] = None,
@@ -59,8 +60,8 @@ async def list_incidents(
         summary = summarize(incident)
         return (state is None or summary["state"] == state) and (model is None or model in summary["models"])
 
-    selected = await alerts_of(request).incidents(lo, limit, offset,
-                                                  None if state is None and model is None else keep)
+    selected = await alerts.incidents(lo, limit, offset,
+                                      None if state is None and model is None else keep)
     return [summarize(i) for i in selected]
 
 
@@ -69,9 +70,9 @@ async def list_incidents(
 async def get_incident(
     incident_id: Annotated[str, Path(description="Incident id",
                                      openapi_examples={"incident": {"value": "9a7b3c1d2e4f5a6b"}})],
-    request: Request,
+    alerts: AlertStoreDep,
 ) -> dict[str, Any]:
-    incident = await alerts_of(request).incident(incident_id)
+    incident = await alerts.incident(incident_id)
     if incident is None:
         raise ApiError(404, "incident_not_found", f"unknown incident {incident_id!r}", "incident_id")
     return summarize(incident)

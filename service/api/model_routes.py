@@ -14,6 +14,7 @@ from detectors.config import DetectorConfig, merge
 from detectors.policy.learned import LearnedFloors
 from detectors.strict import StrictModel
 from sdk.record import RecordError
+from service.api.deps import require_model, store_of
 from service.api.errors import ApiError, ErrorBody
 from service.api.merge_patch import merge_patch
 from service.api.model_views import (
@@ -65,20 +66,11 @@ def json_example(example: Any, description: str = "Successful Response") -> dict
     return {"description": description, "content": {"application/json": {"example": example}}}
 
 
-def store_of(request: Request) -> Store:
-    return request.app.state.store
-
-
 async def editable_detector_config(store: Store, model_id: str) -> DetectorConfig:
     """The model's stored detector configuration to change: empty when it has none, or
     when the stored one does not parse (the write replaces it)."""
     own = await store.own_detector_config(model_id)
     return own if isinstance(own, DetectorConfig) else DetectorConfig()
-
-
-async def require_model(store: Store, model_id: str) -> None:
-    if not await store.model_exists(model_id):
-        raise ApiError(404, "model_not_found", f"unknown model {model_id!r}", "model_id")
 
 
 async def config_in_force(store: Store, model_id: str) -> ModelConfig:

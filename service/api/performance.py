@@ -11,8 +11,9 @@ from fastapi import APIRouter, Query, Request
 
 from detectors.performance.maturity import maturity
 from detectors.performance.report import estimated_metrics, realized_metrics
+from service.api.deps import require_model, store_of
 from service.api.errors import ApiError, ErrorBody
-from service.api.model_routes import json_example, require_model, store_of
+from service.api.model_routes import json_example
 from service.api.params import ModelId, Offset, limit_query
 from service.cohorts import CohortStore, codec_for, parse_slice_label, slice_id
 from service.registry import ModelConfig

@@ -5,8 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 
 from service.alerting.store import AlertStore
+from service.api.deps import store_of
 from service.api.errors import ErrorBody
-from service.api.model_routes import json_example, model_view, store_of
+from service.api.model_routes import json_example, model_view
 from service.api.model_views import (
     FdrApplied,
     LabelCounts,
