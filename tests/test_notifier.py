@@ -30,9 +30,10 @@ from service.alerting.store import AlertStore
 from service.api.app import create_app
 from service.embedded import free_port
 from service.paging.keys import GROUPS_DUE, ITEM_PREFIX, notify_group_key
-from service.paging.notifier import GroupState, Notifier, Timing, decide
+from service.paging.notifier import Notifier
 from service.paging.outbox import Outbox, RetryPolicy
 from service.paging.payloads import SIGNATURE_HEADER, verify_signature
+from service.paging.timing import GroupState, Timing, decide
 from service.profiles.store import Store
 from service.registry import FeatureDeclaration, ModelConfig
 from service.settings import Settings

@@ -11,8 +11,9 @@ from pydantic import BaseModel, Field
 
 from service.api.errors import ApiError, ErrorBody
 from service.api.params import MatcherView, Offset, check_regex_lengths, limit_query
+from service.paging.kinds import ReceiverKind, kind_of
 from service.paging.outbox import Outbox, OutboxState
-from service.paging.receiver_config import Receiver, ReceiverKind, ReceiverSpec
+from service.paging.receiver_config import Receiver, ReceiverSpec
 from service.paging.receiver_store import ReceiverStore
 from service.paging.ssrf import UnsafeUrl, check_url
 
@@ -24,15 +25,16 @@ notifications_router = APIRouter(prefix="/v1/notifications", tags=["receivers"])
 
 
 class ReceiverView(BaseModel):
-    """A receiver as the API shows it: never its secret or routing key; a Slack URL
-    (itself the credential) with its path hidden."""
+    """A receiver as the API shows it: never its secret, routing key or API key; a Slack or
+    Teams URL (itself the credential) with its path hidden."""
 
     id: str
     name: str
     kind: ReceiverKind
-    url: str = Field(..., description="Destination (slack: path hidden)")
+    url: str = Field(..., description="Destination (slack, teams: path hidden)")
     has_secret: bool = Field(..., description="Deliveries are HMAC-signed")
     has_routing_key: bool = Field(..., description="A PagerDuty routing key is stored")
+    has_api_key: bool = Field(False, description="An Opsgenie API key is stored")
     matchers: list[MatcherView]
     group_wait_seconds: float
     group_interval_seconds: float
@@ -80,7 +82,7 @@ def receivers_of(request: Request) -> ReceiverStore:
 
 
 def _shown_url(r: Receiver) -> str:
-    if r.kind != "slack":
+    if not kind_of(r.kind).secret_url:
         return r.url or ""
     parts = urlsplit(r.url or "")
     return urlunsplit((parts.scheme, parts.netloc, "/…", "", ""))
@@ -89,7 +91,8 @@ def _shown_url(r: Receiver) -> str:
 def _view(r: Receiver) -> ReceiverView:
     return ReceiverView(
         id=r.id, name=r.name, kind=r.kind, url=_shown_url(r), has_secret=r.secret is not None,
-        has_routing_key=r.routing_key is not None, matchers=[MatcherView.of(m) for m in r.matchers],
+        has_routing_key=r.routing_key is not None, has_api_key=r.api_key is not None,
+        matchers=[MatcherView.of(m) for m in r.matchers],
         group_wait_seconds=r.group_wait_seconds, group_interval_seconds=r.group_interval_seconds,
         repeat_interval_seconds=r.repeat_interval_seconds, max_per_minute=r.max_per_minute,
         created_at=r.created_at)

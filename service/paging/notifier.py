@@ -35,16 +35,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
-import json
 import logging
 import os
 import socket
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
 
 import httpx
 from redis.exceptions import ResponseError
@@ -53,19 +50,18 @@ from service import metrics
 from service.alerting.keys import EVENTS
 from service.alerting.store import AlertStore
 from service.paging.keys import GROUPS_DUE, notify_group_key
+from service.paging.kinds import Delivery, kind_of, render
 from service.paging.outbox import Guard, NewItem, Outbox, OutboxItem, RetryPolicy
 from service.paging.payloads import (
     DELIVERY_HEADER,
-    SIGNATURE_HEADER,
     Notice,
     encode,
     incident_url,
-    render,
-    sign,
 )
-from service.paging.receiver_config import SIGNED_KINDS, Receiver
+from service.paging.receiver_config import Receiver
 from service.paging.receiver_store import ReceiverStore
 from service.paging.ssrf import UnsafeUrl, check_url
+from service.paging.timing import GroupState, Timing, decide
 from service.profiles.store import Store
 from service.runtime.outage import REDIS_DOWN, RedisOutage
 from service.settings import Settings
@@ -77,7 +73,6 @@ EVENTS_PER_READ = 100
 GROUPS_PER_FLUSH = 100
 IDLE_POLL_SECONDS = 1.0
 FLUSH_ERROR_DELAY_SECONDS = 60.0
-RETRYABLE_STATUS = frozenset({408, 425, 429})
 USER_AGENT = "fleetwatch-notifier/0.1"
 
 
@@ -110,171 +105,6 @@ _FORGET = """
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('ZREM', KEYS[2], ARGV[1]) end
 return 1
 """
-
-
-@dataclass(frozen=True)
-class Timing:
-    """A receiver's timing (seconds): Alertmanager's group_wait, group_interval and
-    repeat_interval."""
-
-    group_wait: float
-    group_interval: float
-    repeat_interval: float
-
-    @classmethod
-    def of(cls, r: Receiver) -> Timing:
-        return cls(r.group_wait_seconds, r.group_interval_seconds, r.repeat_interval_seconds)
-
-
-@dataclass(frozen=True)
-class GroupState:
-    """What a receiver was told about an incident.
-
-    Attributes
-    ----------
-    first_seen : float
-        When the group's first alert arrived (Unix seconds).
-    sent : {"none", "firing", "resolved"}
-        The last status notified.
-    last_sent : float or None
-        When the last notification was decided.
-    firing : tuple of str
-        Ids of the alerts firing in the last notification.
-    acked : bool
-        Whether the acknowledgement was forwarded (since the last trigger).
-    members : tuple of str
-        Ids of every alert notified so far (their resolution is reported even
-        if they stopped matching or became not-to-notify).
-    """
-
-    first_seen: float
-    sent: str = "none"
-    last_sent: float | None = None
-    firing: tuple[str, ...] = ()
-    acked: bool = False
-    members: tuple[str, ...] = ()
-
-    @classmethod
-    def from_redis(cls, raw: Mapping[bytes, bytes]) -> GroupState:
-        f = {k.decode(): v.decode() for k, v in raw.items()}
-        return cls(first_seen=float(f["first_seen"]), sent=f.get("sent", "none"),
-                   last_sent=float(f["last_sent"]) if f.get("last_sent") else None,
-                   firing=tuple(x for x in f.get("firing", "").split(",") if x),
-                   acked=f.get("acked") == "1",
-                   members=tuple(x for x in f.get("members", "").split(",") if x))
-
-    def to_redis(self) -> dict[str, str]:
-        return {"first_seen": repr(self.first_seen), "sent": self.sent,
-                "last_sent": "" if self.last_sent is None else repr(self.last_sent),
-                "firing": ",".join(self.firing), "acked": "1" if self.acked else "0",
-                "members": ",".join(self.members)}
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What to send now, the state after it, and when to look again (None: only
-    when an event arrives)."""
-
-    actions: tuple[str, ...]
-    state: GroupState
-    next_at: float | None
-
-
-def decide(state: GroupState, alerts: Sequence[Mapping[str, Any]], timing: Timing,
-           now: float) -> Decision:
-    """The notifications one receiver gets for one incident at ``now``.
-
-    Parameters
-    ----------
-    state : GroupState
-        What the receiver was told so far.
-    alerts : sequence of mapping
-        The incident's alerts the receiver gets (notifiable and matching, or
-        already notified), each with ``id`` and ``state`` (firing,
-        acknowledged, resolved).
-    timing : Timing
-    now : float
-        Unix seconds.
-
-    Returns
-    -------
-    Decision
-
-    Notes
-    -----
-    Nothing sent yet (or the last notice was a resolve): once an alert fires
-    and ``group_wait`` has passed since the first (``group_interval`` since a
-    resolve), a ``trigger`` with every alert of the group. An incident whose
-    alerts all resolved before that is never notified. After a trigger:
-
-    - the firing set changed: an ``update``, no sooner than
-      ``group_interval`` after the last notification;
-    - nothing fires any more: a ``resolve``, with the same spacing;
-    - unchanged: a ``repeat`` every ``repeat_interval``, unless acknowledged;
-    - an alert acknowledged: one ``acknowledge``, at once (after the trigger
-      or update of the same flush).
-
-    Examples
-    --------
-    >>> t = Timing(group_wait=30, group_interval=300, repeat_interval=3600)
-    >>> s = GroupState(first_seen=0.0)
-    >>> firing = [{"id": "a", "state": "firing"}, {"id": "b", "state": "firing"}]
-    >>> decide(s, firing, t, 10).actions, decide(s, firing, t, 10).next_at  # group_wait
-    ((), 30.0)
-    >>> d = decide(s, firing, t, 30)
-    >>> d.actions, d.state.firing, d.next_at
-    (('trigger',), ('a', 'b'), 3630)
-    >>> resolved = [{"id": "a", "state": "resolved"}, {"id": "b", "state": "resolved"}]
-    >>> decide(d.state, resolved, t, 100).next_at  # group_interval after the trigger
-    330
-    >>> r = decide(d.state, resolved, t, 330)
-    >>> r.actions, r.state.sent, r.next_at
-    (('resolve',), 'resolved', None)
-    >>> acked = [{"id": "a", "state": "acknowledged"}, {"id": "b", "state": "firing"}]
-    >>> decide(d.state, acked, t, 40).actions  # no repeats while acknowledged
-    ('acknowledge',)
-    >>> decide(d.state, firing, t, 3630).actions
-    ('repeat',)
-    >>> decide(s, resolved, t, 30).actions  # resolved before group_wait: never notified
-    ()
-    """
-    ids = tuple(sorted({a["id"] for a in alerts} | set(state.members)))
-    firing = tuple(sorted(a["id"] for a in alerts if a.get("state") != "resolved"))
-    acked = any(a.get("state") == "acknowledged" for a in alerts)
-    if state.sent != "firing":
-        if not firing:
-            return Decision((), state, None)
-        ready = (state.first_seen + timing.group_wait if state.sent == "none" or state.last_sent is None
-                 else state.last_sent + timing.group_interval)
-        if now < ready:
-            return Decision((), state, ready)
-        new = GroupState(state.first_seen, "firing", now, firing, acked, ids)
-        return Decision(("trigger", "acknowledge") if acked else ("trigger",), new,
-                        None if acked else now + timing.repeat_interval)
-    last = state.last_sent if state.last_sent is not None else state.first_seen
-    if not firing:
-        if now < last + timing.group_interval:
-            return Decision((), state, last + timing.group_interval)
-        return Decision(("resolve",), replace(state, sent="resolved", last_sent=now, firing=(),
-                                              members=ids), None)
-    actions: list[str] = []
-    later: list[float] = []
-    new = state
-    if firing != state.firing:
-        if now >= last + timing.group_interval:
-            actions.append("update")
-            new = replace(new, last_sent=now, firing=firing, members=ids)
-        else:
-            later.append(last + timing.group_interval)
-    elif not state.acked and not acked and now >= last + timing.repeat_interval:
-        actions.append("repeat")
-        new = replace(new, last_sent=now, members=ids)
-    if acked and not state.acked:
-        actions.append("acknowledge")
-        new = replace(new, acked=True)
-    if not new.acked:
-        later.append((new.last_sent or now) + timing.repeat_interval)
-    return Decision(tuple(actions), new, min(later) if later else None)
 
 
 def _retry_after(response: httpx.Response, now: float) -> float:
@@ -543,15 +373,12 @@ class Notifier:
         except Exception:  # its lease ends and it is tried again
             log.exception("delivery failed id=%s receiver=%s", item.id, item.receiver_id)
 
-    def request(self, receiver: Receiver, item: OutboxItem, now: float) -> tuple[bytes, dict[str, str]]:
-        """The request body and headers of one attempt (credentials added here)."""
-        content = item.body.encode()
-        if receiver.kind == "pagerduty":
-            content = encode({"routing_key": receiver.routing_key, **json.loads(item.body)})
-        headers = {"Content-Type": "application/json", DELIVERY_HEADER: item.id}
-        if receiver.kind in SIGNED_KINDS and receiver.secret:
-            headers[SIGNATURE_HEADER] = sign(receiver.secret, content, int(now))
-        return content, headers
+    def request(self, receiver: Receiver, item: OutboxItem, now: float) -> Delivery:
+        """The request of one attempt, as the receiver's kind builds it (credentials added
+        here, never stored), with the delivery id header."""
+        d = kind_of(receiver.kind).request(receiver, item, now)
+        d.headers[DELIVERY_HEADER] = item.id
+        return d
 
     async def deliver(self, item: OutboxItem, token: str) -> str:
         """One attempt at a claimed item; its outcome (delivered, retried, dead,
@@ -574,9 +401,9 @@ class Notifier:
         attempts = item.attempts + 1
         wait_at_least = 0.0
         try:
-            await check_url(receiver.url, self.settings.receiver_allow_nets)
-            content, headers = self.request(receiver, item, now)
-            response = await self.http.post(receiver.url, content=content, headers=headers)
+            d = self.request(receiver, item, now)
+            await check_url(d.url, self.settings.receiver_allow_nets)
+            response = await self.http.post(d.url, content=d.content, headers=d.headers)
         except UnsafeUrl as exc:
             return await self._dead(item, token, attempts, f"url refused: {exc}")
         except (httpx.HTTPError, OSError) as exc:
@@ -591,7 +418,7 @@ class Notifier:
                 return "delivered"
             code = response.status_code
             error = f"HTTP {code}"
-            retryable = code in RETRYABLE_STATUS or code >= 500
+            retryable = kind_of(receiver.kind).retryable(code)
             wait_at_least = _retry_after(response, now)
         if not retryable or self.retry.exhausted(attempts):
             return await self._dead(item, token, attempts, error)

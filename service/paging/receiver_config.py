@@ -2,8 +2,10 @@
 
 A *receiver* is one destination of notifications: a generic signed JSON
 ``webhook``, a ``slack`` incoming webhook, a ``pagerduty`` Events API v2
-integration or an ``alertmanager``-format webhook (payloads:
-``service.paging.payloads``). It receives the notifiable alerts (``notify: true``:
+integration, an ``alertmanager``-format webhook, an ``opsgenie`` Alert API
+integration or a Microsoft ``teams`` Workflows webhook (one module each in
+:mod:`service.paging.kinds`, which also says which credentials a kind takes).
+It receives the notifiable alerts (``notify: true``:
 neither silenced nor inhibited) that satisfy **all** of its matchers, grouped
 by incident, with Alertmanager's timing [1]_:
 
@@ -39,21 +41,16 @@ References
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 
 from detectors.policy.silence import MAX_MATCHERS, Matcher
 from detectors.strict import LAX, StrictModel
+from service.paging.kinds import KINDS, ReceiverKind
 
-ReceiverKind = Literal["webhook", "slack", "pagerduty", "alertmanager"]
-RECEIVER_KINDS: tuple[str, ...] = ("webhook", "slack", "pagerduty", "alertmanager")
-#: The PagerDuty Events API v2 endpoint, the default URL of a ``pagerduty`` receiver.
-PAGERDUTY_EVENTS_URL = "https://events.pagerduty.com/v2/enqueue"
 BUILTIN_LABELS = ("model", "feature", "check", "severity", "owner")
-#: Receiver kinds whose deliveries carry an HMAC signature when a secret is set.
-SIGNED_KINDS = ("webhook", "alertmanager")
 
 LabelName = Annotated[str, StringConstraints(min_length=1, max_length=128)]
 
@@ -126,19 +123,22 @@ class ReceiverSpec(StrictModel):
     ----------
     name : str
         1 to 256 characters, for people.
-    kind : {"webhook", "slack", "pagerduty", "alertmanager"}
-        The payload format (``service.paging.payloads``).
+    kind : {"webhook", "slack", "pagerduty", "alertmanager", "opsgenie", "teams"}
+        The destination's kind (:mod:`service.paging.kinds`).
     url : str, optional
         http or https. Required, except for ``pagerduty`` (default: the Events
-        API v2 endpoint).
+        API v2 endpoint) and ``opsgenie`` (default: the Alert API v2 endpoint).
     routing_key : str, optional
         The PagerDuty integration key; required for ``pagerduty``, refused for
         other kinds. Stored, never returned.
     secret : str, optional
         HMAC-SHA256 signing secret, 16 to 256 characters; required for
         ``webhook``, optional for ``alertmanager``, refused for ``slack`` and
-        ``pagerduty`` (their URL or routing key is the credential). Stored,
-        never returned.
+        ``pagerduty``, ``opsgenie`` and ``teams`` (their URL or key is the
+        credential). Stored, never returned.
+    api_key : str, optional
+        The key of an Opsgenie API integration; required for ``opsgenie``,
+        refused for other kinds. Stored, never returned.
     matchers : list of ReceiverMatcher
         0 to 16; an alert goes to the receiver when it satisfies all of them.
     group_wait_seconds, group_interval_seconds, repeat_interval_seconds : float
@@ -151,7 +151,8 @@ class ReceiverSpec(StrictModel):
     ------
     pydantic.ValidationError
         Naming the field: ``url`` (missing, not http(s), no host),
-        ``routing_key`` and ``secret`` (missing or not allowed for the kind),
+        ``routing_key``, ``api_key`` and ``secret`` (missing or not allowed for
+        the kind),
         ``repeat_interval_seconds`` (below the group interval), a matcher's
         ``value`` (bad regular expression), ...
 
@@ -177,14 +178,16 @@ class ReceiverSpec(StrictModel):
         "repeat_interval_seconds": 14400, "max_per_minute": 60}]})
 
     name: str = Field(..., min_length=1, max_length=256, description="Receiver name, for people")
-    kind: ReceiverKind = Field(..., description="webhook, slack, pagerduty or alertmanager")
+    kind: ReceiverKind = Field(..., description="webhook, slack, pagerduty, alertmanager, opsgenie or teams")
     url: str | None = Field(None, min_length=1, max_length=2048, validate_default=True,
-                            description="http(s) URL; pagerduty defaults to the Events API v2")
+                            description="http(s) URL; pagerduty and opsgenie default to their API's")
     routing_key: str | None = Field(None, min_length=1, max_length=128, validate_default=True,
                                     description="PagerDuty integration key (pagerduty only; never returned)")
     secret: str | None = Field(None, min_length=16, max_length=256, validate_default=True,
                                description="HMAC-SHA256 signing secret (webhook: required; "
                                            "alertmanager: optional; never returned)")
+    api_key: str | None = Field(None, min_length=1, max_length=128, validate_default=True,
+                                description="Opsgenie API integration key (opsgenie only; never returned)")
     matchers: tuple[ReceiverMatcher, ...] = Field(
         (), max_length=MAX_MATCHERS, **LAX, description="All must match; none: every notifiable alert")
     group_wait_seconds: float = Field(30.0, ge=0, le=86_400,
@@ -201,31 +204,31 @@ class ReceiverSpec(StrictModel):
     def _url(cls, v: str | None, info: ValidationInfo) -> str | None:
         kind = info.data.get("kind")
         if v is None:
-            if kind == "pagerduty":
-                return PAGERDUTY_EVENTS_URL
             if kind is None:
                 return None  # the kind itself is invalid and reported
-            raise ValueError(f"required for {kind} receivers")
+            default = KINDS[kind].default_url
+            if default is None:
+                raise ValueError(f"required for {kind} receivers")
+            return default
         return _check_url(v)
 
-    @field_validator("routing_key")
+    @field_validator("routing_key", "secret", "api_key")
     @classmethod
-    def _routing_key(cls, v: str | None, info: ValidationInfo) -> str | None:
-        kind = info.data.get("kind")
-        if kind == "pagerduty" and v is None:
-            raise ValueError("required for pagerduty receivers")
-        if kind not in (None, "pagerduty") and v is not None:
-            raise ValueError("only pagerduty receivers take a routing key")
-        return v
-
-    @field_validator("secret")
-    @classmethod
-    def _secret(cls, v: str | None, info: ValidationInfo) -> str | None:
-        kind = info.data.get("kind")
-        if kind == "webhook" and v is None:
-            raise ValueError("required for webhook receivers (deliveries are signed with it)")
-        if kind is not None and kind not in SIGNED_KINDS and v is not None:
-            raise ValueError(f"{kind} receivers are not signed; remove the secret")
+    def _credential(cls, v: str | None, info: ValidationInfo) -> str | None:
+        """Each kind's credentials (``Kind.needs``): required ones present, others absent."""
+        kind, name = info.data.get("kind"), info.field_name
+        if kind is None:
+            return v
+        need = KINDS[kind].needs.get(name)
+        if need == "required" and v is None:
+            why = " (deliveries are signed with it)" if name == "secret" else ""
+            raise ValueError(f"required for {kind} receivers{why}")
+        if need is None and v is not None:
+            if name == "secret":
+                raise ValueError(f"{kind} receivers are not signed; remove the secret")
+            owners = " and ".join(k for k, spec in KINDS.items() if name in spec.needs)
+            what = {"routing_key": "a routing key", "api_key": "an API key"}[name]
+            raise ValueError(f"only {owners} receivers take {what}")
         return v
 
     @field_validator("repeat_interval_seconds")
