@@ -11,6 +11,7 @@ from fastapi import APIRouter, Path, Query, Request
 from pydantic import Field
 
 from detectors.strict import StrictModel
+from service.alerting.models import Alert
 from service.alerting.policy import resolve_by_user
 from service.alerting.store import AlertStore
 from service.api.deps import AlertStoreDep, StoreDep, alerts_of, require_model
@@ -70,6 +71,7 @@ async def require_alert(alerts: AlertStore, alert_id: str) -> dict[str, Any]:
 
 
 @router.get("", summary="Alerts, newest first",
+            response_model=list[Alert], response_model_exclude_unset=True,
             description="The alerts created since `since` (of `model`), in `state` and of `severity`; "
                         "`limit` and `offset` page what the filters selected.",
             responses={200: json_example([ALERT_EXAMPLE]), 404: {"model": ErrorBody},
@@ -97,12 +99,14 @@ async def list_alerts(
 
 
 @router.get("/{alert_id}", summary="One alert",
+            response_model=Alert, response_model_exclude_unset=True,
             responses={200: json_example(ALERT_EXAMPLE), 404: {"model": ErrorBody}})
 async def get_alert(alert_id: AlertId, alerts: AlertStoreDep) -> dict[str, Any]:
     return await require_alert(alerts, alert_id)
 
 
 @router.post("/{alert_id}/ack", summary="Acknowledge a firing alert",
+             response_model=Alert, response_model_exclude_unset=True,
              responses={200: json_example(ACKED_EXAMPLE),
                         404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
 async def ack_alert(alert_id: AlertId, body: UserAction, request: Request) -> dict[str, Any]:
@@ -117,6 +121,7 @@ async def ack_alert(alert_id: AlertId, body: UserAction, request: Request) -> di
 
 
 @router.post("/{alert_id}/resolve", summary="Resolve an alert by hand",
+             response_model=Alert, response_model_exclude_unset=True,
              responses={200: json_example(RESOLVED_EXAMPLE),
                         404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
 async def resolve_alert(alert_id: AlertId, body: UserAction, request: Request) -> dict[str, Any]:

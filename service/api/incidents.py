@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query
 
 from detectors.policy.severity import highest
+from service.alerting.models import Incident
 from service.api.alerts import ALERT_EXAMPLE
 from service.api.deps import AlertStoreDep
 from service.api.errors import ApiError, ErrorBody
@@ -43,6 +44,7 @@ def summarize(incident: dict[str, Any]) -> dict[str, Any]:
 
 
 @router.get("", summary="Incidents, newest first",
+            response_model=list[Incident], response_model_exclude_unset=True,
             description="The incidents opened since `since`, in `state` and touching `model`; `limit` "
                         "and `offset` page what the filters selected.",
             responses={200: json_example([INCIDENT_EXAMPLE]), 422: {"model": ErrorBody}})
@@ -66,6 +68,7 @@ async def list_incidents(
 
 
 @router.get("/{incident_id}", summary="One incident with its alerts",
+            response_model=Incident, response_model_exclude_unset=True,
             responses={200: json_example(INCIDENT_EXAMPLE), 404: {"model": ErrorBody}})
 async def get_incident(
     incident_id: Annotated[str, Path(description="Incident id",
