@@ -15,7 +15,7 @@ from detectors.baseline import seasonal_ranges
 from detectors.fdr.epoch import EpochSpending
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord
-from service.cohorts.joiner import predictions_of
+from service.cohorts.predictions import predictions_of
 from service.registry import ModelConfig, PerformanceConfig
 from sketches.window import DAY, ISO_WEEK_ORIGIN, MAX_CALENDAR_TIME, WindowGrid, window_starts
 
