@@ -220,12 +220,155 @@ def merged_baseline(kind: str, model_id: str, profiles: Sequence[WindowProfile])
     return Baseline(kind, merge_profiles(model_id, profiles), len(profiles))
 
 
+@dataclass(frozen=True)
+class BaselinePlan:
+    """What resolving one window's baseline reads (:func:`plan_baseline`); the worker
+    fetches it, :func:`choose_baseline` and :func:`pool_window` compute the answer.
+
+    Attributes
+    ----------
+    kind : str
+        The configured kind.
+    reference : bool
+        Read the reference profile.
+    seasonal : tuple of (int, int)
+        Window-start ranges ``[lo, hi)`` of the seasonal slot (empty: not read).
+    seasonal_full : int
+        Windows the slot holds when every past week has all of its windows: with
+        that many, ``auto`` prefers the seasonal baseline even to a reference.
+    trailing : (int, int) or None
+        Window-start range of the trailing baseline (None: not read).
+    trailing_if_needed : bool
+        Read ``trailing`` only when neither a reference nor a seasonal baseline
+        answered (``auto``).
+    pool : (int, int) or None
+        Window-start range of the windows preceding the current one that it is
+        pooled with, most recent first (None: it holds enough records).
+    seasonal_missing : str or None
+        Why no seasonal baseline can exist for this window.
+    """
+
+    kind: str
+    reference: bool
+    seasonal: tuple[tuple[int, int], ...]
+    seasonal_full: int
+    trailing: tuple[int, int] | None
+    trailing_if_needed: bool
+    pool: tuple[int, int] | None
+    seasonal_missing: str | None
+
+
+def plan_baseline(kind: str, window_start: int, window_seconds: int, count: int, *,
+                  trailing_seconds: int = DAY, seasonal_weeks: int = 4, min_records: int = 30,
+                  pool_windows: int = 14, grid: WindowGrid | None = None) -> BaselinePlan:
+    """What the baseline of one window needs.
+
+    Parameters
+    ----------
+    kind : str
+        ``"auto"``, ``"reference"``, ``"seasonal"`` or ``"trailing"``.
+    window_start, window_seconds : int
+        The window (Unix seconds, seconds).
+    count : int
+        Records the window holds. Below ``min_records`` (the tests' minimum
+        sample) it is pooled with up to ``pool_windows`` preceding windows, and
+        its trailing baseline ends where the pool's range begins and reaches
+        back ``4 * pool_windows`` windows (at least ``trailing_seconds``); a
+        seasonal baseline with fewer than ``min_records`` records is passed over
+        (:func:`usable`).
+    trailing_seconds, seasonal_weeks : int
+        :class:`~detectors.config.BaselineConfig`.
+    grid : WindowGrid or None
+        The model's windows: on one in a time zone, windows of local days have
+        the grid's nominal length (DST changes theirs), their seasonal slot is the
+        same local weekday (:func:`seasonal_ranges`) and their trailing span
+        reaches the previous local day.
+
+    Examples
+    --------
+    >>> p = plan_baseline("auto", 2 * WEEK + 3900, 300, 500)
+    >>> p.reference, p.seasonal[0], p.seasonal_full, p.trailing, p.trailing_if_needed, p.pool
+    (True, (608400, 612000), 48, (1126800, 1213200), True, None)
+    >>> q = plan_baseline("auto", 200 * DAY, DAY, 5)
+    >>> q.pool == (186 * DAY, 200 * DAY), q.trailing == (130 * DAY, 186 * DAY), len(q.seasonal)
+    (True, True, 4)
+    """
+    pooled = count < min_records
+    nominal, span_length = window_seconds, window_seconds
+    if grid is not None and grid.tz is not None and grid.length >= DAY:
+        nominal = grid.length
+        span_length = max(window_seconds, window_start - grid.shift(window_start, -grid.days))
+    missing = seasonal_unavailable(nominal)
+    seasonal: tuple[tuple[int, int], ...] = ()
+    if missing is None and kind in ("seasonal", "auto"):
+        seasonal = tuple(seasonal_ranges(window_start, nominal, seasonal_weeks, grid=grid))
+    per_slot = max(1, HOUR // window_seconds) if window_seconds <= HOUR else 1
+    pool = (window_start - pool_windows * window_seconds, window_start) if pooled else None
+    end = window_start if pool is None else pool[0]
+    span = trailing_span(span_length, trailing_seconds)
+    if pool is not None:
+        span = max(span, 4 * pool_windows * window_seconds)
+        trailing = (end - span, end)
+    else:
+        trailing = trailing_range(window_start, span)
+    wants_trailing = kind in ("trailing", "auto") or (kind == "seasonal" and missing is not None)
+    return BaselinePlan(kind, kind in ("reference", "auto"), seasonal, per_slot * seasonal_weeks,
+                        trailing if wants_trailing else None, kind == "auto", pool, missing)
+
+
+def pool_window(current: WindowProfile, preceding: Sequence[WindowProfile],
+                min_records: int) -> tuple[WindowProfile, int]:
+    """``current`` merged with the most recent of ``preceding`` until it holds
+    ``min_records`` records (or every one of them is in); and the windows added.
+
+    Profiles merge exactly, so the pooled window is the profile one longer window
+    would have had.
+
+    Examples
+    --------
+    >>> ws = [WindowProfile("m", s, 86400) for s in (0, 86400, 172800)]
+    >>> for w in ws: w.count = 5
+    >>> pooled, added = pool_window(ws[2], ws[:2], 8)
+    >>> pooled.count, added, ws[2].count
+    (10, 1, 5)
+    """
+    if current.count >= min_records or not preceding:
+        return current, 0
+    out = merge_profiles(current.model_id, [current])
+    out.window_start, out.window_seconds = current.window_start, current.window_seconds
+    added = 0
+    by_start: dict[int, list[WindowProfile]] = {}
+    for p in preceding:
+        by_start.setdefault(p.window_start, []).append(p)
+    for start in sorted(by_start, reverse=True):
+        if out.count >= min_records:
+            break
+        for p in by_start[start]:
+            out.merge(p)
+        added += 1
+    return out, added
+
+
+def usable(baseline: Baseline | None, min_records: int) -> Baseline | None:
+    """``baseline`` when it holds at least ``min_records`` records (a low-traffic
+    model's seasonal slot may not), else None.
+
+    Examples
+    --------
+    >>> w = WindowProfile("m", 0, 300); w.count = 5
+    >>> usable(merged_baseline("seasonal", "m", [w] * 4), 30) is None
+    True
+    """
+    return baseline if baseline is not None and baseline.profile.count >= min_records else None
+
+
 def choose_baseline(
     kind: str,
     reference: WindowProfile | None,
     seasonal: Baseline | None,
     trailing: Baseline | None,
     seasonal_missing: str | None = None,
+    seasonal_full: int | None = None,
 ) -> Baseline | None:
     """The baseline a model's configuration asks for, or None when it has no data.
 
@@ -240,13 +383,18 @@ def choose_baseline(
         Why no seasonal baseline can exist for this window
         (:func:`seasonal_unavailable`); then ``seasonal`` falls back to the
         trailing baseline, and ``auto`` without a reference says so too.
+    seasonal_full : int or None
+        Windows of a full seasonal history (:attr:`BaselinePlan.seasonal_full`);
+        None: never full.
 
     Returns
     -------
     Baseline or None
-        ``auto``: the reference if there is one, else the seasonal baseline
-        if any past week has windows in the slot, else the trailing one.
-        ``seasonal`` for a window that cannot have one: the trailing one,
+        ``auto``: the seasonal baseline once its history is full (every window of
+        the slot in each past week: daily and weekly rhythms then compare like
+        with like), else the reference if there is one, else the seasonal
+        baseline if any past week has windows in the slot, else the trailing
+        one. ``seasonal`` for a window that cannot have one: the trailing one,
         with the reason in its ``note``.
 
     Examples
@@ -254,12 +402,19 @@ def choose_baseline(
     >>> w = WindowProfile("m", 0, 300); w.count = 5
     >>> choose_baseline("auto", None, None, merged_baseline("trailing", "m", [w])).kind
     'trailing'
+    >>> choose_baseline("auto", w, merged_baseline("seasonal", "m", [w] * 4), None, None, 4).kind
+    'seasonal'
+    >>> choose_baseline("auto", w, merged_baseline("seasonal", "m", [w] * 3), None, None, 4).kind
+    'reference'
     >>> choose_baseline("seasonal", None, None, merged_baseline("trailing", "m", [w])) is None
     True
     >>> choose_baseline("seasonal", None, None, merged_baseline("trailing", "m", [w]),
     ...                 seasonal_unavailable(31 * DAY)).note
     'no seasonal baseline: the window (31 d) is longer than the seasonal period (7 d); trailing windows used'
     """
+    if (kind == "auto" and seasonal is not None and seasonal_full is not None
+            and seasonal.windows >= seasonal_full):
+        return seasonal
     if kind in ("reference", "auto") and reference is not None:
         return Baseline("reference", reference, 0)
     if seasonal_missing is not None and kind in ("seasonal", "auto") and trailing is not None:

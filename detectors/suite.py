@@ -126,6 +126,7 @@ def evaluate_window(
     config: DetectorConfig | None = None,
     volume_history: Sequence[int] | None = None,
     learned: LearnedFloors | None = None,
+    records: int | None = None,
 ) -> list[TestResult]:
     """All configured tier-1 tests of ``current`` against ``baseline``.
 
@@ -144,6 +145,9 @@ def evaluate_window(
         ``max(configured, learned)`` and its result says which (``floor_source``,
         ``floor_reason``). The caller passes it only when it fits the
         comparison (learned against this baseline, for windows of this length).
+    records : int, optional
+        The record count the volume test judges (default ``current.count``; a
+        window pooled with its predecessors passes its own count).
 
     Returns
     -------
@@ -188,6 +192,7 @@ def evaluate_window(
                 results += _categorical(name, baseline.prediction, current.prediction,
                                         plan(cfg, name, target, learned), alpha)
     if "volume" in window_plan.checks:
-        results.append(volume_test(current.count, volume_history or (), WINDOW_FEATURE,
+        results.append(volume_test(current.count if records is None else records,
+                                   volume_history or (), WINDOW_FEATURE,
                                    floor=window_plan.floors["volume"], alpha=alpha))
     return results

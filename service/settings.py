@@ -134,6 +134,14 @@ class Settings(BaseSettings):
     null_rate_floor: float = Field(
         0.1, ge=0, description="Default null-rate floor: the null-rate change a test must clear"
     )
+    pool_min_records: int = Field(
+        30, ge=1,
+        description="Low traffic: a window with fewer records is tested together with the windows "
+                    "before it until it holds this many (the tests' minimum sample, 30)",
+    )
+    pool_max_windows: int = Field(
+        14, ge=1, le=1_000, description="Low traffic: preceding windows a window may be pooled with"
+    )
     learned_floor_quantile: float = Field(
         0.99, gt=0, le=1,
         description="Learned floors: the quantile q of a feature's window-to-window movement in its "

@@ -48,7 +48,7 @@ def _by_feature(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
     out: dict[str, list[dict[str, Any]]] = {}
     for r in results:
         out.setdefault(r["feature"], []).append(
-            {k: v for k, v in r.items() if k not in ("baseline", "baseline_note")})
+            {k: v for k, v in r.items() if k not in ("baseline", "baseline_note", "pool_note")})
     return out
 
 
@@ -91,6 +91,7 @@ async def drift(
         if stored is not None:
             entry.update(source="stored", baseline=stored[0]["baseline"] if stored else None,
                          baseline_note=stored[0].get("baseline_note") if stored else None,
+                         pool_note=stored[0].get("pool_note") if stored else None,
                          features=_by_feature(stored))
         else:
             outcome = await evaluate_member(store, request.app.state.settings, model_id, member,
@@ -98,9 +99,9 @@ async def drift(
             if isinstance(outcome, str):
                 entry.update(source="none", baseline=None, features={}, reason=outcome)
             else:
-                _current, baseline, _config, results = outcome
+                _current, baseline, _config, results, pooled = outcome
                 entry.update(source="computed", baseline=baseline.kind, baseline_note=baseline.note,
-                             features=_by_feature([asdict(r) for r in results]))
+                             pool_note=pooled, features=_by_feature([asdict(r) for r in results]))
         versions.append(entry)
     return {"model_id": model_id, "windows": versions}
 

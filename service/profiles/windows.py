@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import msgpack
 import numpy as np
@@ -18,6 +19,7 @@ from service.profiles.keys import (
     counts_key,
     edges_key,
     floors_key,
+    parse_member,
     profile_key,
     reference_key,
     window_index_key,
@@ -35,6 +37,15 @@ def _covers(grid: WindowGrid | None, granularity: int, lo: int, hi: int) -> bool
         return hi - lo >= granularity and lo % granularity == 0
     start, length = grid.rollup(granularity).window_at(lo)
     return start == lo and lo + length <= hi
+
+
+@dataclass(frozen=True)
+class BaselineReads:
+    """What :meth:`WindowStore.baseline_reads` read in one round trip."""
+
+    reference: WindowProfile | None
+    floors: LearnedFloors | None
+    cached: dict[str, tuple[bytes, list[int]]]
 
 
 class WindowStore:
@@ -77,7 +88,9 @@ class WindowStore:
         not decode (logged and counted as ``fleetwatch_config_errors_total{kind="reference"}``
         under ``role``: the model's tests then use the baselines that need no reference, and
         a new upload with ``replace`` repairs it)."""
-        raw = await self.r.get(reference_key(model_id))
+        return self._decode_reference(model_id, await self.r.get(reference_key(model_id)), role)
+
+    def _decode_reference(self, model_id: str, raw: bytes | None, role: str) -> WindowProfile | None:
         if raw is None:
             return None
         try:
@@ -93,7 +106,9 @@ class WindowStore:
         when the stored ones do not read back (counted as
         ``fleetwatch_config_errors_total{kind="floors"}`` under ``role``: the configured
         floors apply until a new upload replaces them)."""
-        raw = await self.r.get(floors_key(model_id))
+        return self._decode_floors(model_id, await self.r.get(floors_key(model_id)), role)
+
+    def _decode_floors(self, model_id: str, raw: bytes | None, role: str) -> LearnedFloors | None:
         if raw is None:
             return None
         try:
@@ -144,6 +159,28 @@ class WindowStore:
             return None
         return raw[b"profile"], json.loads(raw[b"counts"])
 
+    async def baseline_reads(self, model_id: str, reference: bool, cache_keys: list[str],
+                             role: str = "detector") -> BaselineReads:
+        """In one round trip: the reference profile and its learned floors (when
+        ``reference``), and the cached merged baselines of ``cache_keys``
+        (:meth:`cached_baseline`). A stored reference or floors that do not decode
+        are counted and read as None (as :meth:`reference`, :meth:`learned_floors`)."""
+        async with self.r.pipeline(transaction=False) as p:
+            if reference:
+                p.get(reference_key(model_id))
+                p.get(floors_key(model_id))
+            for key in cache_keys:
+                p.hgetall(f"fw:{{{model_id}}}:base:{key}")
+            got = await p.execute()
+        ref = floors = None
+        if reference:
+            ref = self._decode_reference(model_id, got[0], role)
+            floors = self._decode_floors(model_id, got[1], role) if ref is not None else None
+            got = got[2:]
+        cached = {k: (raw[b"profile"], json.loads(raw[b"counts"]))
+                  for k, raw in zip(cache_keys, got, strict=True) if b"profile" in raw}
+        return BaselineReads(ref, floors, cached)
+
     async def profiles_in(self, model_id: str, ranges: list[tuple[int, int]],
                           rollups: tuple[int, ...] = (),
                           grid: WindowGrid | None = None) -> list[WindowProfile]:
@@ -151,16 +188,27 @@ class WindowStore:
         windows, or -- for a range whose windows have expired -- the finest rollup of
         ``rollups`` (seconds) that covers it (a rollup merges its windows exactly): one whose
         period on ``grid`` (:meth:`WindowGrid.rollup`; UTC without one) starts at ``lo``
-        and ends by ``hi``."""
-        out: list[WindowProfile] = []
-        for lo, hi in ranges:
-            for granularity in (None, *rollups):
-                if granularity is not None and not _covers(grid, granularity, lo, hi):
+        and ends by ``hi``. The closed windows of every range are read in two round trips
+        (the index, then the profiles)."""
+        if not ranges:
+            return []
+        async with self.r.pipeline(transaction=False) as p:
+            for lo, hi in ranges:
+                p.zrangebyscore(window_index_key(model_id), lo, f"({hi}")
+            per_range = [[m.decode() for m in ms] for ms in await p.execute()]
+        found = await self.window_profiles(model_id, [m for ms in per_range for m in ms])
+        starts = {p.window_start for p in found}
+        out = list(found)
+        for (lo, hi), members in zip(ranges, per_range, strict=True):
+            if any(parse_member(m)[1] in starts for m in members):
+                continue
+            for granularity in rollups:  # expired windows: the finest rollup that covers the range
+                if not _covers(grid, granularity, lo, hi):
                     continue
                 members = await self.window_members(model_id, lo, f"({hi}", granularity)
-                found = await self.window_profiles(model_id, members, granularity)
-                if found:
-                    out += found
+                rolled = await self.window_profiles(model_id, members, granularity)
+                if rolled:
+                    out += rolled
                     break
         return out
 
