@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypedDict
 
@@ -59,6 +60,7 @@ def register_model(
     window_seconds: int | None = None,
     window_alignment: Literal["epoch", "iso_week"] | None = None,
     window_timezone: str | None = None,
+    expected_records_per_day: float | None = None,
     owner: str | None = None,
     tier: Literal[1, 2, 3] | None = None,
     performance: PerformanceSpec | None = None,
@@ -97,6 +99,10 @@ def register_model(
         windows are local days (23 h and 25 h on DST days); windows dividing an hour roll
         up into local days. Refused (422, field ``window_timezone``) for an unknown zone or
         another window length (docs/operations.md, "Windows in a time zone").
+    expected_records_per_day : float, optional
+        The traffic the model expects: when a window would hold fewer records than a
+        test needs, the API answers a warning (issued here as a ``UserWarning``), and
+        says which window length would hold them.
     owner : str, optional
         Owning team.
     tier : {1, 2, 3}, optional
@@ -119,8 +125,8 @@ def register_model(
     Returns
     -------
     dict
-        The API's answer: ``{"model_id", "config", ...}`` with the whole configuration
-        now in force.
+        The API's answer: ``{"model_id", "config", "warnings", ...}`` with the whole
+        configuration now in force.
 
     Raises
     ------
@@ -144,13 +150,22 @@ def register_model(
     """
     given = {"features": None if features is None else {k: dict(v) for k, v in features.items()},
              "window_seconds": window_seconds, "window_alignment": window_alignment,
-             "window_timezone": window_timezone, "owner": owner, "tier": tier,
+             "window_timezone": window_timezone, "expected_records_per_day": expected_records_per_day,
+             "owner": owner, "tier": tier,
              "performance": None if performance is None else dict(performance),
              "persistence": None if persistence is None else dict(persistence),
              "routing": None if routing is None else dict(routing),
              "slice_features": None if slice_features is None else list(slice_features),
              "max_slice_values": max_slice_values}
     body = {k: v for k, v in given.items() if v is not None}
+    answer = _register(api_url, model_id, body, api_key, timeout)
+    for text in answer.get("warnings") or ():
+        warnings.warn(f"model {model_id!r}: {text}", UserWarning, stacklevel=2)
+    return answer
+
+
+def _register(api_url: str, model_id: str, body: dict[str, Any], api_key: str | None,
+              timeout: float) -> dict[str, Any]:
     url = model_url(api_url, model_id)
     for _attempt in range(2):  # a concurrent registration between the two calls: patch it
         try:

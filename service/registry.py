@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import zoneinfo
 from typing import Annotated, Literal
 
@@ -126,6 +127,11 @@ class ModelConfig(StrictModel):
     """Per-model settings, stored as JSON."""
 
     window_seconds: int = Field(300, ge=1, le=31 * 86_400, description="Window length, seconds")
+    expected_records_per_day: float | None = Field(
+        None, ge=0, allow_inf_nan=False,
+        description="The traffic the model expects (records a day, after SDK sampling): registration "
+                    "warns when a window would hold fewer records than a test needs (docs/api.md, "
+                    "choosing a window)")
     owner: str | None = Field(None, max_length=256, description="Owning team")
     tier: int = Field(2, ge=1, le=3, description="1: business critical, 2: standard, 3: best effort")
     features: dict[Name, FeatureDeclaration] = Field(
@@ -208,3 +214,35 @@ class ModelConfig(StrictModel):
         """The declared upstream source of ``feature`` (None when undeclared)."""
         decl = self.features.get(feature)
         return None if decl is None else decl.source
+
+
+def traffic_warnings(config: ModelConfig, min_records: int, pool_windows: int) -> list[str]:
+    """What registration warns about a model's expected traffic: windows holding fewer
+    records than a test needs (``min_records``), which are then tested together with up
+    to ``pool_windows`` preceding windows, or cannot be tested at all.
+
+    Examples
+    --------
+    >>> traffic_warnings(ModelConfig(window_seconds=86_400, expected_records_per_day=5), 30, 14)[0][:62]
+    'expected 5 records per window (5 a day, 86400 s windows), fewe'
+    >>> traffic_warnings(ModelConfig(window_seconds=3_600, expected_records_per_day=2_400), 30, 14)
+    []
+    """
+    per_day = config.expected_records_per_day
+    if per_day is None:
+        return []
+    seconds = config.window_seconds
+    per_window = per_day * seconds / 86_400
+    if per_window >= min_records:
+        return []
+    needed = min(31 * 86_400, math.ceil(min_records / per_day * 86_400)) if per_day > 0 else None
+    head = (f"expected {per_window:.3g} records per window ({per_day:g} a day, {seconds} s windows), "
+            f"fewer than the {min_records} a test needs")
+    pick = "" if needed is None else f"; a window of at least {needed} s holds them"
+    if per_window * (pool_windows + 1) >= min_records:
+        return [f"{head}: each window is tested together with the windows before it (up to "
+                f"{pool_windows}) until it holds {min_records}, so a change is seen over "
+                f"{math.ceil(min_records / per_window)} windows{pick}"]
+    return [f"{head}, even pooled with {pool_windows} preceding windows: its tests will answer "
+            f"insufficient_data{pick}"]
+

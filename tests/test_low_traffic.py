@@ -5,15 +5,23 @@ is tested together with the windows before it, and its results say so.
 
 The windows are written to a real Redis as the aggregator writes them and go through
 the real detector worker (baseline resolution, tests, FDR gate, persistence) with the
-default settings and no reference."""
+default settings and no reference. Registration warns about such windows (API and SDK)."""
 
 from __future__ import annotations
 
-import numpy as np
+import asyncio
+import warnings
 
+import httpx
+import numpy as np
+import pytest
+import pytest_asyncio
+
+from sdk import register_model
 from sdk.record import PredictionRecord
 from service.detection.detector import Detector
 from service.profiles.store import index_key, profile_key, window_member
+from service.runtime import ApiServer
 from service.settings import Settings
 from sketches.profile import WindowProfile
 
@@ -61,3 +69,42 @@ async def test_five_records_a_day_alerts_within_14_days_of_a_one_sd_shift(settin
     results = {(r["feature"], r["check"]): r for r in await store.results(MODEL, member)}
     assert results["x", "psi"]["n_current"] == 30 and results["x", "psi"]["baseline"] == "trailing"
     assert results["", "volume"]["n_current"] == PER_DAY  # the window's own count
+
+
+@pytest_asyncio.fixture
+async def api_url(settings, store):
+    server = ApiServer(settings, store, port=0)
+    stop = asyncio.Event()
+    task = asyncio.create_task(server.serve(stop))
+    while not server.server.started:
+        await asyncio.sleep(0.02)
+    yield f"http://127.0.0.1:{server.port}"
+    stop.set()
+    await task
+
+
+async def test_registration_warns_when_windows_hold_fewer_records_than_a_test_needs(api_url, store):
+    with pytest.warns(UserWarning, match=r"expected 5 records per window \(5 a day, 86400 s windows\), "
+                                         r"fewer than the 30 a test needs: each window is tested together "
+                                         r"with the windows before it \(up to 14\) until it holds 30, so a "
+                                         r"change is seen over 6 windows; a window of at least 518400 s"):
+        answer = await asyncio.to_thread(register_model, api_url, "daily", window_seconds=DAY,
+                                         expected_records_per_day=5)
+    assert answer["config"]["expected_records_per_day"] == 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a weekly window holds 35: no warning
+        answer = await asyncio.to_thread(register_model, api_url, "daily", window_seconds=7 * DAY)
+    assert answer["warnings"] == []
+    async with httpx.AsyncClient(base_url=api_url) as http:
+        put = await http.put("/v1/models/sparse", json={"window_seconds": DAY, "expected_records_per_day": 1})
+        [text] = put.json()["warnings"]
+        assert "even pooled with 14 preceding windows: its tests will answer insufficient_data" in text
+        assert text.endswith("a window of at least 2592000 s holds them")
+        patched = await http.patch("/v1/models/sparse", json={"window_seconds": 31 * DAY})
+        assert patched.json()["warnings"] == []
+        assert (await http.get("/v1/models/daily")).json()["warnings"] == []
+        post = await http.post("/v1/models", json={"model_id": "rare", "window_seconds": 300,
+                                                   "expected_records_per_day": 100})
+        assert post.status_code == 201 and "0.347 records per window" in post.json()["warnings"][0]
+        bad = await http.put("/v1/models/rare", json={"expected_records_per_day": -1})
+        assert bad.status_code == 422 and bad.json()["field"] == "expected_records_per_day"

@@ -44,7 +44,7 @@ from service.profiles.reference import (
 )
 from service.profiles.rollups import DAY, HOUR
 from service.profiles.store import Store
-from service.registry import ModelConfig, ModelName
+from service.registry import ModelConfig, ModelName, traffic_warnings
 from service.stored import Unreadable, describe
 from sketches.bins import edge_version
 
@@ -160,7 +160,8 @@ async def register_model(body: ModelRegistration, request: Request) -> dict[str,
         current = await editable_detector_config(store, body.model_id)
         await store.put_detector_config(body.model_id, merge(current, floors))
     await store.put_model_config(body.model_id, config)
-    return {"model_id": body.model_id, "config": config.model_dump()}
+    return {"model_id": body.model_id, "config": config.model_dump(),
+            "warnings": config_warnings(config, request.app.state.settings)}
 
 
 @router.put("/{model_id}", summary="Create or update a model's configuration",
@@ -175,7 +176,13 @@ async def put_model(
 ) -> dict[str, Any]:
     refuse_unjoined_performance(config)
     await store_of(request).put_model_config(model_id, config)
-    return {"model_id": model_id, "config": config.model_dump()}
+    return {"model_id": model_id, "config": config.model_dump(),
+            "warnings": config_warnings(config, request.app.state.settings)}
+
+
+def config_warnings(config: ModelConfig, settings: Any) -> list[str]:
+    """The warnings registration answers (:func:`service.registry.traffic_warnings`)."""
+    return traffic_warnings(config, settings.pool_min_records, settings.pool_max_windows)
 
 
 def refuse_unjoined_performance(config: ModelConfig) -> None:
@@ -290,6 +297,7 @@ async def model_view(store: Store, settings: Any, model_id: str) -> ModelView:
         baseline=BaselineView(configured=detector.baseline.kind, last_used=status.get("last_baseline")),
         floors=FloorsView(configured=detector.floors, learned=None if learned is None
                           else learned_floors_view(learned)),
+        warnings=[] if config is None else config_warnings(config, settings),
         reference=None if reference is None else ReferenceBrief(count=reference.count,
                                                                 features=sorted(reference.features)))
 

@@ -98,6 +98,8 @@ class ModelView(BaseModel):
     baseline: BaselineView
     floors: FloorsView
     reference: ReferenceBrief | None = Field(..., description="The reference profile, null without one")
+    warnings: list[str] = Field(default_factory=list, description="What the configuration will not do "
+                                "well, e.g. windows expected to hold fewer records than a test needs")
 
 
 class DeletedView(BaseModel):
