@@ -154,8 +154,12 @@ async def test_learned_floors_apply_only_to_their_window_length_and_bad_times_ar
     assert (await http.post("/v1/models", json=reg)).status_code == 201
     rows = reference_rows(rng, days=1)
     bad = [*rows[:5], {**rows[5], "t": "noon"}]
+    huge = [*rows[:5], {**rows[5], "t": 1e300}]
     resp = await http.post(f"/v1/models/{MODEL}/reference", json={"rows": bad, "time_column": "t"})
     assert resp.status_code == 422 and resp.json()["field"] == "rows[5].t"
+    resp = await http.post(f"/v1/models/{MODEL}/reference", json={"rows": huge, "time_column": "t"})
+    assert resp.status_code == 422
+    assert resp.json()["message"] == "the event time must be before the year 10000"
     assert await store.reference(MODEL) is None  # nothing stored
     assert (await http.post(f"/v1/models/{MODEL}/reference",
                             json={"rows": rows, "time_column": "t"})).status_code == 200

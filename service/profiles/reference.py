@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +14,7 @@ from detectors.result import TestResult
 from detectors.suite import evaluate_window
 from sdk.batching import split_messages
 from sdk.columns import RecordColumns
-from sdk.record import PredictionRecord, RecordError, validate_record
+from sdk.record import PredictionRecord, RecordError, check_event_time, validate_record
 from sdk.wire import encode_columns
 from service.cohorts import Prediction, class_name, codec_for
 from service.cohorts.codec import labelled_counters
@@ -143,6 +142,10 @@ def build_reference(
     return profile
 
 
+#: The latest event time a reference row may carry: 10000-01-01T00:00Z, Unix seconds.
+MAX_REFERENCE_TIME = 253_402_300_800
+
+
 def event_times(rows: Sequence[Mapping[str, Any]], time_column: str) -> np.ndarray:
     """The rows' event times (Unix seconds, float64, shape (n,)) from ``time_column``.
 
@@ -150,15 +153,20 @@ def event_times(rows: Sequence[Mapping[str, Any]], time_column: str) -> np.ndarr
     ------
     RecordError
         With ``field`` = ``"rows[i].<time_column>"`` for the first row whose time is
-        missing or not a finite number.
+        missing, not a number (:func:`sdk.record.check_event_time`) or after the year 9999.
     """
     out = np.empty(len(rows), dtype=np.float64)
     for i, row in enumerate(rows):
-        v = row.get(time_column)
-        if type(v) not in (int, float) or not math.isfinite(v):
-            raise RecordError(f"rows[{i}].{time_column}",
-                              f"the event time must be a finite number of Unix seconds, got {v!r}")
-        out[i] = v
+        value = row.get(time_column)
+        if value is None:
+            raise RecordError(f"rows[{i}].{time_column}", "the event time is missing")
+        try:
+            out[i] = check_event_time(value)
+        except RecordError as exc:
+            message = exc.message.replace("a number or null", "a number")
+            raise RecordError(f"rows[{i}].{time_column}", f"the event time {message}", exc.reason) from None
+        if out[i] >= MAX_REFERENCE_TIME:
+            raise RecordError(f"rows[{i}].{time_column}", "the event time must be before the year 10000")
     return out
 
 
