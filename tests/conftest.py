@@ -14,9 +14,12 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from service.api.server import ApiServer
 from service.embedded import create_bucket, kafka_broker, kafka_broker_s3, redis_server, s3_server
+from service.profiles.keys import profile_key, window_index_key, window_member
 from service.profiles.store import Store
 from service.settings import Settings
+from sketches.profile import WindowProfile
 
 
 @pytest.fixture(scope="session")
@@ -87,6 +90,29 @@ async def store(settings: Settings):
     await s.r.flushdb()
     yield s
     await s.close()
+
+
+@pytest_asyncio.fixture
+async def api_url(settings: Settings, store: Store):
+    """The API served over real HTTP (uvicorn) on the test's Redis."""
+    server = ApiServer(settings, store, port=0)
+    stop = asyncio.Event()
+    task = asyncio.create_task(server.run(stop))
+    while not server.server.started:
+        await asyncio.sleep(0.02)
+    yield f"http://127.0.0.1:{server.port}"
+    stop.set()
+    await task
+
+
+async def put_window(store: Store, profile: WindowProfile, version: str = "1") -> str:
+    """Store a closed window's profile and index it, as the aggregator does (no event);
+    its index member."""
+    member = window_member(profile.window_seconds, profile.window_start, version)
+    await store.r.set(profile_key(profile.model_id, member), profile.to_bytes())
+    await store.r.zadd(window_index_key(profile.model_id), {member: profile.window_start})
+    await store.r.sadd("fw:models", profile.model_id)
+    return member
 
 
 async def wait_for(

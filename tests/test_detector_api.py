@@ -10,10 +10,10 @@ from detectors.policy.persistence import PersistenceConfig
 from sdk.record import PredictionRecord
 from service.api.app import create_app
 from service.detection.detector import Detector
-from service.profiles.keys import profile_key, window_index_key, window_member
 from service.profiles.reference import build_reference
 from service.registry import ModelConfig
 from sketches.profile import WindowProfile
+from tests.conftest import put_window as store_window
 from tests.metric_samples import sample
 
 T0 = 1_700_006_400
@@ -33,11 +33,7 @@ async def alert_on_first_breach(store) -> None:
 async def put_window(store, start: int, features: list[dict], length: int = 300) -> str:
     p = WindowProfile(MODEL, start, length)
     p.add_records([PredictionRecord(MODEL, "1", str(i), start + 1.0, f) for i, f in enumerate(features)])
-    member = window_member(length, start, "1")
-    await store.r.set(profile_key(MODEL, member), p.to_bytes())
-    await store.r.zadd(window_index_key(MODEL), {member: start})
-    await store.r.sadd("fw:models", MODEL)
-    return member
+    return await store_window(store, p)
 
 
 async def test_drift_endpoint_serves_every_feature_computed_then_stored(settings, store):

@@ -19,7 +19,6 @@ from detectors.suite import evaluate_window
 from sdk.record import PredictionRecord
 from service.api.app import create_app
 from service.detection.detector import Detector
-from service.profiles.keys import profile_key, window_index_key, window_member
 from service.profiles.reference import (
     FloorLearning,
     ReferenceColumns,
@@ -29,6 +28,7 @@ from service.profiles.reference import (
 from service.registry import ModelConfig
 from sketches.bins import bin_templates
 from sketches.profile import WindowProfile
+from tests.conftest import put_window
 
 MODEL = "demand"
 HOUR = 3_600
@@ -62,13 +62,10 @@ async def http(settings, store):
         yield client
 
 
-async def put_window(store, start: int, features: list[dict]) -> str:
+async def put_hour(store, start: int, features: list[dict]) -> str:
     p = WindowProfile(MODEL, start, HOUR, bins=bin_templates((await store.reference(MODEL)).edge_set()))
     p.add_records([PredictionRecord(MODEL, "1", str(i), start + 1.0, f) for i, f in enumerate(features)])
-    member = window_member(HOUR, start, "1")
-    await store.r.set(profile_key(MODEL, member), p.to_bytes())
-    await store.r.zadd(window_index_key(MODEL), {member: start})
-    return member
+    return await put_window(store, p)
 
 
 def test_the_rule_subtracts_the_noise_of_shuffled_windows():
@@ -123,7 +120,7 @@ async def test_a_restless_feature_does_not_page_at_its_peak_and_a_stable_one_sti
     # 06:00 a day later: the restless feature at its daily peak (a PSI of 0.3 against the
     # pooled reference, above the configured 0.2), the stable one shifted by 1 sd.
     start = T0 + 3 * 24 * HOUR + PEAK * HOUR
-    member = await put_window(store, start, live(rng, PEAK, 2000, stable_shift=1.0))
+    member = await put_hour(store, start, live(rng, PEAK, 2000, stable_shift=1.0))
     alerts = await Detector(settings, store).evaluate(MODEL, member)
     assert [(a["feature"], a["check"]) for a in alerts] == [("stable", "psi")]
     results = {(r["feature"], r["check"]): r for r in await store.results(MODEL, member)}
@@ -139,7 +136,7 @@ async def test_a_restless_feature_does_not_page_at_its_peak_and_a_stable_one_sti
     plain = [{k: v for k, v in r.items() if k != "t"} for r in rows]
     assert (await http.post(f"/v1/models/{MODEL}/reference", json={"rows": plain})).status_code == 200
     assert (await http.get(f"/v1/models/{MODEL}")).json()["floors"]["learned"] is None
-    member = await put_window(store, start + 24 * HOUR, live(rng, PEAK, 2000))
+    member = await put_hour(store, start + 24 * HOUR, live(rng, PEAK, 2000))
     alerts = await Detector(settings, store).evaluate(MODEL, member)
     fired = [a["feature"] for a in alerts if a["fired_window_start"] == start + 24 * HOUR]
     assert fired == ["restless"]  # (the stable feature's alert of the day before is still open)
@@ -168,9 +165,7 @@ async def test_learned_floors_apply_only_to_their_window_length_and_bad_times_ar
     p = WindowProfile(MODEL, start, 2 * HOUR)
     p.add_records([PredictionRecord(MODEL, "1", str(i), start + 1.0, f)
                    for i, f in enumerate(live(rng, PEAK, 500))])
-    member = window_member(2 * HOUR, start, "1")
-    await store.r.set(profile_key(MODEL, member), p.to_bytes())
-    await store.r.zadd(window_index_key(MODEL), {member: start})
+    member = await put_window(store, p)
     await Detector(settings, store).evaluate(MODEL, member)
     restless = {r["check"]: r for r in await store.results(MODEL, member) if r["feature"] == "restless"}
     assert restless["psi"]["floor"] == 0.2 and restless["psi"]["floor_source"] == "configured"

@@ -15,15 +15,13 @@ import warnings
 import httpx
 import numpy as np
 import pytest
-import pytest_asyncio
 
 from sdk import register_model
 from sdk.record import PredictionRecord
 from service.detection.detector import Detector
-from service.profiles.store import index_key, profile_key, window_member
-from service.runtime import ApiServer
 from service.settings import Settings
 from sketches.profile import WindowProfile
+from tests.conftest import put_window
 
 MODEL = "low-traffic"
 DAY = 86_400
@@ -39,11 +37,7 @@ async def put_day(store, day: int, rng: np.random.Generator) -> str:
     p.add_records([PredictionRecord(MODEL, "1", f"{day}-{i}", start + 3_600.0 * (i + 1),
                                     {"x": float(rng.normal(mean, 1)), "c": str(rng.choice(["a", "b"]))})
                    for i in range(PER_DAY)])
-    member = window_member(DAY, start, "1")
-    await store.r.set(profile_key(MODEL, member), p.to_bytes())
-    await store.r.zadd(index_key(MODEL), {member: start})
-    await store.r.sadd("fw:models", MODEL)
-    return member
+    return await put_window(store, p)
 
 
 async def test_five_records_a_day_alerts_within_14_days_of_a_one_sd_shift(settings, store):
@@ -69,18 +63,6 @@ async def test_five_records_a_day_alerts_within_14_days_of_a_one_sd_shift(settin
     results = {(r["feature"], r["check"]): r for r in await store.results(MODEL, member)}
     assert results["x", "psi"]["n_current"] == 30 and results["x", "psi"]["baseline"] == "trailing"
     assert results["", "volume"]["n_current"] == PER_DAY  # the window's own count
-
-
-@pytest_asyncio.fixture
-async def api_url(settings, store):
-    server = ApiServer(settings, store, port=0)
-    stop = asyncio.Event()
-    task = asyncio.create_task(server.serve(stop))
-    while not server.server.started:
-        await asyncio.sleep(0.02)
-    yield f"http://127.0.0.1:{server.port}"
-    stop.set()
-    await task
 
 
 async def test_registration_warns_when_windows_hold_fewer_records_than_a_test_needs(api_url, store):

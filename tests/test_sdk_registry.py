@@ -10,23 +10,9 @@ import urllib.error
 import numpy as np
 import pandas as pd
 import pytest
-import pytest_asyncio
 
 from sdk import PiiPolicy, register_model, upload_reference
-from service.api.server import ApiServer
 from service.profiles.keys import config_key
-
-
-@pytest_asyncio.fixture
-async def api_url(settings, store):
-    server = ApiServer(settings, store, port=0)
-    stop = asyncio.Event()
-    task = asyncio.create_task(server.run(stop))
-    while not server.server.started:
-        await asyncio.sleep(0.02)
-    yield f"http://127.0.0.1:{server.port}"
-    stop.set()
-    await task
 
 
 async def test_register_model_declares_feature_types_and_lineage(api_url, store):
