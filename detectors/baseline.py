@@ -14,6 +14,11 @@ window starts fall in the ranges given here and passes them in.
   (:func:`seasonal_unavailable`); such a window falls back to the trailing
   baseline, which then reaches back at least one window, and the baseline
   says why (:attr:`Baseline.note`).
+
+Resolution is plan, fetch, compute: :func:`plan_baseline` says what a window
+needs (pure), the worker reads it, :func:`choose_baseline` (the ``auto`` rule,
+in this one place) and :func:`pool_window` (a low-traffic window merged with
+the windows before it until it holds a test's minimum sample) compute.
 """
 
 from __future__ import annotations

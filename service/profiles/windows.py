@@ -152,25 +152,19 @@ class WindowStore:
             p.expire(k, ttl)
             await p.execute()
 
-    async def cached_baseline(self, model_id: str, key: str) -> tuple[bytes, list[int]] | None:
-        """A cached merged baseline (profile bytes, window counts), or None."""
-        raw = await self.r.hgetall(baseline_key(model_id, key))
-        if b"profile" not in raw:
-            return None
-        return raw[b"profile"], json.loads(raw[b"counts"])
-
     async def baseline_reads(self, model_id: str, reference: bool, cache_keys: list[str],
                              role: str = "detector") -> BaselineReads:
         """In one round trip: the reference profile and its learned floors (when
         ``reference``), and the cached merged baselines of ``cache_keys``
-        (:meth:`cached_baseline`). A stored reference or floors that do not decode
+        (profile bytes and window counts, :meth:`put_cached_baseline`). A stored reference or
+        floors that do not decode
         are counted and read as None (as :meth:`reference`, :meth:`learned_floors`)."""
         async with self.r.pipeline(transaction=False) as p:
             if reference:
                 p.get(reference_key(model_id))
                 p.get(floors_key(model_id))
             for key in cache_keys:
-                p.hgetall(f"fw:{{{model_id}}}:base:{key}")
+                p.hgetall(baseline_key(model_id, key))
             got = await p.execute()
         ref = floors = None
         if reference:
