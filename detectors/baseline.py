@@ -238,9 +238,6 @@ class BaselinePlan:
         Read the reference profile.
     seasonal : tuple of (int, int)
         Window-start ranges ``[lo, hi)`` of the seasonal slot (empty: not read).
-    seasonal_full : int
-        Windows the slot holds when every past week has all of its windows: with
-        that many, ``auto`` prefers the seasonal baseline even to a reference.
     trailing : (int, int) or None
         Window-start range of the trailing baseline (None: not read).
     trailing_if_needed : bool
@@ -256,7 +253,6 @@ class BaselinePlan:
     kind: str
     reference: bool
     seasonal: tuple[tuple[int, int], ...]
-    seasonal_full: int
     trailing: tuple[int, int] | None
     trailing_if_needed: bool
     pool: tuple[int, int] | None
@@ -292,8 +288,8 @@ def plan_baseline(kind: str, window_start: int, window_seconds: int, count: int,
     Examples
     --------
     >>> p = plan_baseline("auto", 2 * WEEK + 3900, 300, 500)
-    >>> p.reference, p.seasonal[0], p.seasonal_full, p.trailing, p.trailing_if_needed, p.pool
-    (True, (608400, 612000), 48, (1126800, 1213200), True, None)
+    >>> p.reference, p.seasonal[0], p.trailing, p.trailing_if_needed, p.pool
+    (True, (608400, 612000), (1126800, 1213200), True, None)
     >>> q = plan_baseline("auto", 200 * DAY, DAY, 5)
     >>> q.pool == (186 * DAY, 200 * DAY), q.trailing == (130 * DAY, 186 * DAY), len(q.seasonal)
     (True, True, 4)
@@ -307,7 +303,6 @@ def plan_baseline(kind: str, window_start: int, window_seconds: int, count: int,
     seasonal: tuple[tuple[int, int], ...] = ()
     if missing is None and kind in ("seasonal", "auto"):
         seasonal = tuple(seasonal_ranges(window_start, nominal, seasonal_weeks, grid=grid))
-    per_slot = max(1, HOUR // window_seconds) if window_seconds <= HOUR else 1
     pool = (window_start - pool_windows * window_seconds, window_start) if pooled else None
     end = window_start if pool is None else pool[0]
     span = trailing_span(span_length, trailing_seconds)
@@ -317,7 +312,7 @@ def plan_baseline(kind: str, window_start: int, window_seconds: int, count: int,
     else:
         trailing = trailing_range(window_start, span)
     wants_trailing = kind in ("trailing", "auto") or (kind == "seasonal" and missing is not None)
-    return BaselinePlan(kind, kind in ("reference", "auto"), seasonal, per_slot * seasonal_weeks,
+    return BaselinePlan(kind, kind in ("reference", "auto"), seasonal,
                         trailing if wants_trailing else None, kind == "auto", pool, missing)
 
 
@@ -373,7 +368,6 @@ def choose_baseline(
     seasonal: Baseline | None,
     trailing: Baseline | None,
     seasonal_missing: str | None = None,
-    seasonal_full: int | None = None,
 ) -> Baseline | None:
     """The baseline a model's configuration asks for, or None when it has no data.
 
@@ -388,18 +382,15 @@ def choose_baseline(
         Why no seasonal baseline can exist for this window
         (:func:`seasonal_unavailable`); then ``seasonal`` falls back to the
         trailing baseline, and ``auto`` without a reference says so too.
-    seasonal_full : int or None
-        Windows of a full seasonal history (:attr:`BaselinePlan.seasonal_full`);
-        None: never full.
 
     Returns
     -------
     Baseline or None
-        ``auto``: the seasonal baseline once its history is full (every window of
-        the slot in each past week: daily and weekly rhythms then compare like
-        with like), else the reference if there is one, else the seasonal
-        baseline if any past week has windows in the slot, else the trailing
-        one. ``seasonal`` for a window that cannot have one: the trailing one,
+        ``auto``: the reference if there is one, else the seasonal baseline if
+        any past week has windows in the slot, else the trailing one. (A full
+        seasonal history does not displace a reference: it holds the model's
+        past incidents, and a window after one reads as a change back; see
+        docs/detectors.md.) ``seasonal`` for a window that cannot have one: the trailing one,
         with the reason in its ``note``.
 
     Examples
@@ -407,9 +398,7 @@ def choose_baseline(
     >>> w = WindowProfile("m", 0, 300); w.count = 5
     >>> choose_baseline("auto", None, None, merged_baseline("trailing", "m", [w])).kind
     'trailing'
-    >>> choose_baseline("auto", w, merged_baseline("seasonal", "m", [w] * 4), None, None, 4).kind
-    'seasonal'
-    >>> choose_baseline("auto", w, merged_baseline("seasonal", "m", [w] * 3), None, None, 4).kind
+    >>> choose_baseline("auto", w, merged_baseline("seasonal", "m", [w] * 4), None).kind
     'reference'
     >>> choose_baseline("seasonal", None, None, merged_baseline("trailing", "m", [w])) is None
     True
@@ -417,9 +406,6 @@ def choose_baseline(
     ...                 seasonal_unavailable(31 * DAY)).note
     'no seasonal baseline: the window (31 d) is longer than the seasonal period (7 d); trailing windows used'
     """
-    if (kind == "auto" and seasonal is not None and seasonal_full is not None
-            and seasonal.windows >= seasonal_full):
-        return seasonal
     if kind in ("reference", "auto") and reference is not None:
         return Baseline("reference", reference, 0)
     if seasonal_missing is not None and kind in ("seasonal", "auto") and trailing is not None:

@@ -123,25 +123,25 @@ async def test_a_failed_release_is_logged_and_counted(settings, store, caplog):
     assert record.exc_info is not None
 
 
-async def test_auto_compares_with_the_same_hour_of_past_weeks_once_their_history_is_full(settings, store):
+async def test_auto_keeps_the_reference_and_says_which_baseline_answered(settings, store):
+    """A full seasonal history (four weeks of the slot) does not displace the reference: it
+    holds the model's past incidents (the demo's weather fault made every window after it
+    read as a null-rate drop against the weeks that held it); without a reference, auto
+    compares with the same hour of past weeks."""
     rng = np.random.default_rng(4)
     week = 7 * 86_400
-    await store.put_reference(MODEL, build_reference(MODEL, rows(rng, 2000)))
-    for j in (1, 2, 3):
+    for j in (1, 2, 3, 4):
         for k in range(12):
             await put_window(store, T0 - j * week + k * 300, rows(rng, 100))
     member = await put_window(store, T0, rows(rng, 200))
     app = create_app(settings, store)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
-        # Three of the four default weeks: not full yet, the reference answers.
-        [w] = (await http.get(f"/v1/models/{MODEL}/drift")).json()["windows"]
-        assert w["baseline"] == "reference"
-        for k in range(12):
-            await put_window(store, T0 - 4 * week + k * 300, rows(rng, 100))
-        await store.r.delete(*[k async for k in store.r.scan_iter(f"fw:{{{MODEL}}}:base:*")])
         [w] = (await http.get(f"/v1/models/{MODEL}/drift")).json()["windows"]
         assert w["baseline"] == "seasonal"
         assert {r["check"]: r for r in w["features"]["amount"]}["psi"]["n_baseline"] == 48 * 100
+        await store.put_reference(MODEL, build_reference(MODEL, rows(rng, 2000)))
+        [w] = (await http.get(f"/v1/models/{MODEL}/drift")).json()["windows"]
+        assert w["baseline"] == "reference"
         await Detector(settings, store).evaluate(MODEL, member)
         view = (await http.get(f"/v1/models/{MODEL}")).json()
-        assert view["baseline"] == {"configured": "auto", "last_used": "seasonal"}
+        assert view["baseline"] == {"configured": "auto", "last_used": "reference"}

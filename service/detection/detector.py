@@ -133,8 +133,7 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
     if plan.pool is not None:
         preceding = await store.profiles_in(model_id, [plan.pool], (), grid)
         current, pooled = pool_window(current, preceding, settings.pool_min_records)
-    baseline = choose_baseline(plan.kind, reads.reference, seasonal, trailing, plan.seasonal_missing,
-                               plan.seasonal_full)
+    baseline = choose_baseline(plan.kind, reads.reference, seasonal, trailing, plan.seasonal_missing)
     learned = reads.floors if baseline is not None and baseline.kind == "reference" else None
     if learned is not None and learned.window_seconds != current.window_seconds:
         learned = None  # learned for windows of another length
