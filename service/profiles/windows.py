@@ -155,10 +155,9 @@ class WindowStore:
     async def baseline_reads(self, model_id: str, reference: bool, cache_keys: list[str],
                              role: str = "detector") -> BaselineReads:
         """In one round trip: the reference profile and its learned floors (when
-        ``reference``), and the cached merged baselines of ``cache_keys``
-        (profile bytes and window counts, :meth:`put_cached_baseline`). A stored reference or
-        floors that do not decode
-        are counted and read as None (as :meth:`reference`, :meth:`learned_floors`)."""
+        ``reference``), and the cached merged baselines of ``cache_keys`` (profile bytes
+        and window counts, :meth:`put_cached_baseline`). A stored reference or floors that
+        do not decode are counted and read as None (as :meth:`reference`, :meth:`learned_floors`)."""
         async with self.r.pipeline(transaction=False) as p:
             if reference:
                 p.get(reference_key(model_id))
