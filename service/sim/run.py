@@ -8,9 +8,9 @@ scored.
    (:mod:`service.sim.incidents`), registers every model over ``POST /v1/models`` with its
    features' lineage, a one-hour window (:data:`WINDOW_SECONDS`; ~90-670 predictions per
    model and window at the default rate) and, for tier-1 models, a ``performance``
-   configuration (labels joined); sets each model's checks and PSI floor over
-   ``PUT /v1/models/{id}/detector-config``; uploads each model's reference profile
-   (``sdk.upload_reference``) from the incident-free day before the scenario.
+   section (labels joined); uploads each model's reference profile
+   (``sdk.upload_reference``) from the incident-free day before the scenario. Nothing
+   else is set: every floor, weight, check and capacity is the product's default.
 3. Streams the scenario through the SDK (``AsyncClient.log_predictions``, then
    ``log_label`` when each tier-1 label is due) one simulated hour at a time: event times
    advance in simulated time, so days pass in minutes of wall clock.
@@ -21,8 +21,9 @@ scored.
    (:mod:`service.sim.score`), prints the table and the targets, exports the scorecard
    on ``/metrics`` and writes JSON.
 
-The FDR gate's capacity is not set: the gate derives it from what the fleet submits
-(docs/alerting.md).
+The simulator sets only the fleet's shape (models, traffic, incidents): no floor, FDR
+weight, capacity or alerting check of its own, so its scorecard measures the defaults
+(docs/simulator.md).
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from typing import Any
 import httpx
 import numpy as np
 
-from detectors.catalog import DEFAULT_ALERTING
+from detectors.catalog import DEFAULT_ALERTING, matches
 from sdk import AsyncClient, upload_reference
 from service import metrics
 from service.api.server import ApiServer
@@ -52,24 +53,12 @@ from service.profiles.store import Store
 from service.runtime.infrastructure import infrastructure
 from service.runtime.roles import role, run_roles
 from service.settings import Settings, environment
+from service.joiner import PERFORMANCE_CHECKS
 from service.sim import fleet as fl
 from service.sim import incidents as inc
 from service.sim import score as sc
 
 WINDOW_SECONDS = fl.HOUR
-#: Checks the simulator runs per feature (the alerting ones and PSI everywhere, which the
-#: naive policy reads): the rest of the catalog is served by the API but costs CPU.
-CHECKS = ["null_rate", "type_mismatch", "nonfinite", "psi", "numeric:mean_shift",
-          "numeric:variance_shift", "score:mean_shift", "categorical:js", "volume"]
-#: Checks that may alert: the defaults plus the moment tests on numeric features and the
-#: score. Windows here hold ~100-600 values, where the t-digests' error bound takes most of
-#: PSI's power; the mean and variance shift tests read exact moments (docs/simulator.md).
-ALERTING = [*DEFAULT_ALERTING, "numeric:mean_shift", "numeric:variance_shift", "score:mean_shift"]
-SIM_FLOORS = {"mean_shift": 0.2, "variance_shift": 0.1, "volume": 0.3}
-#: Prior weights in the FDR gate (weighted BH inside each window): data-quality checks fire at
-#: p ~ 1e-50 when they fire at all, so they lend most of their share to the drift tests,
-#: whose p-values on ~150-value windows sit near the gate's level.
-SIM_FDR_WEIGHTS = {"null_rate": 0.1, "type_mismatch": 0.1, "nonfinite": 0.1}
 MODEL_VERSION = "1"  # a silent upgrade keeps it
 REFERENCE_STREAM, TRAFFIC_STREAM = 1, 0
 
@@ -91,10 +80,6 @@ class SimOptions:
         Share of models registered as tier 1 with label-joined performance checks.
     reference_rows : int
         Rows of each model's reference profile (the day before the scenario).
-    psi_floor : float
-        PSI floor of every model (registration ``floors``): shifts with a PSI of 0.25
-        must clear it; the default sits at the PSI of the fleet's seasonal movement
-        (means move by up to 0.15 standard deviations: PSI ~ 0.02).
     label_fraction : float
         Share of tier-1 predictions that get a label.
     control_share : float
@@ -113,7 +98,6 @@ class SimOptions:
     features_per_model: int = 10
     tier1_share: float = 0.025
     reference_rows: int = 2_000
-    psi_floor: float = 0.02
     label_fraction: float = 0.98
     control_share: float = 0.25
     control_days: int = 0
@@ -130,18 +114,15 @@ def build_scenario(opts: SimOptions) -> inc.Scenario:
 
 
 def registration(m: fl.ModelSpec, opts: SimOptions) -> dict[str, Any]:
-    """``POST /v1/models`` body: lineage, window, tier, PSI floor, performance (tier 1)."""
+    """``POST /v1/models`` body: lineage, window, tier and, for tier 1, a ``performance``
+    section with the defaults (labels joined; no floor or horizon of the simulator's own)."""
     body: dict[str, Any] = {
         "model_id": m.model_id, "window_seconds": WINDOW_SECONDS, "tier": m.tier,
         "owner": f"team-{m.index % 8}",
         "features": {f.name: {"type": f.declared_type, "source": f.source} for f in m.features},
-        "floors": {"psi": opts.psi_floor},
     }
     if m.tier == 1:
-        horizon = max(WINDOW_SECONDS, int(math.ceil(2 * m.label_delay_seconds / 60.0)) * 60)
-        body["performance"] = {"threshold": 0.5, "label_horizon_seconds": horizon,
-                               "expected_label_fraction": 0.9, "sample_rate": 1.0,
-                               "baseline_seconds": fl.DAY, "auc_floor": 0.02, "log_loss_floor": 0.05}
+        body["performance"] = {}
     return body
 
 
@@ -283,11 +264,8 @@ async def _pages(http: httpx.AsyncClient, path: str, size: int) -> list[dict[str
 
 async def _register(http: httpx.AsyncClient, api_url: str, scenario: inc.Scenario,
                     opts: SimOptions) -> None:
-    config = {"checks": CHECKS, "alerting": ALERTING,
-              "floors": {"psi": opts.psi_floor, **SIM_FLOORS}, "fdr_weights": SIM_FDR_WEIGHTS}
     for m in scenario.fleet.models:
         (await http.post("/v1/models", json=registration(m, opts))).raise_for_status()
-        (await http.put(f"/v1/models/{m.model_id}/detector-config", json=config)).raise_for_status()
 
     sem = asyncio.Semaphore(4)
 
@@ -409,19 +387,27 @@ async def _cohort_results(http: httpx.AsyncClient, tier1: list[str]) -> tuple[li
 
 
 def alerting_check(kinds: dict[str, str]) -> Callable[[str, str], bool]:
-    """``(feature, check) -> may it alert`` under the simulator's detector configuration."""
-    quality = {"null_rate", "type_mismatch", "nonfinite"}
+    """``(feature, check) -> may it alert`` under the default detector configuration
+    (:data:`detectors.catalog.DEFAULT_ALERTING`; performance: the label-joined checks).
 
+    Examples
+    --------
+    >>> alerting = alerting_check({"a.normal": "normal", "a.cat_low": "cat_low"})
+    >>> alerting("a.normal", "psi"), alerting("a.normal", "mean_shift"), alerting("a.cat_low", "js")
+    (True, False, True)
+    >>> alerting(inc.SCORE, "psi"), alerting(inc.VOLUME, "volume"), alerting("a.cat_low", "null_rate")
+    (True, True, True)
+    """
     def alerting(feature: str, check: str) -> bool:
-        if feature == inc.SCORE:
-            return check in ("psi", "mean_shift")
-        if feature == inc.VOLUME:
-            return check == "volume"
         if feature == inc.PERFORMANCE:
-            return check in ("auc_drop", "log_loss_increase")
-        categorical = kinds.get(feature) in fl.CATEGORICAL_KINDS
-        drift = ("js",) if categorical else ("psi", "mean_shift", "variance_shift")
-        return check in quality or check in drift
+            return check in PERFORMANCE_CHECKS
+        if feature == inc.SCORE:
+            target = "score"
+        elif feature == inc.VOLUME:
+            target = "window"
+        else:
+            target = "categorical" if kinds.get(feature) in fl.CATEGORICAL_KINDS else "numeric"
+        return any(matches(entry, check, target) for entry in DEFAULT_ALERTING)
 
     return alerting
 
@@ -529,8 +515,8 @@ def describe(opts: SimOptions, scenario: inc.Scenario, settings: Settings) -> li
         f"{_iso(scenario.start)}, seed {scenario.seed}",
         f"  window = {WINDOW_SECONDS // 60} min of simulated time, ~{opts.rate_per_hour:g} predictions per "
         "model and hour on average (x0.6-1.6 by model, x0.6-1.4 by hour of day, x0.8 on weekends)",
-        "  FDR capacity derived from the fleet's submissions; PSI floor "
-        f"{opts.psi_floor:g}; {n_tier1} tier-1 models with label-joined performance checks",
+        "  product defaults: every floor, FDR weight, check and the FDR capacity as shipped; "
+        f"{n_tier1} tier-1 models with label-joined performance checks",
         f"  corpus: {len(scenario.incidents)} incidents ("
         + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
         + f"); {len(scenario.control_models())} models never touched",
@@ -624,8 +610,7 @@ def run_simulation(settings: Settings, opts: SimOptions | None = None,
         print("\n".join(lines), flush=True)
     report = {
         "options": asdict(opts),
-        "settings": {"window_seconds": WINDOW_SECONDS,
-                     "psi_floor": opts.psi_floor, "checks": CHECKS},
+        "settings": {"window_seconds": WINDOW_SECONDS},
         "header": header,
         "incidents_injected": [asdict(i) for i in scenario.incidents],
         "control_models": list(scenario.control_models()),
