@@ -70,15 +70,35 @@ CHECKS_BY_TARGET: dict[str, tuple[str, ...]] = {
 ALL_CHECKS = frozenset(c for checks in CHECKS_BY_TARGET.values() for c in checks)
 
 #: Effect floors: the interval null each p-value tests, and the policy's floor.
+#:
+#: PSI 0.02 is the PSI of a mean moving by ~0.14 standard deviations: below any change
+#: worth a page, so the configured floor only keeps the interval null honest; what a
+#: feature normally moves from window to window is its learned floor, which every effect
+#: must also clear. At the former 0.2 the interval null "PSI <= 0.2" left a shift of
+#: PSI 0.25 on windows of ~150 values with p ~ 0.01-0.2, never a page (docs/detectors.md).
+#: Variance shift 0.1: a spread ratio of e^0.1 ~ 1.1, the scale counterpart of a 0.2-sd
+#: mean shift.
 DEFAULT_FLOORS: dict[str, float] = {
     "null_rate": 0.1, "type_mismatch": 0.01, "nonfinite": 0.01, "out_of_range": 0.01,
-    "psi": 0.2, "ks": 0.1, "js": 0.1, "wasserstein": 0.1, "mean_shift": 0.2,
-    "variance_shift": 0.2, "chi2": 0.1, "new_category": 0.01, "vanished_category": 0.05,
+    "psi": 0.02, "ks": 0.1, "js": 0.1, "wasserstein": 0.1, "mean_shift": 0.2,
+    "variance_shift": 0.1, "chi2": 0.1, "new_category": 0.01, "vanished_category": 0.05,
     "cardinality": 0.5, "class_rate": 0.05, "volume": 0.5,
 }
-#: Checks that may page by default: one distribution check per target plus data quality.
-DEFAULT_ALERTING = ("numeric:psi", "categorical:js", "score:psi", "prediction:class_rate",
-                    "null_rate", "type_mismatch", "nonfinite", "volume")
+#: Checks that may page by default: one distribution check per target, the moment tests on
+#: numeric features and the score (exact sums: the most powerful tests of a location or
+#: scale shift on a small window), the share of categories the baseline never had (a
+#: flood, a rename, an upstream re-encoding; tested against the baseline's Good-Turing
+#: unseen mass), data quality and volume.
+DEFAULT_ALERTING = ("numeric:psi", "numeric:mean_shift", "numeric:variance_shift",
+                    "categorical:js", "categorical:new_category", "score:psi", "score:mean_shift",
+                    "prediction:class_rate", "null_rate", "type_mismatch", "nonfinite", "volume")
+#: Prior weights of the checks in the FDR gate's weighted BH inside a window (absent: 1).
+#: A data-quality break fires at p ~ 1e-50 when it fires at all, so at a tenth of the
+#: mean weight it still clears the gate by dozens of orders of magnitude, and lends the
+#: rest of its share to the drift tests, whose p-values on small windows sit near the
+#: gate's level (about 1.9 x their level in a window of 27 data-quality and 26 drift
+#: tests; docs/alerting.md "Weights inside a batch").
+DEFAULT_FDR_WEIGHTS: dict[str, float] = {"null_rate": 0.1, "type_mismatch": 0.1, "nonfinite": 0.1}
 
 
 def matches(entry: str, check: str, target: str) -> bool:

@@ -15,7 +15,14 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from detectors.catalog import CHECKS_BY_TARGET, DEFAULT_ALERTING, DEFAULT_FLOORS, matches, valid_entry
+from detectors.catalog import (
+    CHECKS_BY_TARGET,
+    DEFAULT_ALERTING,
+    DEFAULT_FDR_WEIGHTS,
+    DEFAULT_FLOORS,
+    matches,
+    valid_entry,
+)
 from detectors.policy.learned import AppliedFloor, LearnedFloors, applied_floor
 from detectors.strict import StrictModel
 
@@ -107,15 +114,19 @@ class TestPlan:
 
 
 def service_defaults(alpha: float = 0.01, floors: dict[str, float] | None = None) -> DetectorConfig:
-    """The defaults every model inherits: all checks, :data:`DEFAULT_ALERTING`, floors.
+    """The defaults every model inherits: all checks, :data:`DEFAULT_ALERTING`, floors,
+    :data:`DEFAULT_FDR_WEIGHTS`.
 
     Examples
     --------
     >>> service_defaults(floors={"psi": 0.25}).floors["psi"]
     0.25
+    >>> service_defaults().fdr_weights["null_rate"]
+    0.1
     """
     return DetectorConfig(alpha=alpha, alerting=list(DEFAULT_ALERTING),
-                          floors={**DEFAULT_FLOORS, **(floors or {})})
+                          floors={**DEFAULT_FLOORS, **(floors or {})},
+                          fdr_weights=dict(DEFAULT_FDR_WEIGHTS))
 
 
 def merge(base: DetectorConfig, override: DetectorConfig | None) -> DetectorConfig:
@@ -125,9 +136,9 @@ def merge(base: DetectorConfig, override: DetectorConfig | None) -> DetectorConf
     --------
     >>> m = merge(service_defaults(), DetectorConfig(floors={"ks": 0.3}, alpha=0.001))
     >>> m.alpha, m.floors["ks"], m.floors["psi"]
-    (0.001, 0.3, 0.2)
-    >>> merge(m, DetectorConfig(fdr_weights={"null_rate": 0.2})).fdr_weights
-    {'null_rate': 0.2}
+    (0.001, 0.3, 0.02)
+    >>> merge(m, DetectorConfig(fdr_weights={"null_rate": 0.2})).fdr_weights["null_rate"]
+    0.2
     """
     if override is None:
         return base
@@ -160,7 +171,7 @@ def plan(config: DetectorConfig, feature: str, target: str,
     --------
     >>> cfg = merge(service_defaults(), DetectorConfig(features={"x": {"checks": ["ks"]}}))
     >>> plan(cfg, "x", "numeric").checks, sorted(plan(cfg, "y", "numeric").alerting)
-    (('ks',), ['nonfinite', 'null_rate', 'psi', 'type_mismatch'])
+    (('ks',), ['mean_shift', 'nonfinite', 'null_rate', 'psi', 'type_mismatch', 'variance_shift'])
     >>> from detectors.policy.learned import LearnedFloor
     >>> lf = LearnedFloors("reference", 3600, 0.95, 24, {"y": {"psi": LearnedFloor(0.3, 0.4, 0.1, 24)}})
     >>> p = plan(cfg, "y", "numeric", lf)

@@ -126,7 +126,9 @@ class Settings(BaseSettings):
         731 * 86_400, ge=86_400, description="How long 1-day rollup profiles are kept"
     )
     psi_floor: float = Field(
-        0.2, ge=0, description="Default PSI floor: the interval null of PSI tests and their alert floor"
+        0.02, ge=0,
+        description="Default PSI floor: the interval null of PSI tests and their alert floor (0.02: "
+                    "a mean moving by ~0.14 sd; what a feature normally moves is its learned floor)"
     )
     js_floor: float = Field(
         0.1, ge=0, description="Default Jensen-Shannon floor: the interval null of JS tests and their floor"

@@ -49,7 +49,7 @@ async def test_drift_endpoint_serves_every_feature_computed_then_stored(settings
         assert set(w["features"]) == {"amount", "country", ""}
         amount = {r["check"]: r for r in w["features"]["amount"]}
         assert {"psi", "ks", "js", "wasserstein", "mean_shift", "null_rate"} <= set(amount)
-        assert amount["psi"]["status"] == "drift" and amount["psi"]["floor"] == 0.2
+        assert amount["psi"]["status"] == "drift" and amount["psi"]["floor"] == settings.psi_floor == 0.02
         assert {r["check"]: r["status"] for r in w["features"]["country"]}["chi2"] == "ok"
         alerts = await Detector(settings, store).evaluate(MODEL, member)
         assert [(a["feature"], a["check"]) for a in alerts] == [("amount", "psi")]
