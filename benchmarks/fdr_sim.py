@@ -8,7 +8,7 @@ epoch (one UTC day) has 288 slots. Each batch goes through the real gate,
 :class:`detectors.fdr.epoch.EpochSpending` (``capacity``, ``level`` and
 ``decide``, i.e. Benjamini-Hochberg at the BatchPRDS level), with the
 service's bookkeeping: the slot's capacity derived from the fleet's
-submissions (``capacity`` of the larger of this and the previous epoch's
+submissions (``capacity`` of the largest of this and the 7 previous epochs'
 peak tests per slot: 1,250 for 1,000 tests a slot), ``granted`` = min(n,
 capacity left in the slot), ``rewarded`` = the gate's discoveries in slots
 <= s - ``reward_lag_slots`` (12) of the same epoch, all counters reset at
@@ -194,8 +194,9 @@ class Fleet:
 
 def capacities(fleet: Fleet, windows: int) -> np.ndarray:
     """Each window's slot capacity as the service derives it (``service.alerting.fdr``): at a
-    slot's first batch, ``EpochSpending.capacity`` of the larger of this and the
-    previous epoch's peak tests per slot, and at least the batch's tests. The
+    slot's first batch, ``EpochSpending.capacity`` of the largest of this and the
+    ``capacity_lookback_epochs`` previous epochs' peak tests per slot, and at least
+    the batch's tests. The
     fleet's submissions do not depend on its p-values, so this is one sequence for
     every run.
 
@@ -209,11 +210,13 @@ def capacities(fleet: Fleet, windows: int) -> np.ndarray:
     """
     gate = fleet.gate()
     out = np.zeros(windows, dtype=np.int64)
-    prev = cur = 0
+    past: list[int] = []  # the previous epochs' peaks, newest last
+    cur = 0
     for w in range(windows):
         if w % gate.slots == 0 and w:
-            prev, cur = cur, 0
-        out[w] = gate.capacity(max(prev, cur, fleet.tests))
+            past = [*past, cur][-gate.capacity_lookback_epochs:]
+            cur = 0
+        out[w] = gate.capacity(max(*past, cur, fleet.tests))
         cur = max(cur, fleet.models_at(w) * fleet.tests)
     return out
 

@@ -175,7 +175,12 @@ class Settings(BaseSettings):
     fdr_capacity_headroom: float = Field(
         1.25, ge=1, allow_inf_nan=False,
         description="FDR slot capacity = headroom x the most tests the fleet submitted to one slot "
-                    "in this or the previous epoch (growth beyond it in one slot goes unfunded)",
+                    "in this or the look-back's previous epochs (growth beyond it in one slot goes unfunded)",
+    )
+    fdr_capacity_lookback_epochs: int = Field(
+        7, ge=1, le=7,
+        description="FDR slot capacity: how many previous epochs' peaks size a slot (7: a week of "
+                    "daily epochs, so windows gated out of order or a weekday rhythm find a full peak)",
     )
     fdr_min_tests_per_window: int = Field(
         20, ge=1,

@@ -316,16 +316,49 @@ async def test_fdr_capacity_follows_what_the_fleet_submits(store):
     assert {d.capacity for d in slot2} == {1000} and all(d.granted == 8 for d in slot2)
     # Re-gating a window returns its first answer (its capacity included).
     assert (await gate.gate("m5:2", T0 + 2 * W, W, [0.5] * 8)).capacity == 1000
-    # The fleet shrinks back to one model: the next epoch still remembers this epoch's
-    # peak (a lower level, never an unfunded test), the epoch after forgets it.
+    # The fleet shrinks back to one model: the next 7 epochs still remember this epoch's
+    # peak (a lower level, never an unfunded test), the eighth forgets it.
     day = 86_400
     assert (await gate.gate("a", T0 + day, W, [0.5] * 8)).capacity == 1000
-    assert (await gate.gate("b", T0 + 2 * day, W, [0.5] * 8)).capacity == 20  # 8 tests: the floor
+    assert (await gate.gate("b", T0 + 7 * day, W, [0.5] * 8)).capacity == 1000
+    assert (await gate.gate("b8", T0 + 8 * day, W, [0.5] * 8)).capacity == 20  # 8 tests: the floor
     # A floor and a ceiling bound the derived capacity.
     bounded = FdrGate(store.r, EpochSpending(slot_seconds=W, min_tests_per_slot=50,
                                              max_tests_per_slot=60))
-    assert (await bounded.gate("c", T0 + 5 * day, W, [0.5] * 8)).capacity == 50
-    assert (await bounded.gate("d", T0 + 5 * day + W, W, [0.5] * 2_000)).capacity == 60
+    assert (await bounded.gate("c", T0 + 16 * day, W, [0.5] * 8)).capacity == 50
+    assert (await bounded.gate("d", T0 + 16 * day + W, W, [0.5] * 2_000)).capacity == 60
+
+
+async def test_fdr_capacity_holds_when_an_epoch_is_touched_before_the_previous_one(store):
+    """Daily windows span every slot of their epoch, and a model whose partition runs
+    ahead can have its day D gated while only its own day D - 1 has been (the demo's
+    replay did: one carrier's windows a day ahead of the other five). The slot's capacity
+    then comes from the epochs before (a week of them), not from that one model: before,
+    day D's capacity was 1.25 x its tests and the other models' windows of that day were
+    granted nothing, so a 35 % null-rate break waited a day to page."""
+    day = 86_400
+    params = EpochSpending(alpha=0.05, slot_seconds=W)
+    gate = FdrGate(store.r, params)
+    for d in range(3):  # three days of a fleet of 6 models x 60 tests: 360 a day
+        for m in range(6):
+            await gate.gate(f"m{m}:{d}", T0 + d * day, day, [0.5] * 60)
+    # model 0 runs a day ahead: its day 3, then its day 4, before the others' day 3
+    await gate.gate("m0:3", T0 + 3 * day, day, [0.5] * 60)
+    first = await gate.gate("m0:4", T0 + 4 * day, day, [0.5] * 60)
+    assert first.capacity == params.capacity(360) == 450
+    rest = [await gate.gate(f"m{m}:4", T0 + 4 * day, day, [0.5] * 60) for m in range(1, 6)]
+    assert all(d.granted == 60 for d in rest)
+
+
+async def test_an_unfunded_test_is_never_a_discovery(store):
+    """A window granted no share of its slot has level 0: nothing is discovered, not even
+    a p-value that underflowed to 0 (before, p = 0 <= 0 passed an unfunded gate)."""
+    gate = FdrGate(store.r, EpochSpending(alpha=0.05, slot_seconds=W, max_tests_per_slot=20))
+    funded = await gate.gate("full", T0, W, [0.5] * 20)
+    assert funded.granted == 20
+    starved = await gate.gate("starved", T0, W, [0.0, 1e-300, 0.5])
+    assert starved.granted == 0 and starved.level == 0.0
+    assert not starved.discoveries.any()
 
 
 async def test_fdr_weights_move_the_window_level_from_quality_to_drift(store):

@@ -59,8 +59,8 @@ def test_null_speedup_matches_brute_force(sim, rho):
 
 
 def test_capacity_follows_the_fleet_and_shapes_stay_below_q(sim):
-    # Capacity = ceil(1.25 x the larger of this and the previous epoch's peak): a fleet
-    # that grows is sized from its next slot on, one that shrinks keeps the peak an epoch.
+    # Capacity = ceil(1.25 x the largest of this and the 7 previous epochs' peaks): a fleet
+    # that grows is sized from its next slot on, one that shrinks keeps the peak a week.
     fleet = sim.Fleet(models=10, tests=20, epoch_seconds=1_500, shape=((2, 100), (7, 10)))
     # (the very first slot knows only its first batch, 20 tests: ceil(1.25 x 20))
     assert sim.capacities(fleet, 15).tolist() == [25, 250, 250] + [2_500] * 12

@@ -14,17 +14,20 @@ def bh_rejections(p_values: Sequence[float], level: float) -> np.ndarray:
     """Benjamini-Hochberg at ``level``: boolean mask of rejected p-values.
 
     Rejects the k smallest p-values, k the largest index with p_(k) <= k level / n
-    (Benjamini & Hochberg, JRSS-B 1995).
+    (Benjamini & Hochberg, JRSS-B 1995). At ``level <= 0`` (a batch granted no
+    budget) nothing is rejected, not even a p-value that underflowed to 0.
 
     Examples
     --------
     >>> bh_rejections([0.01, 0.02, 0.03, 0.5], 0.05).tolist()
     [True, True, True, False]
+    >>> bh_rejections([0.0, 0.5], 0.0).tolist()
+    [False, False]
     """
     p = np.asarray(p_values, dtype=np.float64)
     n = p.size
-    if n == 0:
-        return np.zeros(0, dtype=bool)
+    if n == 0 or level <= 0:
+        return np.zeros(n, dtype=bool)
     order = np.argsort(p, kind="stable")
     ok = p[order] <= level * np.arange(1, n + 1) / n
     k = int(np.flatnonzero(ok)[-1]) + 1 if ok.any() else 0

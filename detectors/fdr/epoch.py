@@ -25,15 +25,24 @@ hourly or daily model) spans k slots and claims g in each.
 
 The capacity is derived from what the fleet submits, not declared: when a
 slot is first touched, N_s = clamp(ceil(h D), N_min, N_max), with D the
-largest number of tests submitted to one slot in this epoch or the previous
-one (at least the touching batch's n) and h the headroom (default 1.25), and
-it stays fixed for the slot. D counts tests, not p-values or discoveries, and
+largest number of tests submitted to one slot in this epoch or the L previous
+ones (``capacity_lookback_epochs``, default 7: a week of daily epochs; at
+least the touching batch's n) and h the headroom (default 1.25), and it stays
+fixed for the slot. Why a week and not only the previous epoch: a model whose
+windows span the whole epoch (daily windows) touches every slot of it at
+once, and a model whose partition runs ahead can have its day D gated while
+only its own window of day D - 1 has been; with only the previous epoch to
+look at, D would then be sized by that one model (1.25 x its own tests), and
+the other models' windows of day D would go unfunded (the demo's weather break paged a day
+late for that reason). A week also covers weekday rhythms in what is
+submitted. D counts tests, not p-values or discoveries, and
 N_s is fixed before any p-value of the slot is gated, so N_s is predictable
 and the guarantee below holds for any fleet shape; a fleet of one model gets
 the level of one model, a fleet of 10,000 the level of 10,000. A fleet that
 grows by more than h between two slots leaves the excess of one slot
-unfunded (level 0, counted); a fleet that shrinks keeps the larger capacity
-(a lower level) for at most two epochs. The floor N_min (default 20) covers a
+unfunded (level 0, counted: nothing is discovered at level 0, not even
+p = 0); a fleet that shrinks keeps the larger capacity (a lower level) for at
+most L + 1 epochs. The floor N_min (default 20) covers a
 cold start: a slot first touched with no history (a new deployment, a
 backfill whose windows are all gated at once) by a batch of 2 tests would
 otherwise fund only that batch; it costs a fleet that submits n < 20 tests a
@@ -71,6 +80,9 @@ import numpy as np
 from detectors.fdr.batch import weighted_bh_rejections
 
 
+#: The longest capacity look-back (the gate keeps 8 epochs of counters).
+MAX_LOOKBACK_EPOCHS = 7
+
 @dataclass(frozen=True)
 class EpochSpending:
     """Parameters of the fleet FDR gate.
@@ -87,8 +99,10 @@ class EpochSpending:
         ``epoch_seconds``.
     headroom : float
         h >= 1: a slot's capacity is ceil(h D) for D the largest number of
-        tests submitted to one slot in this epoch or the previous one
-        (:meth:`capacity`).
+        tests submitted to one slot in this epoch or the
+        ``capacity_lookback_epochs`` previous ones (:meth:`capacity`).
+    capacity_lookback_epochs : int
+        L in [1, 7]: how many previous epochs' peaks size a slot.
     min_tests_per_slot, max_tests_per_slot : int, int or None
         Bounds of the derived capacity (None: no ceiling). Equal bounds fix
         the capacity (a declared N). Tests beyond a slot's capacity get no
@@ -118,6 +132,7 @@ class EpochSpending:
     min_tests_per_slot: int = 20
     max_tests_per_slot: int | None = None
     reward_lag_slots: int = 12
+    capacity_lookback_epochs: int = 7
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 1.0:
@@ -132,6 +147,8 @@ class EpochSpending:
             raise ValueError("max_tests_per_slot must be >= min_tests_per_slot")
         if self.reward_lag_slots < 1:
             raise ValueError("reward_lag_slots must be >= 1")
+        if not 1 <= self.capacity_lookback_epochs <= MAX_LOOKBACK_EPOCHS:
+            raise ValueError(f"capacity_lookback_epochs must be in [1, {MAX_LOOKBACK_EPOCHS}]")
 
     @property
     def slots(self) -> int:
@@ -192,7 +209,8 @@ class EpochSpending:
         ----------
         demand : int
             D >= 0: the largest number of tests submitted to one slot in this
-            epoch or the previous one, and at least the touching batch's size.
+            epoch or the ``capacity_lookback_epochs`` previous ones, and at
+            least the touching batch's size.
 
         Returns
         -------

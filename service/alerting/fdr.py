@@ -16,9 +16,10 @@ Keys, per epoch ``e`` (expire after 8 epochs):
 ``fw:fdr:{e}:done``           HASH window id -> discoveries (committed)
 ============================  =================================================
 
-A slot's capacity is ``EpochSpending.capacity`` of the larger of this and the
-previous epoch's ``peak`` (and at least the touching window's tests), computed
-inside the reserve script, so every replica sees one capacity per slot.
+A slot's capacity is ``EpochSpending.capacity`` of the largest of this and the
+``capacity_lookback_epochs`` previous epochs' ``peak`` (and at least the
+touching window's tests), computed inside the reserve script, so every replica
+sees one capacity per slot.
 
 A window is gated in two idempotent steps: *reserve* (atomically claim the
 window's share of its slot's capacity and read the reward; a second reserve of
@@ -37,22 +38,22 @@ from dataclasses import dataclass
 import numpy as np
 import redis.asyncio as aioredis
 
-from detectors.fdr.epoch import EpochSpending
+from detectors.fdr.epoch import MAX_LOOKBACK_EPOCHS, EpochSpending
 from service import metrics
 from service.alerting.keys import FDR_USED_PATTERN, fdr_key
 from service.settings import Settings
 
-EPOCHS_KEPT = 8
+EPOCHS_KEPT = MAX_LOOKBACK_EPOCHS + 1
 
-# KEYS: grant, used, disc, req, cap, peak, previous epoch's peak
+# KEYS: grant, used, disc, req, cap, peak, then the peaks of the look-back's previous epochs
 # ARGV: window id, slot, n, reward lag, ttl, span, headroom, min capacity, max capacity (0: none)
 _RESERVE = """
 local got = redis.call('HGET', KEYS[1], ARGV[1])
 if got then return got end
 local slot, n, span = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
 local lo, hi = tonumber(ARGV[8]), tonumber(ARGV[9])
-local demand = math.max(n, tonumber(redis.call('GET', KEYS[6]) or '0'),
-                        tonumber(redis.call('GET', KEYS[7]) or '0'))
+local demand = n
+for i = 6, #KEYS do demand = math.max(demand, tonumber(redis.call('GET', KEYS[i]) or '0')) end
 local granted, capacity = n, 0
 for s = slot, slot + span - 1 do
   local cap = tonumber(redis.call('HGET', KEYS[5], s) or '0')
@@ -112,7 +113,8 @@ def spending(settings: Settings) -> EpochSpending:
                          headroom=settings.fdr_capacity_headroom,
                          min_tests_per_slot=settings.fdr_min_tests_per_window,
                          max_tests_per_slot=settings.fdr_max_tests_per_window,
-                         reward_lag_slots=settings.fdr_reward_lag_windows)
+                         reward_lag_slots=settings.fdr_reward_lag_windows,
+                         capacity_lookback_epochs=settings.fdr_capacity_lookback_epochs)
 
 
 class FdrGate:
@@ -140,7 +142,7 @@ class FdrGate:
         raw = await self._reserve(
             keys=[fdr_key(epoch, "grant"), fdr_key(epoch, "used"), fdr_key(epoch, "disc"),
                   fdr_key(epoch, "req"), fdr_key(epoch, "cap"), fdr_key(epoch, "peak"),
-                  fdr_key(epoch - 1, "peak")],
+                  *(fdr_key(epoch - k, "peak") for k in range(1, p.capacity_lookback_epochs + 1))],
             args=[window_id, slot, n, p.reward_lag_slots, self._ttl, span, repr(p.headroom),
                   p.min_tests_per_slot, p.max_tests_per_slot or 0])
         granted, rewarded, capacity = (int(x) for x in raw.decode().split(":"))
