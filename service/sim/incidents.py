@@ -438,6 +438,8 @@ PSI_LADDER = (("location", 0.1), ("location", 0.25), ("scale", 0.25), ("location
               ("scale", 0.5), ("location", 1.0), ("scale", 1.0), ("location", 0.25),
               ("location", 0.5), ("location", 1.0), ("scale", 0.25), ("scale", 0.5))
 LINEAGE_MODELS = 5
+#: Covariate shifts of any corpus: the first three rungs of :data:`PSI_LADDER`.
+MIN_COVARIATE_SHIFTS = 3
 MIN_WINDOWS, MAX_WINDOWS = 4, 8  # incident duration, windows
 ATTEMPTS = 80
 
@@ -459,8 +461,19 @@ class _Calendar:
 
 
 def _count(kind: str, n_models: int, incident_days: int) -> int:
+    """Incidents of ``kind`` for a fleet of ``n_models`` over ``incident_days``: the default
+    corpus's count scaled, at least one, and for covariate shifts at least three (the PSI
+    ladder's 0.1, 0.25 location and 0.25 scale), so a fleet of one or ten models still
+    measures shifts with PSI >= 0.25.
+
+    Examples
+    --------
+    >>> _count(COVARIATE_SHIFT, 200, 2), _count(COVARIATE_SHIFT, 1, 2), _count(BROKEN_FEATURE, 1, 2)
+    (12, 3, 1)
+    """
     scale = n_models / 200 * incident_days / 2
-    return max(1, round(BASE_COUNTS[kind] * scale))
+    least = MIN_COVARIATE_SHIFTS if kind == COVARIATE_SHIFT else 1
+    return max(least, round(BASE_COUNTS[kind] * scale))
 
 
 def make_scenario(fleet: Fleet, days: int = 2, seed: int = 0, window_seconds: int = HOUR,

@@ -393,7 +393,7 @@ def alerting_check(kinds: dict[str, str]) -> Callable[[str, str], bool]:
     Examples
     --------
     >>> alerting = alerting_check({"a.normal": "normal", "a.cat_low": "cat_low"})
-    >>> alerting("a.normal", "psi"), alerting("a.normal", "mean_shift"), alerting("a.cat_low", "js")
+    >>> alerting("a.normal", "psi"), alerting("a.normal", "ks"), alerting("a.cat_low", "js")
     (True, False, True)
     >>> alerting(inc.SCORE, "psi"), alerting(inc.VOLUME, "volume"), alerting("a.cat_low", "null_rate")
     (True, True, True)
