@@ -55,7 +55,10 @@ from sklearn.linear_model import LogisticRegression
 
 from sdk import AsyncClient, upload_reference
 from service.demo.run import PIPELINE_SETTINGS
-from service.runtime import ApiServer, infrastructure, run_roles
+from service.profiles.store import Store
+from service.api.server import ApiServer
+from service.runtime.infrastructure import infrastructure
+from service.runtime.roles import run_roles
 from service.settings import Settings
 from service.sim.run import _pages, _wait
 
@@ -143,11 +146,12 @@ DATASETS = {"movielens": movielens, "trump_tweets": trump_tweets}
 
 
 def _records(rows: pd.DataFrame, features: list[str]) -> list[dict[str, Any]]:
-    return [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in zip(features, r, strict=True)}
+    return [{k: None if isinstance(v, float) and math.isnan(v) else v
+             for k, v in zip(features, r, strict=True)}
             for r in rows[features].itertuples(index=False, name=None)]
 
 
-async def run_one(settings: Settings, api_url: str, store: Any, d: RealData) -> dict[str, Any]:
+async def run_one(settings: Settings, api_url: str, store: Store, d: RealData) -> dict[str, Any]:
     """Register, upload the reference, replay, flush, wait, read back; the summary."""
     names = list(d.features)
     async with httpx.AsyncClient(base_url=api_url, timeout=120) as http:
@@ -225,7 +229,6 @@ def _day(ts: float) -> str:
 
 async def _main(settings: Settings, data: list[RealData]) -> list[dict[str, Any]]:
     stop = asyncio.Event()
-    from service.profiles.store import Store
     store = Store(settings.redis_url)
     api = ApiServer(settings, store, port=0)
     roles = asyncio.create_task(run_roles(settings, ("aggregator", "detector", "api"), stop, api))

@@ -79,9 +79,9 @@ import numpy as np
 
 from detectors.fdr.batch import weighted_bh_rejections
 
-
 #: The longest capacity look-back (the gate keeps 8 epochs of counters).
 MAX_LOOKBACK_EPOCHS = 7
+
 
 @dataclass(frozen=True)
 class EpochSpending:

@@ -45,6 +45,7 @@ import httpx
 import numpy as np
 
 from detectors.catalog import DEFAULT_ALERTING, matches
+from detectors.performance.tasks import PERFORMANCE_CHECKS
 from sdk import AsyncClient, upload_reference
 from service import metrics
 from service.api.server import ApiServer
@@ -53,7 +54,6 @@ from service.profiles.store import Store
 from service.runtime.infrastructure import infrastructure
 from service.runtime.roles import role, run_roles
 from service.settings import Settings, environment
-from service.joiner import PERFORMANCE_CHECKS
 from service.sim import fleet as fl
 from service.sim import incidents as inc
 from service.sim import score as sc
