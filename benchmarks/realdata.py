@@ -188,7 +188,7 @@ def summarize(d: RealData, alerts: list[dict[str, Any]], incidents: list[dict[st
     Examples
     --------
     >>> d = RealData("x", {}, pd.DataFrame(), (0, 1), (1, 2), 10 * 86_400.0, "", 86_400)
-    >>> a = [{"window_start": 9 * 86_400, "fired_window_start": 11 * 86_400, "feature": "f",
+    >>> a = [{"window_start": 10 * 86_400, "fired_window_start": 11 * 86_400, "feature": "f",
     ...       "check": "psi"}, {"window_start": 2 * 86_400, "fired_window_start": 3 * 86_400,
     ...       "feature": "g", "check": "js"}]
     >>> s = summarize(d, a, [{"first_window_start": 2 * 86_400}], 5, 0)

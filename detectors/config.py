@@ -202,7 +202,7 @@ def alerting_only(config: DetectorConfig) -> DetectorConfig:
     --------
     >>> cfg = alerting_only(merge(service_defaults(), DetectorConfig(features={"x": {"alerting": ["ks"]}})))
     >>> plan(cfg, "x", "numeric").checks, plan(cfg, "y", "numeric").checks
-    (('ks',), ('null_rate', 'type_mismatch', 'nonfinite', 'psi'))
+    (('ks',), ('null_rate', 'type_mismatch', 'nonfinite', 'psi', 'mean_shift', 'variance_shift'))
     """
     features = {name: o.model_copy(update={"checks": config.alerting if o.alerting is None else o.alerting})
                 for name, o in config.features.items()}
