@@ -19,8 +19,9 @@ source documents:
 
 Each dataset is one model: registered with ``POST /v1/models`` (two-week windows for the
 ~70 ratings a fortnight, one-week windows for the ~60 tweets a week; the features'
-types; nothing else), its reference profile
-uploaded with ``sdk.upload_reference`` (the months before the replay), then the replay
+types; nothing else), its reference profile uploaded with ``sdk.upload_reference`` (the
+months before the replay, with their event times, from which the service learns each
+feature's floors), then the replay
 logged through the SDK with the records' own times as event times, the last windows
 closed with ``POST /v1/models/{id}/flush``, and the alerts and incidents read back over
 the REST API. No floor, weight, check or capacity is set: every decision is the
@@ -159,8 +160,8 @@ async def run_one(settings: Settings, api_url: str, store: Store, d: RealData) -
             "model_id": d.model_id, "window_seconds": d.window_seconds,
             "features": {f: {"type": k} for f, k in d.features.items()}})).raise_for_status()
         ref = d.rows(*d.reference)
-        await asyncio.to_thread(upload_reference, api_url, d.model_id, ref[[*names, "score"]],
-                                score_column="score")
+        await asyncio.to_thread(upload_reference, api_url, d.model_id, ref[[*names, "score", "event_time"]],
+                                score_column="score", time_column="event_time")
         live = d.rows(*d.replay)
         async with AsyncClient(settings.kafka_bootstrap, settings.predictions_topic, linger_ms=50,
                                compression_type="gzip") as client:
