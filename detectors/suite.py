@@ -111,8 +111,10 @@ def alerting_checks(baseline: WindowProfile,
     >>> b = WindowProfile("m", 0, 0)
     >>> b.add_records([PredictionRecord("m", "1", "a", 0.0, {"x": 1.0, "c": "u"}, score=0.3)])
     >>> a = alerting_checks(b)
-    >>> sorted(a["x"]), sorted(a["c"])
-    (['nonfinite', 'null_rate', 'psi', 'type_mismatch'], ['js', 'null_rate', 'type_mismatch'])
+    >>> sorted(a["x"])
+    ['mean_shift', 'nonfinite', 'null_rate', 'psi', 'type_mismatch', 'variance_shift']
+    >>> sorted(a["c"])
+    ['js', 'new_category', 'null_rate', 'type_mismatch']
     >>> sorted(a["__score__"]), sorted(a[""])
     (['psi'], ['volume'])
     """
