@@ -116,7 +116,7 @@ def alerting_checks(baseline: WindowProfile,
     >>> sorted(a["c"])
     ['js', 'new_category', 'null_rate', 'type_mismatch']
     >>> sorted(a["__score__"]), sorted(a[""])
-    (['psi'], ['volume'])
+    (['mean_shift', 'psi'], ['volume'])
     """
     cfg = merge(service_defaults(), config)
     return {name: plan(cfg, name, target).alerting for name, target in _targets(baseline)}
