@@ -316,7 +316,8 @@ class Aggregator:
         is no model, a model refused by the implicit-creation budgets) is counted only on
         /metrics, so garbage cannot grow the per-model counters."""
         unknown = sorted({b.model_id for b in blamed} - self._admitted - refused.keys())
-        existing = await self._retrying(lambda: self.store.existing_models(unknown)) if unknown else set()
+        existing = (await self.outage.call(lambda: self.store.existing_models(unknown), "existing models")
+                    if unknown else set())
         for b in blamed:
             if b.model_id in self._admitted or b.model_id in existing:
                 b.state.count_dead(b.model_id, b.reason, b.n)
