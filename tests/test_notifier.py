@@ -13,6 +13,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from ipaddress import ip_network
 from typing import Any
@@ -389,6 +390,39 @@ async def test_silenced_alerts_are_never_notified(cfg, rstore, hook):
     silent = await incident_of(rstore, "quiet", "s")
     assert await rstore.r.keys(notify_group_key("*", silent)) == []
     assert len(await Outbox(rstore.r).list(None, 100)) == 1
+
+
+async def test_an_alert_silenced_after_it_fired_reads_silenced_and_is_not_paged(cfg, rstore, hook):
+    now = time.time()
+    p = policy(rstore)
+    async with api(cfg, rstore) as http:
+        rc = await add_receiver(http, kind="webhook", url=hook.url("/hook"), secret=SECRET,
+                                group_wait_seconds=30)
+        await apply(p, "late", 0, {("q", "psi"): BREACH}, PLAIN, (), now)
+        [fired] = await AlertStore(rstore.r).alerts("late", 0, 10)
+        assert fired["notify"] and fired["silenced_by"] == []
+        notifier = Notifier(cfg, rstore)
+        event = {"kind": "fired", "alert_id": fired["id"], "incident_id": fired["incident_id"]}
+        assert await notifier.handle_event(event, await notifier.receivers.all(), now) == 1  # group_wait
+
+        resp = await http.post("/v1/silences", json={
+            "matchers": [{"name": "model", "value": "late"}], "created_by": "ana", "comment": "known",
+            "ends_at": datetime.fromtimestamp(now + 3600, UTC).isoformat()})
+        sid = resp.json()["id"]
+        # Every view says so at once, though the policy wrote the alert before the silence.
+        views = [next(a for a in (await http.get("/v1/alerts")).json() if a["id"] == fired["id"]),
+                 (await http.get(f"/v1/alerts/{fired['id']}")).json(),
+                 (await http.get(f"/v1/incidents/{fired['incident_id']}")).json()["alerts"][0],
+                 (await http.get("/v1/incidents")).json()[0]["alerts"][0]]
+        assert [(v["silenced_by"], v["notify"]) for v in views] == [([sid], False)] * 4
+        # The group's trigger is due, and nothing is sent.
+        assert await notifier.flush(f"{rc['id']}:{fired['incident_id']}", now + 60) == []
+        assert await Outbox(rstore.r).list(None, 10) == []
+        assert await notifier.handle_event(event, await notifier.receivers.all(), now + 61) == 0
+
+        assert (await http.delete(f"/v1/silences/{sid}")).status_code == 200
+        back = (await http.get(f"/v1/alerts/{fired['id']}")).json()
+        assert back["silenced_by"] == [] and back["notify"]  # an expired silence no longer mutes
 
 
 # --- rate limit ------------------------------------------------------------------------------------------

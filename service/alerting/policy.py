@@ -33,10 +33,11 @@ from detectors.policy.persistence import (
     settled_prefix,
 )
 from detectors.policy.severity import highest, severity
-from detectors.policy.silence import Silence, silencing
+from detectors.policy.silence import Silence
 from detectors.result import TestResult
 from service import metrics
 from service.alerting.fdr import FdrGate, GateDecision, spending
+from service.alerting.silences import muted_now
 from service.alerting.store import AlertStore, series_field
 from service.profiles.keys import status_key
 from service.registry import ModelConfig
@@ -115,7 +116,7 @@ class AlertPolicy:
     @classmethod
     def for_settings(cls, r: Any, settings: Settings) -> AlertPolicy:
         """The policy of a deployment: its FDR gate and its immediate-paging rule on ``r``."""
-        return cls(AlertStore(r), FdrGate(r, spending(settings)), immediate_rule(settings))
+        return cls(AlertStore(r, role="detector"), FdrGate(r, spending(settings)), immediate_rule(settings))
 
     async def apply(self, window: WindowRef, results: Sequence[TestResult],
                     alerting: dict[str, frozenset[str]], model: ModelConfig,
@@ -184,9 +185,7 @@ class AlertPolicy:
         inhibitors = [] if quality else [
             a for a, (f, lo, hi) in (await self.alerts.quality_spans(m)).items()
             if inhibited(check, feature, {f}) and lo < end and ep.first.window_start < hi]
-        labels = {"model": m, "feature": feature, "check": check, "severity": sev, "owner": model.owner}
-        silenced = silencing(silences, labels, now)
-        alert = {
+        alert = muted_now({
             "id": aid, "model_id": m, "model_version": ep.first.member.split(":", 2)[2],
             "feature": feature, "check": check,
             "state": "firing" if firing else "resolved",
@@ -202,10 +201,9 @@ class AlertPolicy:
             "evidence_count": len(ep.evidence),
             "evidence": [{"window_start": o.window_start, "effect_size": o.effect_size,
                           "p_value": o.p_value} for o in ep.evidence[-MAX_EVIDENCE:]],
-            "inhibited_by": inhibitors, "silenced_by": silenced,
-            "notify": not inhibitors and not silenced,
+            "inhibited_by": inhibitors,
             "seq": seq, "created_at": now, "updated_at": now,
-        }
+        }, silences, now)
         status = await self.alerts.upsert(alert)
         if status == 0:
             return None

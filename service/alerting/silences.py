@@ -7,7 +7,11 @@ Key layout:
 ==================  ===============================================
 
 Silences are few (people create them), so every read loads the hash and
-filters in memory. Expired silences stay visible for ``retention`` (7 days by
+filters in memory. :func:`muted_now` is the one rule of whether an alert is
+silenced: the active silences matching its labels *now*. Every read of an
+alert applies it (``service.alerting.store.AlertStore``), so the API, the
+dashboard and the notifier see a silence from the moment it is created, not
+from the alert's next window. Expired silences stay visible for ``retention`` (7 days by
 default) and are purged when a silence is created, so the hash is bounded by
 the silences created or ended in that time.
 """
@@ -17,7 +21,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.asyncio as aioredis
 
@@ -29,6 +33,7 @@ from detectors.policy.silence import (
     as_utc,
     expire,
     new_silence,
+    silencing,
 )
 from service.alerting.keys import SILENCES
 from service.stored import Unreadable, encode_stored, read_stored
@@ -43,6 +48,41 @@ log = logging.getLogger(__name__)
 
 
 M = TypeVar("M", Silence, "Receiver")
+
+
+def alert_labels(alert: dict[str, Any]) -> dict[str, str | None]:
+    """The labels silence matchers compare: model, feature, check, severity, owner.
+
+    Examples
+    --------
+    >>> alert_labels({"model_id": "fraud", "feature": "amount", "check": "psi",
+    ...               "severity": "critical", "owner": None})["model"]
+    'fraud'
+    """
+    return {"model": alert["model_id"], "feature": alert["feature"], "check": alert["check"],
+            "severity": alert["severity"], "owner": alert.get("owner")}
+
+
+def muted_now(alert: dict[str, Any], silences: list[Silence], now: datetime | float) -> dict[str, Any]:
+    """``alert`` with ``silenced_by`` (the ids of the silences in ``silences`` active at
+    ``now`` that match its labels, in input order) and ``notify`` (neither inhibited nor
+    silenced: whether it may page) as they stand at ``now``.
+
+    A silence created after the alert fired mutes it at once; one that expired no
+    longer does. The alert policy records the same two fields when it writes an alert,
+    by this rule; a read replaces them with their value now.
+
+    Examples
+    --------
+    >>> s = Silence(id="s1", created_at=0, starts_at=100, ends_at=200, created_by="ana",
+    ...             comment="c", matchers=[{"name": "model", "value": "fraud"}])
+    >>> a = {"model_id": "fraud", "feature": "amount", "check": "psi", "severity": "warning",
+    ...      "inhibited_by": [], "silenced_by": [], "notify": True}
+    >>> [(m["silenced_by"], m["notify"]) for m in (muted_now(a, [s], t) for t in (50, 150, 200))]
+    [([], True), (['s1'], False), ([], True)]
+    """
+    silenced = silencing(silences, alert_labels(alert), now)
+    return {**alert, "silenced_by": silenced, "notify": not alert.get("inhibited_by") and not silenced}
 
 
 def read_matching(cls: type[M], key: bytes | str, raw: bytes, *, role: str, kind: str) -> M | None:

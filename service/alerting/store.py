@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,7 @@ from service.alerting.keys import (
     quality_spans_key,
     series_key,
 )
+from service.alerting.silences import SilenceStore, muted_now
 from service.profiles.keys import pending_key, status_key
 
 log = logging.getLogger("fleetwatch.alerting")
@@ -207,10 +209,18 @@ def effective_state(alert: dict[str, Any]) -> str:
 
 
 class AlertStore:
-    """Alert-policy state over a ``redis.asyncio.Redis`` client."""
+    """Alert-policy state over a ``redis.asyncio.Redis`` client.
 
-    def __init__(self, r: aioredis.Redis) -> None:
+    Every alert read (:meth:`alert`, :meth:`alerts`, :meth:`open_alerts`, the alerts of
+    :meth:`incident`) comes with the user's actions applied (:func:`effective_state`) and
+    with ``silenced_by`` / ``notify`` as the active silences make them now
+    (:func:`service.alerting.silences.muted_now`); ``role`` names the reader in the
+    counts of unreadable stored silences.
+    """
+
+    def __init__(self, r: aioredis.Redis, role: str = "api") -> None:
         self.r = r
+        self.silences = SilenceStore(r, role=role)
         self._record = r.register_script(_RECORD.replace("PENDING_HORIZON", str(PENDING_HORIZON_SECONDS)))
         self._settle = r.register_script(_SETTLE)
         self._upsert = r.register_script(_UPSERT)
@@ -275,7 +285,11 @@ class AlertStore:
             alert.update(fields)
             alert["state"] = effective_state(alert)
             out.append(alert)
-        return out
+        if not out:
+            return out
+        now = time.time()
+        active = await self.silences.active(now)
+        return [muted_now(a, active, now) for a in out]
 
     async def alert(self, alert_id: str) -> dict[str, Any] | None:
         got = await self.alerts_by_id([alert_id])

@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import getpass
-import time
 from typing import Annotated, Any
 
 import typer
 
-from detectors.policy.silence import STORED_CONTEXT, Silence, silencing
 from service.cli.connection import ApiKey, ApiUrl, Json, Offset, api, segment
 from service.cli.output import Column, fields, print_json, show, table, when
 from service.cli.times import since as since_
@@ -33,31 +31,8 @@ ALERT_COLUMNS: list[Column] = [
     ("CHECK", lambda a: a["check"]), ("EFFECT", lambda a: a.get("effect_size")),
     ("FLOOR", lambda a: a.get("floor")), ("WINDOW", lambda a: when(a.get("window_start"))),
     ("INCIDENT", lambda a: a.get("incident_id")),
-    ("SILENCED BY", lambda a: a.get("silenced_now") or a.get("silenced_by") or None),
+    ("SILENCED BY", lambda a: a.get("silenced_by") or None),
 ]
-
-
-def active_silences(client: Any) -> list[Silence]:
-    """The silences active now, as the alert policy reads them."""
-    keep = ("id", "created_at", "starts_at", "ends_at", "created_by", "comment")
-    return [Silence.model_validate(
-        {**{k: s[k] for k in keep}, "matchers": [{k: m[k] for k in ("name", "value", "regex", "equal")}
-                                                 for m in s["matchers"]]},
-        context={STORED_CONTEXT: True}) for s in client.get("/silences", state="active", limit=1000)]
-
-
-def with_silences_now(alerts: list[dict[str, Any]], silences: list[Silence]) -> list[dict[str, Any]]:
-    """Each alert with ``silenced_now``: the active silences matching it now. An alert's own
-    ``silenced_by`` (and ``notify``) is recorded when the alert policy last wrote it, so a
-    silence added since shows only here until the policy writes the alert again (at its
-    series' next evaluated window)."""
-    now = time.time()
-    out = []
-    for a in alerts:
-        labels = {"model": a["model_id"], "feature": a["feature"], "check": a["check"],
-                  "severity": a["severity"], "owner": a.get("owner")}
-        out.append({**a, "silenced_now": silencing(silences, labels, now)})
-    return out
 
 
 def _ids_or_table(rows: list[dict[str, Any]], as_json: bool, quiet: bool, columns: list[Column],
@@ -85,8 +60,6 @@ def list_alerts(
     with api(url, api_key) as client:
         alerts = client.get("/alerts", model=model, state=state, severity=severity, since=since_(since),
                             limit=limit, offset=offset)
-        if not (as_json or quiet):
-            alerts = with_silences_now(alerts, active_silences(client))
     _ids_or_table(alerts, as_json, quiet, ALERT_COLUMNS, "no alerts")
 
 
@@ -100,8 +73,7 @@ def _show_alert(a: dict[str, Any]) -> None:
         ("fired at window", when(a.get("fired_window_start"))),
         ("incident", a.get("incident_id")), ("source", a.get("source")),
         ("owner", a.get("owner")), ("routing", a.get("routing")),
-        ("silenced by", a.get("silenced_by")),
-        ("silenced now by", a.get("silenced_now")), ("inhibited by", a.get("inhibited_by")),
+        ("silenced by", a.get("silenced_by")), ("inhibited by", a.get("inhibited_by")),
         ("acknowledged", None if not a.get("acked_by") else
          f"by {a['acked_by']} at {when(a.get('acked_at'))}: {a.get('ack_comment') or '-'}"),
         ("resolved by", a.get("resolved_by")),
@@ -116,8 +88,6 @@ def show_alert(alert_id: Annotated[str, typer.Argument(help="Alert id", show_def
     """One alert with its evidence (GET /v1/alerts/{id})."""
     with api(url, api_key) as client:
         alert = client.get(f"/alerts/{segment(alert_id)}")
-        if not as_json:
-            alert = with_silences_now([alert], active_silences(client))[0]
     show(alert, as_json, _show_alert)
 
 

@@ -134,7 +134,7 @@ class Notifier:
     def __init__(self, settings: Settings, store: Store, rate_window_seconds: float = 60.0) -> None:
         self.settings = settings
         self.r = store.r
-        self.alerts = AlertStore(store.r)
+        self.alerts = AlertStore(store.r, role="notifier")
         self.receivers = ReceiverStore(store.r, role="notifier")
         self.outbox = Outbox(store.r)
         self.retry = RetryPolicy(settings.notifier_max_attempts, settings.notifier_backoff_base_seconds,
