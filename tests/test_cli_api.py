@@ -40,11 +40,13 @@ def service(tmp_path_factory):
         yield run, keys["read"], keys["write"]
 
 
-def cli(service, *args: str, key: str = "write", env: dict[str, str] | None = None):
-    """``fleetwatch ARGS`` against the service with its ``key`` ("read", "write" or "none")."""
+def cli(service, *args: str, key: str = "write", env: dict[str, str] | None = None,
+        input: str | None = None):
+    """``fleetwatch ARGS`` against the service with its ``key`` ("read", "write" or "none"),
+    ``input`` on its standard input."""
     run, read, write = service
     extra = {"read": ["--api-key", read], "write": ["--api-key", write], "none": []}[key]
-    return CliRunner().invoke(app, [*args, "--url", run.api_url, *extra], env=env)
+    return CliRunner().invoke(app, [*args, "--url", run.api_url, *extra], env=env, input=input)
 
 
 def ok(result) -> str:
@@ -261,6 +263,41 @@ def test_where_the_api_is_flags_environment_endpoints_file(service, alerted, tmp
     unreachable = runner.invoke(app, ["models", "list", "--url", "http://127.0.0.1:9"],
                                 env={"FLEETWATCH_API_URL": None})
     assert unreachable.exit_code == 3 and "cannot be reached" in unreachable.stderr
+
+
+def test_url_and_key_before_the_subcommand(service, alerted):
+    run, read, write = service
+    runner = CliRunner()
+    nowhere = {"FLEETWATCH_API_URL": "http://127.0.0.1:9", "FLEETWATCH_API_KEY": None}
+    before = runner.invoke(app, ["--url", run.api_url, "--api-key", read, "status", MODEL, "--json"],
+                           env=nowhere)  # before the subcommand, and over the environment
+    assert before.exit_code == 0, before.output
+    assert json.loads(before.stdout)["model_id"] == MODEL
+    # after the subcommand wins over before it
+    after = runner.invoke(app, ["--url", "http://127.0.0.1:9", "--api-key", "wrong", "models", "list",
+                                "--url", run.api_url, "--api-key", read], env=nowhere)
+    assert after.exit_code == 0, after.output
+    refused(runner.invoke(app, ["--url", run.api_url, "--api-key", read, "flush", MODEL], env=nowhere),
+            1, "scope 'write'")  # the key given before the subcommand is the one sent
+
+
+def test_models_delete_asks_says_what_it_deletes_and_refuses_unknown_models(service):
+    run, read, write = service
+    register_model(run.api_url, "doomed", window_seconds=WINDOW, api_key=write,
+                   features={"x": {"type": "numeric"}})
+    kept = cli(service, "models", "delete", "doomed", input="n\n")
+    refused(kept, 1, "nothing deleted")
+    assert "reference profile" in kept.stderr and "alerts and incidents" in kept.stderr  # deleted, kept
+    assert ok(cli(service, "models", "show", "doomed", key="read"))
+    refused(cli(service, "models", "delete", "doomed", "--yes", key="read"), 1, "scope 'write'")
+    asked = cli(service, "models", "delete", "doomed", input="y\n")
+    assert "deleted model" in ok(asked) and "configuration" in asked.stdout
+    refused(cli(service, "models", "show", "doomed", key="read"), 1, "model_not_found")
+    register_model(run.api_url, "doomed", window_seconds=WINDOW, api_key=write,
+                   features={"x": {"type": "numeric"}})
+    gone = json.loads(ok(cli(service, "models", "delete", "doomed", "--yes", "--json")))
+    assert gone["model_id"] == "doomed" and gone["deleted_keys"] >= 1 and gone["kept"]
+    refused(cli(service, "models", "delete", "nosuch", "--yes"), 1, "model_not_found")
 
 
 def test_api_url_falls_back_to_the_endpoints_file_then_the_default(tmp_path, monkeypatch):

@@ -15,8 +15,20 @@ from __future__ import annotations
 import typer
 
 from service.cli import alerts, keys, models, performance, reference, roles, silences
+from service.cli.connection import ApiKey, ApiUrl, GlobalOptions, before_subcommand
 
 app = typer.Typer(help="fleetwatch: streaming monitoring for fleets of ML models.", no_args_is_help=True)
+
+
+@app.callback()
+def main(ctx: typer.Context, url: ApiUrl = None, api_key: ApiKey = None) -> None:
+    """fleetwatch: streaming monitoring for fleets of ML models.
+
+    --url and --api-key go before the subcommand (for every command over the API) or after
+    it; given in both places, the one after the subcommand wins.
+    """
+    before_subcommand(ctx, GlobalOptions(url, api_key))
+
 app.add_typer(roles.app)
 app.add_typer(models.top)
 app.add_typer(performance.app)

@@ -1,10 +1,12 @@
 """The CLI's connection to the fleetwatch API: where it is, which key it sends, and how a
 refusal becomes a message and an exit code.
 
-Where the API is: ``--url``, else ``FLEETWATCH_API_URL``, else the ``FLEETWATCH_API_URL``
-line of the endpoints file ``fleetwatch run`` writes (``<FLEETWATCH_DATA_DIR>/endpoints.env``,
-by default ``.fleetwatch/endpoints.env``), else ``http://127.0.0.1:8000``. The key:
-``--api-key``, else ``FLEETWATCH_API_KEY`` (the endpoints file holds no key).
+Where the API is: ``--url`` (after the subcommand, else before it: ``fleetwatch --url U
+status``), else ``FLEETWATCH_API_URL``, else the ``FLEETWATCH_API_URL`` line of the
+endpoints file ``fleetwatch run`` writes (``<FLEETWATCH_DATA_DIR>/endpoints.env``, by
+default ``.fleetwatch/endpoints.env``), else ``http://127.0.0.1:8000``. The key:
+``--api-key`` (after the subcommand, else before it), else ``FLEETWATCH_API_KEY`` (the
+endpoints file holds no key).
 
 Exit codes: 0 done; 1 the API refused the request (its error body is printed: code,
 message, field); 2 a usage error (a bad option, matcher or column, before any request);
@@ -17,6 +19,8 @@ import os
 import urllib.error
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -33,24 +37,58 @@ DATA_DIR = "FLEETWATCH_DATA_DIR"
 TIMEOUT_SECONDS = 30.0
 REFUSED, UNREACHABLE = 1, 3
 
+# No envvar= on these options: the environment comes after a --url / --api-key given before
+# the subcommand (:class:`GlobalOptions`), so :func:`api_url` and :func:`key_to_send` read it.
 ApiUrl = Annotated[str | None, typer.Option(
-    "--url", envvar=API_URL, show_default=False,
+    "--url", show_default=False,
     help="fleetwatch API; default: FLEETWATCH_API_URL, else the endpoints file of `fleetwatch run` "
          "(FLEETWATCH_DATA_DIR/endpoints.env), else http://127.0.0.1:8000")]
 ApiKey = Annotated[str | None, typer.Option(
-    "--api-key", envvar=API_KEY, show_default=False,
-    help="API key (when the API requires keys): read scope to read, write scope to change")]
+    "--api-key", show_default=False,
+    help="API key (when the API requires keys): read scope to read, write scope to change; "
+         "default: FLEETWATCH_API_KEY")]
 Offset = Annotated[int, typer.Option(min=0, help="Items to skip (paging, with --limit)")]
 Json = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer (for scripts)")]
 
 
+@dataclass(frozen=True)
+class GlobalOptions:
+    """``--url`` and ``--api-key`` given before the subcommand."""
+
+    url: str | None = None
+    api_key: str | None = None
+
+
+#: Set by the root command for the length of one invocation (:func:`before_subcommand`).
+_GLOBAL: ContextVar[GlobalOptions | None] = ContextVar("fleetwatch_global_options", default=None)
+
+
+def before_subcommand(ctx: typer.Context, options: GlobalOptions) -> None:
+    """Keep ``options`` for the subcommand of ``ctx`` (until that invocation closes)."""
+    token = _GLOBAL.set(options)
+    ctx.call_on_close(lambda: _GLOBAL.reset(token))
+
+
+def global_options() -> GlobalOptions:
+    """The options given before the subcommand running now (none outside one)."""
+    return _GLOBAL.get() or GlobalOptions()
+
+
 def api_url(url: str | None) -> str:
-    """The API URL to use: ``url`` if given, else the endpoints file's, else
-    :data:`DEFAULT_URL` (``FLEETWATCH_API_URL`` arrives as ``url`` through the option)."""
+    """The API URL to use: ``url`` (the subcommand's ``--url``) if given, else ``--url``
+    before the subcommand, else ``FLEETWATCH_API_URL``, else the endpoints file's, else
+    :data:`DEFAULT_URL`."""
+    url = url or global_options().url or os.environ.get(API_URL)
     if url:
         return url.rstrip("/")
     data_dir = Path(os.environ.get(DATA_DIR) or ".fleetwatch")
     return read_endpoints(data_dir).get(API_URL, DEFAULT_URL).rstrip("/")
+
+
+def key_to_send(key: str | None) -> str | None:
+    """The API key to send: ``key`` (the subcommand's ``--api-key``), else ``--api-key``
+    before the subcommand, else ``FLEETWATCH_API_KEY``, else none."""
+    return key or global_options().api_key or os.environ.get(API_KEY) or None
 
 
 def fail(message: str, code: int = REFUSED) -> typer.Exit:
@@ -97,7 +135,7 @@ class Api:
 
     def __init__(self, url: str | None, api_key: str | None) -> None:
         self.url = api_url(url)
-        self.api_key = api_key or None
+        self.api_key = key_to_send(api_key)
         headers = {"X-API-Key": self.api_key} if self.api_key else {}
         self.http = httpx.Client(base_url=self.url, headers=headers, timeout=TIMEOUT_SECONDS)
 

@@ -1,4 +1,4 @@
-"""``fleetwatch models list|show|patch``, ``fleetwatch status [MODEL]`` and
+"""``fleetwatch models list|show|patch|delete``, ``fleetwatch status [MODEL]`` and
 ``fleetwatch flush MODEL``: the model resource of the API (docs/api.md)."""
 
 from __future__ import annotations
@@ -8,10 +8,11 @@ from typing import Annotated, Any
 import orjson
 import typer
 
+from service.api.model_views import DELETED, KEPT
 from service.cli.connection import ApiKey, ApiUrl, Json, Offset, api, fail, segment
 from service.cli.output import fields, floors_text, show, table, when
 
-app = typer.Typer(help="Registered models: list, show, change (PATCH).", no_args_is_help=True)
+app = typer.Typer(help="Registered models: list, show, change (PATCH), delete.", no_args_is_help=True)
 top = typer.Typer()  # commands at the top level: status, flush
 Model = Annotated[str, typer.Argument(help="Model id", show_default=False)]
 #: Models whose status `fleetwatch status` reads without a model (one request each).
@@ -136,6 +137,27 @@ def patch_model(
     with api(url, api_key) as client:
         view = client.request("PATCH", f"/models/{segment(model)}", body=body)
     show(view, as_json, _show_model)
+
+
+@app.command("delete")
+def delete_model(
+    model: Model,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Delete without asking")] = False,
+    url: ApiUrl = None, api_key: ApiKey = None, as_json: Json = False,
+) -> None:
+    """Delete a model and everything stored under it (DELETE /v1/models/{id}): says what is
+    deleted and what is kept, and asks first unless --yes."""
+    with api(url, api_key) as client:
+        client.get(f"/models/{segment(model)}")  # an unknown model is refused before asking
+        if not yes:
+            typer.echo(f"Deleting model {model} deletes: " + "; ".join(DELETED) + ".", err=True)
+            typer.echo("It keeps: " + "; ".join(KEPT) + ".", err=True)
+            if not typer.confirm(f"Delete model {model}?", err=True):
+                raise fail("nothing deleted")
+        body = client.request("DELETE", f"/models/{segment(model)}")
+    show(body, as_json, lambda b: fields([
+        ("deleted model", b["model_id"]), ("redis keys removed", b["deleted_keys"]),
+        ("deleted", b["deleted"]), ("kept", b["kept"])]))
 
 
 def _show_status(s: dict[str, Any]) -> None:
