@@ -3,6 +3,8 @@ where the aggregator profiles them like the SDK's; a bad batch is refused whole.
 
 from __future__ import annotations
 
+import json
+
 import httpx
 
 from service.api.app import create_app
@@ -52,3 +54,38 @@ async def test_ingest_without_a_broker_answers_503(settings, store):
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
         resp = await http.post("/v1/ingest", json={"records": [record(0)]})
     assert (resp.status_code, resp.json()["code"]) == (503, "ingest_unavailable")
+
+
+async def test_refused_records_are_counted_per_model_and_reason_in_its_status(settings, store):
+    app = create_app(settings.model_copy(update={"kafka_bootstrap": None}), store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        for m in ("counted", "other"):
+            assert (await http.post("/v1/models", json={"model_id": m})).status_code == 201
+
+        async def rejected(m: str) -> dict[str, int]:
+            resp = await http.get(f"/v1/models/{m}/status")
+            assert resp.status_code == 200, resp.text
+            return resp.json()["records"]["rejected"]
+
+        assert await rejected("counted") == {}
+        bad = [record(0, model_id="counted"), record(1, model_id="counted", features={"amount": [1]}),
+               record(2, model_id="other"), record(3, model_id="nosuch"), record(4, model_id=7)]
+        assert (await http.post("/v1/ingest", json={"records": bad})).status_code == 422
+        assert await rejected("counted") == {"wrong_type": 1, "in_refused_batch": 1}
+        assert await rejected("other") == {"in_refused_batch": 1}
+        missing = record(5, model_id="counted", event_time=None)
+        resp = await http.post("/v1/ingest", json={"records": [missing]})
+        assert resp.status_code == 422
+        lone = record(6, model_id="counted", features={"country": "\ud800"})
+        resp = await http.post("/v1/ingest", content=json.dumps({"records": [lone]}),
+                               headers={"Content-Type": "application/json"})
+        assert (resp.status_code, resp.json()["field"]) == (422, "records[0]")
+        assert await rejected("counted") == {"wrong_type": 1, "in_refused_batch": 1, "missing_field": 1,
+                                             "unencodable": 1}
+        # an accepted batch the broker cannot take (503) refuses no record: nothing counted
+        resp = await http.post("/v1/ingest", json={"records": [record(7, model_id="counted")]})
+        assert resp.status_code == 503
+        assert sum((await rejected("counted")).values()) == 4
+        # no counter for a model that does not exist
+        assert (await http.get("/v1/models/nosuch/status")).status_code == 404
+        assert await store.r.keys("*nosuch*") == []

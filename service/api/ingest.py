@@ -8,6 +8,13 @@ A batch is all or nothing: one invalid record answers 422 naming its index
 and field, and nothing of the batch is produced. Delivery is at least once:
 a 503 after a partial produce, retried by the caller, may duplicate records.
 
+Refused records are counted per model and reason in the model's status
+(``records.rejected`` of ``GET /v1/models/{id}/status``): the record a 4xx
+names under its reason (a contract reason of :data:`sdk.record.RECORD_REASONS`,
+``unencodable``, ``too_large`` for a record over 1 MB encoded), the other records
+of the refused batch under :data:`IN_REFUSED_BATCH`; only models that exist are
+counted (:meth:`service.profiles.store.Store.count_rejected`).
+
 The Kafka producer is created on the first request and closed with the app
 (:func:`close`).
 """
@@ -15,7 +22,9 @@ The Kafka producer is created on the first request and closed with the app
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections import Counter
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
@@ -24,7 +33,7 @@ from pydantic import Field
 from detectors.strict import StrictModel
 from sdk.batching import split_messages
 from sdk.columns import RecordColumns
-from sdk.record import PredictionRecord, RecordError, validate_record
+from sdk.record import TOO_LARGE, PredictionRecord, RecordError, validate_record
 from sdk.wire import encode_columns
 from sdk.worker import resolve_compression
 from service.api.errors import UNAVAILABLE_RESPONSE, ApiError, ErrorBody, unavailable
@@ -35,6 +44,39 @@ router = APIRouter(prefix="/v1", tags=["ingest"])
 MAX_INGEST_RECORDS = 10_000
 INGEST_BATCH_RECORDS = 1_000
 MAX_MESSAGE_BYTES = 1_000_000  # under Kafka's default message.max.bytes
+#: Reason counted for the records of a refused batch other than the one the refusal names.
+IN_REFUSED_BATCH = "in_refused_batch"
+UNENCODABLE = "unencodable"
+IMPLICIT_MODEL_LIMIT = "implicit_model_limit"
+
+log = logging.getLogger(__name__)
+
+
+class Refused(Exception):
+    """A 4xx for the batch (``error``), with what it refuses: the records named
+    (index -> reason; every other record of the batch is refused with it)."""
+
+    def __init__(self, error: ApiError, named: dict[int, str]) -> None:
+        super().__init__(error.detail)
+        self.error = error
+        self.named = named
+
+
+def rejected_counts(records: list[dict[str, Any]], named: dict[int, str]) -> dict[str, Counter[str]]:
+    """Refused records per model (the ``model_id`` a record names, when it is a string) and
+    reason: ``named`` under theirs, the others under :data:`IN_REFUSED_BATCH`.
+
+    Examples
+    --------
+    >>> rejected_counts([{"model_id": "a"}, {"model_id": "a"}, {"model_id": 7}, {}], {1: "not_finite"})
+    {'a': Counter({'in_refused_batch': 1, 'not_finite': 1})}
+    """
+    out: dict[str, Counter[str]] = {}
+    for i, r in enumerate(records):
+        m = r.get("model_id") if isinstance(r, dict) else None
+        if isinstance(m, str) and m:
+            out.setdefault(m, Counter())[named.get(i, IN_REFUSED_BATCH)] += 1
+    return out
 
 
 class IngestBatch(StrictModel):
@@ -56,7 +98,7 @@ def _validated(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, Predi
 
     Raises
     ------
-    ApiError
+    Refused
         422 naming ``records[i].<field>`` of the first invalid record.
     """
     by_model: dict[str, list[tuple[int, PredictionRecord]]] = {}
@@ -64,8 +106,8 @@ def _validated(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, Predi
         try:
             record = validate_record(data)
         except RecordError as exc:
-            raise ApiError(422, "invalid_record", f"records[{i}].{exc.field}: {exc.message}",
-                           f"records[{i}].{exc.field}") from None
+            raise Refused(ApiError(422, "invalid_record", f"records[{i}].{exc.field}: {exc.message}",
+                                   f"records[{i}].{exc.field}"), {i: exc.reason}) from None
         by_model.setdefault(record.model_id, []).append((i, record))
     return by_model
 
@@ -77,7 +119,7 @@ async def _admit(request: Request, records: list[dict[str, Any]],
 
     Raises
     ------
-    ApiError
+    Refused
         429 (with Retry-After) past ``implicit_models_per_minute``, 422 past
         ``implicit_models_max``, naming the first record of a refused model.
     """
@@ -90,15 +132,18 @@ async def _admit(request: Request, records: list[dict[str, Any]],
     i = next(i for i, r in enumerate(records) if r.get("model_id") in refused)
     model_id = records[i]["model_id"]
     field = f"records[{i}].model_id"
+    named = {j: IMPLICIT_MODEL_LIMIT for j, r in enumerate(records) if r.get("model_id") in refused}
     if refused[model_id] == "refused_rate":
         retry = IMPLICIT_RATE_SECONDS - int(now) % IMPLICIT_RATE_SECONDS
-        raise ApiError(429, "implicit_model_limit", f"{field}: model {model_id!r} is not registered and "
-                       f"{s.implicit_models_per_minute} models were created implicitly this minute "
-                       "(FLEETWATCH_IMPLICIT_MODELS_PER_MINUTE): register it (POST /v1/models) or retry",
-                       field, headers={"Retry-After": str(retry)})
-    raise ApiError(422, "implicit_model_limit", f"{field}: model {model_id!r} is not registered and "
-                   f"{s.implicit_models_max} models were created implicitly "
-                   "(FLEETWATCH_IMPLICIT_MODELS_MAX): register it first (POST /v1/models)", field)
+        raise Refused(ApiError(
+            429, "implicit_model_limit", f"{field}: model {model_id!r} is not registered and "
+            f"{s.implicit_models_per_minute} models were created implicitly this minute "
+            "(FLEETWATCH_IMPLICIT_MODELS_PER_MINUTE): register it (POST /v1/models) or retry",
+            field, headers={"Retry-After": str(retry)}), named)
+    raise Refused(ApiError(422, "implicit_model_limit", f"{field}: model {model_id!r} is not registered and "
+                           f"{s.implicit_models_max} models were created implicitly "
+                           "(FLEETWATCH_IMPLICIT_MODELS_MAX): register it first (POST /v1/models)", field),
+                  named)
 
 
 async def _producer(app: FastAPI):
@@ -159,6 +204,33 @@ async def close(app: FastAPI) -> None:
                503: UNAVAILABLE_RESPONSE},
 )
 async def ingest(body: IngestBatch, request: Request) -> dict[str, Any]:
+    try:
+        messages = await _refusable(body, request)
+    except Refused as refused:
+        try:
+            await request.app.state.store.count_rejected(rejected_counts(body.records, refused.named))
+        except Exception as exc:  # the refusal is still answered; the count is lost
+            log.warning("records refused by ingest not counted (redis: %s)", exc)
+        raise refused.error from None
+    producer = await _producer(request.app)
+    topic = request.app.state.settings.predictions_topic
+    try:
+        await asyncio.gather(*(producer.send_and_wait(topic, value, key=key) for key, value, _n in messages))
+    except Exception as exc:
+        raise unavailable("broker_unavailable", f"Kafka did not acknowledge: {exc}",
+                          request.app.state.settings.api_retry_after_seconds) from None
+    return {"accepted": sum(n for _k, _v, n in messages), "messages": len(messages)}
+
+
+async def _refusable(body: IngestBatch, request: Request) -> list[tuple[bytes, bytes, int]]:
+    """The batch's Kafka messages (key, value, records).
+
+    Raises
+    ------
+    Refused
+        A 4xx: an invalid record, a model over the implicit-model budget, a record the wire
+        cannot encode or that encodes to more than :data:`MAX_MESSAGE_BYTES`.
+    """
     by_model = _validated(body.records)
     await _admit(request, body.records, by_model)
     messages = []
@@ -169,16 +241,12 @@ async def ingest(body: IngestBatch, request: Request) -> dict[str, Any]:
         if split.unencodable:  # a value the wire cannot carry (e.g. a lone surrogate in a string)
             at, error = split.unencodable[0]
             where = f"records[{indexed[at][0]}]"
-            raise ApiError(422, "invalid_record", f"{where}: cannot be encoded ({error})", where)
+            raise Refused(ApiError(422, "invalid_record", f"{where}: cannot be encoded ({error})", where),
+                          {indexed[i][0]: UNENCODABLE for i, _e in split.unencodable})
         if split.oversized:
-            raise ApiError(413, "record_too_large",
-                           f"a record of model {model_id!r} encodes to more than {MAX_MESSAGE_BYTES} bytes")
+            # which records are too large is not kept: the model's records share the reason
+            raise Refused(ApiError(413, "record_too_large", f"a record of model {model_id!r} encodes to "
+                                   f"more than {MAX_MESSAGE_BYTES} bytes"),
+                          {i: TOO_LARGE for i, _r in indexed[:split.oversized]})
         messages += split.messages
-    producer = await _producer(request.app)
-    topic = request.app.state.settings.predictions_topic
-    try:
-        await asyncio.gather(*(producer.send_and_wait(topic, value, key=key) for key, value, _n in messages))
-    except Exception as exc:
-        raise unavailable("broker_unavailable", f"Kafka did not acknowledge: {exc}",
-                          request.app.state.settings.api_retry_after_seconds) from None
-    return {"accepted": sum(n for _k, _v, n in messages), "messages": len(messages)}
+    return messages

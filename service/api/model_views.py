@@ -133,6 +133,13 @@ class RecordCounts(BaseModel):
                          "late, future_event_time, not_finite, wrong_type, key_mismatch, undecodable, ...); "
                          "reasons with none left out. A message is counted for the model its envelope "
                          "names (its key when the envelope does not decode) if that model exists")
+    rejected: dict[str, int] = Field(
+        default_factory=dict,
+        description="Records of the model refused by POST /v1/ingest (answered 4xx, never produced), by "
+                    "reason: the refused record's (not_finite, wrong_type, missing_field, too_large, "
+                    "out_of_range, invalid_id, unencodable) and in_refused_batch for the other records of "
+                    "the batch it refused (a batch is all or nothing); reasons with none left out. "
+                    "Counted for the model a record names, if that model exists")
 
 
 class WindowCounts(BaseModel):

@@ -18,7 +18,7 @@ from service.api.model_views import (
 )
 from service.api.params import ModelId
 from service.cohorts.store import STATS, CohortStore
-from service.profiles.keys import parse_member, pending_key, window_index_key
+from service.profiles.keys import REJECTED_FIELD, parse_member, pending_key, window_index_key
 from service.registry import ModelConfig
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
@@ -26,7 +26,8 @@ SKIPPED = "skipped:"
 
 STATUS_EXAMPLE = {
     "model_id": "fraud-v3", "records": {"in_evaluated_windows": 288_000, "late": 12, "future": 0,
-                                         "dead_lettered": {"late": 12, "not_finite": 3}},
+                                         "dead_lettered": {"late": 12, "not_finite": 3},
+                                         "rejected": {"not_finite": 1, "in_refused_batch": 99}},
     "windows": {"open": 1, "closed": 288, "pending_policy": 0, "evaluated": 287,
                 "skipped": {"no_baseline": 1}, "abandoned": 0},
     "last_evaluated": {"window_start": 1_700_006_400, "window_end": 1_700_006_700,
@@ -68,7 +69,9 @@ async def model_status(model_id: ModelId, request: Request) -> ModelStatus:
     return ModelStatus(
         model_id=model_id,
         records=RecordCounts(in_evaluated_windows=int(counted.get("records", 0)), late=dropped.late,
-                             future=dropped.future, dead_lettered=dropped.by_reason),
+                             future=dropped.future, dead_lettered=dropped.by_reason,
+                             rejected={k[len(REJECTED_FIELD):]: int(v) for k, v in sorted(counted.items())
+                                       if k.startswith(REJECTED_FIELD)}),
         windows=WindowCounts(
             open=await store.open_windows(request.app.state.settings.predictions_topic, model_id),
             closed=await store.r.zcard(window_index_key(model_id)), pending_policy=await store.r.zcard(

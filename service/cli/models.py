@@ -167,6 +167,7 @@ def _show_status(s: dict[str, Any]) -> None:
         ("records", f"{rec['in_evaluated_windows']} in evaluated windows, {rec['late']} late, "
                     f"{rec['future']} future"),
         ("dead-lettered", rec.get("dead_lettered") or "none"),
+        ("rejected by ingest", rec.get("rejected") or "none"),
         ("windows", f"{win['open']} open, {win['closed']} closed, {win['evaluated']} evaluated, "
                     f"{win['pending_policy']} pending policy, {win['abandoned']} abandoned"),
         ("skipped windows", win["skipped"] or "none"),

@@ -160,6 +160,10 @@ def status_key(m: str) -> str:
     return f"fw:{{{m}}}:status"
 
 
+#: Prefix of the status-hash fields counting records refused by ``POST /v1/ingest``, by reason.
+REJECTED_FIELD = "rejected:"
+
+
 def counted_key(m: str) -> str:
     """ZSET of the windows already counted in the model's status, by start."""
     return f"fw:{{{m}}}:counted"

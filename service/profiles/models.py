@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ from service.profiles.keys import (
     detector_config_key,
     implicit_minute_key,
     model_keys_pattern,
+    REJECTED_FIELD,
     status_key,
 )
 from service.registry import ModelConfig
@@ -220,6 +221,20 @@ class ModelStore:
         for k, v in fields.items():
             args += [k, v]
         await self._count_window(keys=[status_key(model_id), counted_key(model_id)], args=args)
+
+    async def count_rejected(self, rejected: Mapping[str, Mapping[str, int]]) -> None:
+        """Add records refused by HTTP ingest (model -> reason -> records) to the status
+        hashes (field ``rejected:<reason>``) of the models that exist: a refused record naming
+        no existing model (a typo, a model refused by the implicit-model budget) is not
+        counted, so refused garbage grows no counters."""
+        existing = await self.existing_models(sorted(rejected))
+        if not existing:
+            return
+        async with self.r.pipeline(transaction=False) as p:
+            for m in sorted(existing):
+                for reason, n in rejected[m].items():
+                    p.hincrby(status_key(m), REJECTED_FIELD + reason, n)
+            await p.execute()
 
     async def model_status(self, model_id: str) -> dict[str, str]:
         """The model's status hash (see :meth:`count_window`)."""
