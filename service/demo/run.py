@@ -22,6 +22,7 @@ import asyncio
 import dataclasses
 import json
 import math
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -216,6 +217,10 @@ async def _main(settings: Settings, done: Callable[[dict[str, Any], str], None],
             if roles.done():
                 roles.result()
             await asyncio.sleep(0.05)
+        # The report comes at the end: say at once what runs, for how long, and where to look.
+        print(f"fleetwatch demo: pipeline up; replaying Feb-Mar 2013 (a few minutes; longer on a busy "
+              f"machine), then the report. Dashboard meanwhile: "
+              f"http://{settings.listen_host}:{api.port}/ui", file=sys.stderr, flush=True)
         result = await replay(settings, f"http://127.0.0.1:{api.port}", store)
         done(result, f"http://{settings.listen_host}:{api.port}/ui")
         if serve:
