@@ -23,7 +23,7 @@ from tests.running_service import fleetwatch_run, until
 ADMIN = "a" * 40
 MODEL = "shop"
 WINDOW = 300
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]  # starts `fleetwatch run`
 
 
 @pytest.fixture(scope="module")
