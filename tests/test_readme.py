@@ -72,6 +72,7 @@ def evaluated(api_url: str, model: str) -> bool:
         w["evaluated"] + sum(w["skipped"].values()) == w["closed"]
 
 
+@pytest.mark.integration  # starts `fleetwatch run`
 @pytest.mark.timeout(900)
 def test_every_command_of_using_it_runs(tmp_path):
     blocks = using_it()
