@@ -18,12 +18,12 @@ from service.profiles.keys import (
     FLEET_LATEST,
     IMPLICIT,
     MODELS,
+    REJECTED_FIELD,
     config_key,
     counted_key,
     detector_config_key,
     implicit_minute_key,
     model_keys_pattern,
-    REJECTED_FIELD,
     status_key,
 )
 from service.registry import ModelConfig
