@@ -39,7 +39,6 @@ from service.registry import ModelConfig
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
 from tests.test_sdk_client import consume
-from tests.test_sdk_registry import api_url  # noqa: F401 (fixture: the API over real HTTP)
 
 T0 = 1_700_000_100  # a 300 s window boundary
 UNREACHABLE = "127.0.0.1:1"
