@@ -8,6 +8,20 @@ raises on the same windows."""
 from __future__ import annotations
 
 import json
+import os
+import queue
+import re
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.cookiejar import CookieJar, DefaultCookiePolicy
+from pathlib import Path
+
+import httpx
+import pytest
 
 import pytest
 
@@ -40,4 +54,70 @@ def test_demo_detects_the_weather_feed_fault_as_one_incident(tmp_path, capsys):
     # Models that do not use the weather feed see no alert on it.
     assert not [a for a in report["other_alerts"] + report["fault_alerts"]
                 if a["model_id"] not in affected and a["feature"] in FAULT.features]
-    assert "time from fault start to first alert" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "time from fault start to first alert" in out
+    # It ends (returned above) and tells how to open the dashboard: not served any more.
+    assert "`fleetwatch demo --serve` keeps the pipeline and the dashboard up" in out
+    assert "Dashboard: http" not in out and report["dashboard_url"].endswith("/ui")
+
+
+def _lines(stream, into: queue.Queue) -> None:
+    for line in stream:
+        into.put(line)
+    into.put(None)
+
+
+def test_demo_serve_keeps_the_dashboard_up_until_interrupted(tmp_path):
+    """`fleetwatch demo --serve`, a real process with authentication on and a port of the
+    system's choice: after the report it prints the dashboard's URL; there a key signed in
+    through the login form sees every model of the demo in the fleet; SIGINT (Ctrl-C) stops
+    it cleanly."""
+    admin = secrets.token_urlsafe(32)
+    env = {**os.environ, "FLEETWATCH_API_AUTH": "true", "FLEETWATCH_API_ADMIN_KEY": admin,
+           "FLEETWATCH_API_PORT": "0", "FLEETWATCH_LISTEN_HOST": "127.0.0.1"}
+    command = Path(sys.executable).with_name("fleetwatch")
+    report_path = tmp_path / "demo.json"
+    with open(tmp_path / "stderr", "w") as err:
+        proc = subprocess.Popen([str(command), "demo", "--serve", "--json", str(report_path)],
+                                stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=_lines, args=(proc.stdout, lines), daemon=True).start()
+    try:
+        deadline = time.monotonic() + 600  # the whole demo's replay first
+        url = None
+        while url is None:
+            line = lines.get(timeout=max(deadline - time.monotonic(), 0.1))
+            assert line is not None, f"the demo ended before serving: {(tmp_path / 'stderr').read_text()}"
+            if found := re.match(r"Dashboard: (http://127\.0\.0\.1:\d+/ui) ", line):
+                url = found.group(1)
+        report = json.loads(report_path.read_text())
+        assert report["dashboard_url"] == url and report["fault_incidents"]
+        models = {m["model_id"] for m in report["models"]}
+        assert len(models) >= 8
+        # The browsers' rule: cookies marked Secure are sent to loopback over plain HTTP too.
+        jar = CookieJar(DefaultCookiePolicy(secure_protocols=("https", "wss", "http")))
+        with httpx.Client(base_url=url.removesuffix("/ui"), cookies=jar, timeout=30) as http:
+            assert http.get("/ui").headers["location"].startswith("/ui/login")  # a key is needed
+            form = http.get("/ui/login")
+            csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', form.text).group(1)
+            signed = http.post("/ui/login", data={"key": admin, "csrf": csrf, "next": "/ui"})
+            assert signed.status_code == 303, signed.text
+            fleet = http.get("/ui")
+            assert fleet.status_code == 200
+            listed = set(re.findall(r'<th scope="row"><a href="/ui/models/([^"]+)">', fleet.text))
+            assert listed == models
+            [incident] = report["fault_incidents"]
+            page = http.get(f"/ui/incidents/{incident['id']}")
+            assert page.status_code == 200 and "weather_feed" in page.text
+            # the pipeline keeps running: the API still answers for the demo's models
+            api = http.get("/v1/models", headers={"X-API-Key": admin})
+            assert {m["model_id"] for m in api.json()} >= models
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0, (tmp_path / "stderr").read_text()
+        assert "Traceback" not in (tmp_path / "stderr").read_text()
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(url, timeout=5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

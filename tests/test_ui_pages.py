@@ -25,7 +25,8 @@ from service.profiles.keys import window_member
 from service.registry import ModelConfig
 from service.ui.session import KEY_COOKIE
 from sketches.profile import WindowProfile
-from tests.test_alerting import BREACH, HEALTHY, apply, policy
+from detectors.result import TestResult, judged
+from tests.test_alerting import BREACH, HEALTHY, apply, policy, result, window
 
 ADMIN = secrets.token_urlsafe(32)
 
@@ -217,6 +218,23 @@ async def test_fdr_page_shows_tests_submitted_granted_discovered_and_capacity(se
     assert by["Capacity used"].endswith("100.0% of 4") and by["Discoveries"].startswith("2")
 
 
+async def evaluated(store, p, w: int, results: list[TestResult], cfg: ModelConfig) -> None:
+    """Window ``w`` of model m1 closed (a profile of 100 records), its ``results`` stored and
+    the alert policy applied to them, as the detector does."""
+    ref = window("m1", w)
+    prof = WindowProfile("m1", ref.start, ref.length)
+    prof.count = 100
+    epoch = (await store.acquire_partition("t", 0)).epoch
+    assert await store.checkpoint("t", 0, epoch, {}, [], [ClosedWindow("m1", ref.member, ref.start,
+                                                                       prof.to_bytes())], 3600)
+    await store.put_results("m1", ref.member, [{**dataclasses.asdict(r), "baseline": "reference"}
+                                               for r in results], 3600, prof.count)
+    alerting: dict[str, frozenset[str]] = {}
+    for r in results:
+        alerting[r.feature] = alerting.get(r.feature, frozenset()) | {r.check}
+    await p.apply(ref, results, alerting, cfg, [], 1e9, None)
+
+
 def hrefs(html: str, prefix: str) -> list[str]:
     return [h.replace("&amp;", "&") for h in re.findall(r'href="(' + re.escape(prefix) + r'[^"]*)"', html)]
 
@@ -226,22 +244,10 @@ async def test_links_lead_from_the_overview_to_incident_model_feature_and_window
 ):
     """alert -> incident -> model -> feature -> window by the pages' own links; resolving
     through the incident page changes what the API and the overview answer."""
-    from dataclasses import asdict
-
-    from tests.test_alerting import result, window
-
     await store.put_model_config("m1", ModelConfig(tier=1))
     p = policy(store)
-    epoch = (await store.acquire_partition("t", 0)).epoch
     for w in range(2):
-        ref = window("m1", w)
-        prof = WindowProfile("m1", ref.start, 300)
-        prof.count = 100
-        assert await store.checkpoint("t", 0, epoch, {}, [], [ClosedWindow("m1", ref.member, ref.start,
-                                                                           prof.to_bytes())], 3600)
-        await store.put_results("m1", ref.member, [{**asdict(result("x", "psi", *BREACH)),
-                                                    "baseline": "reference"}], 3600, prof.count)
-        await apply(p, "m1", w, {("x", "psi"): BREACH}, ModelConfig(tier=1))
+        await evaluated(store, p, w, [result("x", "psi", *BREACH)], ModelConfig(tier=1))
     async with client(create_app(settings, store)) as http:
         overview = (await http.get("/ui")).text
         assert "critical" in overview
@@ -271,6 +277,46 @@ async def test_links_lead_from_the_overview_to_incident_model_feature_and_window
         assert alert["state"] == "resolved" and alert["resolved_by"] == "alice"
         after = await http.get("/ui", params={"health": "ok"})
         assert re.search(r'<th scope="row"><a href="/ui/models/m1">m1</a>', after.text)
+
+
+# A marker of the effect chart: the window it links to, its kind, its x (px).
+MARKER = re.compile(r'<a href="/ui/models/m1/windows/(\d+)">\s*<g class="mk mk-(\w+)"><title>[^<]*</title>\s*'
+                    r'<(?:path d="M|circle cx=")([\d.]+)')
+BAND = re.compile(r'<a href="([^"]+)"><rect class="band" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"[^>]*>'
+                  r"<title>([^<]+)</title>")
+
+
+async def test_feature_page_marks_breaches_inconclusive_windows_and_the_alert_span(settings, store):
+    """The effect chart of a feature: a marker per window of its kind (breach: a triangle,
+    inconclusive: a hollow circle, ok: a dot) and the alert's span shaded from its first
+    window to the end of its last breach, linked to its incident."""
+    cfg = ModelConfig(tier=1)
+    await store.put_model_config("m1", cfg)
+    p = policy(store)
+    # only the exact p-value is significant: the sketches' error leaves it undecided
+    inconclusive = judged("psi", "x", 1.0, 1.0, 0.5, 1000, 1000, p_exact=1e-8, floor=0.2)
+    assert inconclusive.status == "inconclusive"
+    plan = [HEALTHY, inconclusive, BREACH, BREACH, BREACH, HEALTHY]
+    for w, outcome in enumerate(plan):
+        await evaluated(store, p, w, [outcome if isinstance(outcome, TestResult)
+                                      else result("x", "psi", *outcome)], cfg)
+    [alert] = (await AlertStore(store.r).alerts("m1", 0, 10))
+    starts = [window("m1", w).start for w in range(len(plan))]
+    assert alert["window_start"] in starts[2:5] and alert["last_window_start"] == starts[4]
+    async with client(create_app(settings, store)) as http:
+        page = await http.get("/ui/models/m1/features/x")
+    assert page.status_code == 200
+    chart = page.text.split('<h3 id="check-psi">', 1)[1].split("</figure>", 1)[0]
+    markers = {int(s): (kind, float(x)) for s, kind, x in MARKER.findall(chart)}
+    assert {s: kind for s, (kind, _x) in markers.items()} == dict(zip(starts, [
+        "ok", "inconclusive", "breach", "breach", "breach", "ok"], strict=True))
+    assert chart.count("<path d=\"M") == 3  # the breaches are the triangles (paths), the others circles
+    [(href, x0, width, title)] = BAND.findall(chart)
+    assert href == f"/ui/incidents/{alert['incident_id']}" and title == f"alert psi {alert['state']} (warning)" \
+        or title.startswith("alert psi firing")
+    # from the alert's first window to the end of its last breach: the next window's start
+    assert float(x0) == pytest.approx(markers[alert["window_start"]][1])
+    assert float(x0) + float(width) == pytest.approx(markers[starts[5]][1])
 
 
 def test_performance_chart_draws_realized_beside_the_label_free_estimate_and_maturity():

@@ -202,6 +202,25 @@ async def replay(settings: Settings, api_url: str, store: Store, api_key: str | 
     }
 
 
+def dashboard_url(settings: Settings, port: int) -> str:
+    """The dashboard's URL for a user: under ``public_url`` when one is configured, else on
+    the API's listen address (loopback for a wildcard address, which a browser cannot open).
+
+    Examples
+    --------
+    >>> dashboard_url(Settings(listen_host="0.0.0.0"), 8000)
+    'http://127.0.0.1:8000/ui'
+    >>> dashboard_url(Settings(listen_host="::1"), 8000)
+    'http://[::1]:8000/ui'
+    >>> dashboard_url(Settings(public_url="https://fw.example.com/"), 8000)
+    'https://fw.example.com/ui'
+    """
+    if settings.public_url:
+        return settings.public_url.rstrip("/") + "/ui"
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(settings.listen_host, settings.listen_host)
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}/ui"
+
+
 async def _main(settings: Settings, done: Callable[[dict[str, Any], str], None],
                 serve: bool = False) -> dict[str, Any]:
     """Run the pipeline, replay the flights and call ``done(result, dashboard URL)``; with
@@ -220,9 +239,12 @@ async def _main(settings: Settings, done: Callable[[dict[str, Any], str], None],
         # The report comes at the end: say at once what runs, for how long, and where to look.
         print(f"fleetwatch demo: pipeline up; replaying Feb-Mar 2013 (a few minutes; longer on a busy "
               f"machine), then the report. Dashboard meanwhile: "
-              f"http://{settings.listen_host}:{api.port}/ui", file=sys.stderr, flush=True)
-        result = await replay(settings, f"http://127.0.0.1:{api.port}", store)
-        done(result, f"http://{settings.listen_host}:{api.port}/ui")
+              f"{dashboard_url(settings, api.port)}", file=sys.stderr, flush=True)
+        # With authentication on, the replay registers the models with the bootstrap admin key.
+        key = settings.api_admin_key if settings.api_auth else None
+        admin = None if key is None else key.get_secret_value()
+        result = await replay(settings, f"http://127.0.0.1:{api.port}", store, api_key=admin)
+        done(result, dashboard_url(settings, api.port))
         if serve:
             install_signal_handlers(stop)
             await stop.wait()
