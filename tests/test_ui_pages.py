@@ -279,9 +279,9 @@ async def test_links_lead_from_the_overview_to_incident_model_feature_and_window
         assert re.search(r'<th scope="row"><a href="/ui/models/m1">m1</a>', after.text)
 
 
-# A marker of the effect chart: the window it links to, its kind, its x (px).
+# A marker of the effect chart: the window it links to, its kind, its x (px), a circle's radius.
 MARKER = re.compile(r'<a href="/ui/models/m1/windows/(\d+)">\s*<g class="mk mk-(\w+)"><title>[^<]*</title>\s*'
-                    r'<(?:path d="M|circle cx=")([\d.]+)')
+                    r'<(?:path d="M|circle cx=")([\d.]+)(?:" cy="[\d.]+" r="([\d.]+))?')
 BAND = re.compile(r'<a href="([^"]+)"><rect class="band" x="([\d.]+)" y="[\d.]+" width="([\d.]+)"[^>]*>'
                   r"<title>([^<]+)</title>")
 
@@ -302,18 +302,21 @@ async def test_feature_page_marks_breaches_inconclusive_windows_and_the_alert_sp
                                       else result("x", "psi", *outcome)], cfg)
     [alert] = (await AlertStore(store.r).alerts("m1", 0, 10))
     starts = [window("m1", w).start for w in range(len(plan))]
-    assert alert["window_start"] in starts[2:5] and alert["last_window_start"] == starts[4]
+    # the alert starts at its first breach (k of m) and its span ends with its last one
+    assert (alert["window_start"], alert["last_window_start"], alert["state"]) == (starts[2], starts[4], "firing")
     async with client(create_app(settings, store)) as http:
         page = await http.get("/ui/models/m1/features/x")
     assert page.status_code == 200
     chart = page.text.split('<h3 id="check-psi">', 1)[1].split("</figure>", 1)[0]
-    markers = {int(s): (kind, float(x)) for s, kind, x in MARKER.findall(chart)}
+    found = MARKER.findall(chart)
+    markers = {int(s): (kind, float(x)) for s, kind, x, _r in found}
     assert {s: kind for s, (kind, _x) in markers.items()} == dict(zip(starts, [
         "ok", "inconclusive", "breach", "breach", "breach", "ok"], strict=True))
-    assert chart.count("<path d=\"M") == 3  # the breaches are the triangles (paths), the others circles
+    # shapes, not colour alone: breaches are triangles (paths), inconclusive windows large
+    # (hollow) circles, the others dots
+    assert [r or "path" for _s, _k, _x, r in found] == ["2.5", "4.5", "path", "path", "path", "2.5"]
     [(href, x0, width, title)] = BAND.findall(chart)
-    assert href == f"/ui/incidents/{alert['incident_id']}" and title == f"alert psi {alert['state']} (warning)" \
-        or title.startswith("alert psi firing")
+    assert href == f"/ui/incidents/{alert['incident_id']}" and title == f"alert psi firing ({alert['severity']})"
     # from the alert's first window to the end of its last breach: the next window's start
     assert float(x0) == pytest.approx(markers[alert["window_start"]][1])
     assert float(x0) + float(width) == pytest.approx(markers[starts[5]][1])
