@@ -67,6 +67,7 @@ def _lines(stream, into: queue.Queue) -> None:
     into.put(None)
 
 
+@pytest.mark.timeout(900)  # the whole demo runs first: ~3 min alone, more on a loaded machine
 def test_demo_serve_keeps_the_dashboard_up_until_interrupted(tmp_path):
     """`fleetwatch demo --serve`, a real process with authentication on and a port of the
     system's choice: after the report it prints the dashboard's URL; there a key signed in

@@ -322,6 +322,26 @@ async def test_feature_page_draws_the_reference_beside_the_window(writer, pipeli
     await shot(writer, "feature-categorical", "#distribution")
 
 
+async def test_feature_page_marks_the_faults_breach_and_shades_its_alert_span(writer, pipeline):
+    m = pipeline["fault"]["models"][0]
+    async with api(pipeline) as http:
+        alerts = (await http.get("/v1/alerts", params={"model": m})).json()
+    [alert] = [a for a in alerts if a["feature"] == "visib" and a["check"] == "null_rate"]
+    await writer.goto(f"{pipeline['base']}/ui/models/{m}/features/visib")
+    chart = writer.locator("section", has=writer.locator("#check-null_rate"))
+    # the fault's first breach is a triangle linked to its window
+    breach = chart.locator(f'a[href="/ui/models/{m}/windows/{alert["window_start"]}"] g.mk-breach path')
+    assert await breach.count() == 1
+    band = chart.locator("rect.band")
+    assert await band.count() == 1
+    assert (await band.locator("title").text_content()).startswith("alert null_rate ")
+    link = chart.locator("a", has=band)
+    assert await link.get_attribute("href") == f"/ui/incidents/{alert['incident_id']}"
+    # the span starts at the alert's first window: at its breach marker's x
+    box, mark = await band.bounding_box(), await breach.bounding_box()
+    assert box["x"] <= mark["x"] + mark["width"] / 2 <= box["x"] + box["width"]
+
+
 async def test_model_window_and_gate_pages_link_together(writer, pipeline):
     m = pipeline["fault"]["models"][0]
     await writer.goto(f"{pipeline['base']}/ui/models/{m}")
