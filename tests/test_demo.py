@@ -67,7 +67,7 @@ def _lines(stream, into: queue.Queue) -> None:
     into.put(None)
 
 
-@pytest.mark.timeout(900)  # the whole demo runs first: ~3 min alone, more on a loaded machine
+@pytest.mark.timeout(900)  # the whole demo runs first: 7 min at a load average of 7
 def test_demo_serve_keeps_the_dashboard_up_until_interrupted(tmp_path):
     """`fleetwatch demo --serve`, a real process with authentication on and a port of the
     system's choice: after the report it prints the dashboard's URL; there a key signed in
@@ -94,7 +94,7 @@ def test_demo_serve_keeps_the_dashboard_up_until_interrupted(tmp_path):
         report = json.loads(report_path.read_text())
         assert report["dashboard_url"] == url and report["fault_incidents"]
         models = {m["model_id"] for m in report["models"]}
-        assert len(models) >= 8
+        assert len(models) >= 5  # one model per large carrier
         # The browsers' rule: cookies marked Secure are sent to loopback over plain HTTP too.
         jar = CookieJar(DefaultCookiePolicy(secure_protocols=("https", "wss", "http")))
         with httpx.Client(base_url=url.removesuffix("/ui"), cookies=jar, timeout=30) as http:
