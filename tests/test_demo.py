@@ -23,8 +23,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-import pytest
-
 from service.demo.run import FAULT, run_demo
 from service.settings import Settings
 

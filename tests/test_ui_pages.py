@@ -14,6 +14,7 @@ import pytest
 from pydantic import SecretStr
 
 from detectors.fdr.epoch import EpochSpending
+from detectors.result import TestResult, judged
 from service.alerting.fdr import FdrGate
 from service.alerting.store import AlertStore
 from service.api.app import create_app
@@ -25,7 +26,6 @@ from service.profiles.keys import window_member
 from service.registry import ModelConfig
 from service.ui.session import KEY_COOKIE
 from sketches.profile import WindowProfile
-from detectors.result import TestResult, judged
 from tests.test_alerting import BREACH, HEALTHY, apply, policy, result, window
 
 ADMIN = secrets.token_urlsafe(32)
@@ -303,7 +303,8 @@ async def test_feature_page_marks_breaches_inconclusive_windows_and_the_alert_sp
     [alert] = (await AlertStore(store.r).alerts("m1", 0, 10))
     starts = [window("m1", w).start for w in range(len(plan))]
     # the alert starts at its first breach (k of m) and its span ends with its last one
-    assert (alert["window_start"], alert["last_window_start"], alert["state"]) == (starts[2], starts[4], "firing")
+    span = (alert["window_start"], alert["last_window_start"], alert["state"])
+    assert span == (starts[2], starts[4], "firing")
     async with client(create_app(settings, store)) as http:
         page = await http.get("/ui/models/m1/features/x")
     assert page.status_code == 200
@@ -316,7 +317,8 @@ async def test_feature_page_marks_breaches_inconclusive_windows_and_the_alert_sp
     # (hollow) circles, the others dots
     assert [r or "path" for _s, _k, _x, r in found] == ["2.5", "4.5", "path", "path", "path", "2.5"]
     [(href, x0, width, title)] = BAND.findall(chart)
-    assert href == f"/ui/incidents/{alert['incident_id']}" and title == f"alert psi firing ({alert['severity']})"
+    assert href == f"/ui/incidents/{alert['incident_id']}"
+    assert title == f"alert psi firing ({alert['severity']})"
     # from the alert's first window to the end of its last breach: the next window's start
     assert float(x0) == pytest.approx(markers[alert["window_start"]][1])
     assert float(x0) + float(width) == pytest.approx(markers[starts[5]][1])

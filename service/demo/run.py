@@ -217,7 +217,8 @@ def dashboard_url(settings: Settings, port: int) -> str:
     """
     if settings.public_url:
         return settings.public_url.rstrip("/") + "/ui"
-    host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(settings.listen_host, settings.listen_host)
+    wildcard = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
+    host = wildcard.get(settings.listen_host, settings.listen_host)
     return f"http://{f'[{host}]' if ':' in host else host}:{port}/ui"
 
 
