@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from http.cookiejar import CookieJar, DefaultCookiePolicy
+from http.cookies import SimpleCookie
 from pathlib import Path
 
 import httpx
@@ -93,14 +93,21 @@ def test_demo_serve_keeps_the_dashboard_up_until_interrupted(tmp_path):
         assert report["dashboard_url"] == url and report["fault_incidents"]
         models = {m["model_id"] for m in report["models"]}
         assert len(models) >= 5  # one model per large carrier
-        # The browsers' rule: cookies marked Secure are sent to loopback over plain HTTP too.
-        jar = CookieJar(DefaultCookiePolicy(secure_protocols=("https", "wss", "http")))
-        with httpx.Client(base_url=url.removesuffix("/ui"), cookies=jar, timeout=30) as http:
+        # Browsers send the cookies marked Secure to loopback over plain HTTP; httpx does not:
+        # the test carries them itself.
+        with httpx.Client(base_url=url.removesuffix("/ui"), timeout=30) as http:
             assert http.get("/ui").headers["location"].startswith("/ui/login")  # a key is needed
             form = http.get("/ui/login")
+            jar = SimpleCookie()
+            for c in form.headers.get_list("set-cookie"):
+                jar.load(c)
             csrf = re.search(r'name="csrf" value="([0-9a-f]+)"', form.text).group(1)
-            signed = http.post("/ui/login", data={"key": admin, "csrf": csrf, "next": "/ui"})
+            signed = http.post("/ui/login", data={"key": admin, "csrf": csrf, "next": "/ui"},
+                               headers={"cookie": "; ".join(f"{k}={v.value}" for k, v in jar.items())})
             assert signed.status_code == 303, signed.text
+            for c in signed.headers.get_list("set-cookie"):
+                jar.load(c)
+            http.headers["cookie"] = "; ".join(f"{k}={v.value}" for k, v in jar.items())
             fleet = http.get("/ui")
             assert fleet.status_code == 200
             listed = set(re.findall(r'<th scope="row"><a href="/ui/models/([^"]+)">', fleet.text))
