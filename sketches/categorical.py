@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sized
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from typing import Any
 
 import datasketches
@@ -283,6 +283,20 @@ class CategoricalSketch:
         self.count += sum(counts.values())
         self._table().update(counts)
         self._check_size()
+
+    def count_strings(self, values: Sequence[str | None]) -> int:
+        """Count a column of plain strings and None (no string starting with ``TYPE_TAG``:
+        each string is its own key) straight into the table; returns the number of None.
+
+        One C-level counting pass into the table (``Counter.update`` of a sequence), instead
+        of a batch counter merged key by key.
+        """
+        table = self._table()
+        table.update(values)
+        nulls = table.pop(None, 0)
+        self.count += len(values) - nulls
+        self._check_size()
+        return nulls
 
     def _table(self) -> Counter[str]:
         """Where new counts go: the exact table, or the sketches' pending input."""

@@ -23,6 +23,8 @@ _STR_OR_NONE = {str, _NONE}
 def escape_strings(counts: Counter[str]) -> Counter[str]:
     """String counts keyed by :func:`~sketches.categorical.category_key` (a string is its own
     key unless it starts with ``TYPE_TAG``; such strings, if any, are re-keyed)."""
+    if TYPE_TAG not in "".join(counts):  # the common case: one C-level scan, no per-key work
+        return counts
     odd = [k for k in counts if k.startswith(TYPE_TAG)]
     for k in odd:
         counts[category_key(k)] += counts.pop(k)
@@ -91,7 +93,7 @@ class FeatureProfile:
         if not n:
             return
         first = type(values[0])
-        if first is str and self._update_strings(values):
+        if first is str and self._update_strings(values, types):
             return
         if first is float or first is int:
             kinds = set(map(type, values)) if types is None else types
@@ -109,14 +111,20 @@ class FeatureProfile:
             return
         self.missing += nulls
 
-    def _update_strings(self, values: Sequence[Any]) -> bool:
+    def _update_strings(self, values: Sequence[Any], types: frozenset[type] | None = None) -> bool:
         """Count a column of strings and None in one pass; False (nothing added) if it
         holds any other type.
 
         Counting first and checking the types of the distinct values only is sound:
         no value of another type compares equal to a string or to None, so every
-        value's type is the type of some counted key.
+        value's type is the type of some counted key. When the caller knows the
+        column holds only strings and None (``types``) and no string starts with
+        ``TYPE_TAG`` (so each string is its own key), the values are counted
+        straight into the sketch's table.
         """
+        if types is not None and types <= _STR_OR_NONE and TYPE_TAG not in "".join(filter(None, values)):
+            self.missing += self.categorical.count_strings(values)
+            return True
         try:
             counts = Counter(values)
         except TypeError:  # an unhashable value: not a string column

@@ -129,3 +129,26 @@ def test_point_estimate_does_not_depend_on_the_order_of_arrival():
     s = sketches["shuffled"]
     assert all(10 - s.count / 512 <= e <= 10 + s.cms_error for e in first)
     assert abs(np.mean(first) - 10) <= 15
+
+
+@pytest.mark.parametrize("column", [
+    ["a", "b", None, "a", ""],
+    ["\x1fbool:true", "true", None, "\x1fint:1"],  # strings that look like tagged keys stay strings
+    [f"v{i % 900}" for i in range(3_000)] + [None] * 7,  # leaves exact mode, fills the pending input
+])
+def test_validated_string_columns_count_as_unhinted_ones(column):
+    """The counting path taken when the validator's types are given (strings and None only)
+    gives the same profile as the type-scanning path, batch after batch."""
+    from sdk.columns import _feature_types
+    from sketches.feature import FeatureProfile
+
+    hinted, plain = FeatureProfile(), FeatureProfile()
+    for _ in range(3):
+        hinted.update(column, _feature_types(column))
+        plain.update(column)
+    assert hinted.to_dict() == plain.to_dict()
+    assert hinted.missing == column.count(None) * 3
+    assert hinted.categorical.count == (len(column) - column.count(None)) * 3
+    if len(column) < 10:
+        assert hinted.categorical.frequencies() == plain.categorical.frequencies()
+        assert "\x1fbool:true" not in hinted.categorical.frequencies() or column[0] != "\x1fbool:true"
