@@ -135,10 +135,12 @@ async def replay(settings: Settings, api_url: str, store: Store, api_key: str | 
         for m in models:
             resp = await http.post("/v1/models", json=registration(m))
             resp.raise_for_status()
-            ref = data.feature_frame(m, train[train.carrier == m.carrier]).assign(
-                score=data.score(m, train[train.carrier == m.carrier]))
+            own = train[train.carrier == m.carrier]  # in time order (data.load_flights)
+            ref = data.feature_frame(m, own).assign(score=data.score(m, own),
+                                                    event_time=own.event_time.to_numpy())
             await asyncio.to_thread(upload_reference, api_url, m.model_id, ref,
-                                    score_column="score", api_key=api_key)
+                                    score_column="score", time_column="event_time",
+                                    api_key=api_key)
     produced = {m.model_id: 0 for m in models}
     fault_sent_at: dict[str, float] = {}
     t_replay = time.monotonic()
