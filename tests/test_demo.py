@@ -45,7 +45,12 @@ def test_demo_detects_the_weather_feed_fault_as_one_incident(tmp_path, capsys):
     assert ("visib", "null_rate") in fault_checks
     [incident] = report["fault_incidents"]
     assert incident["group_key"] == "source:weather_feed" and set(incident["models"]) == affected
-    assert len(report["other_alerts"]) * 10 < report["naive_alerts"]
+    # The reference is uploaded with its event times, so each feature's floors are learned
+    # from January's own day-to-day movement: outside the fault the replay raised 283 alerts
+    # without them (55 with them); the naive policy, which applies the same learned floors,
+    # raises several times more on the same windows.
+    assert len(report["other_alerts"]) < 100
+    assert len(report["other_alerts"]) * 4 < report["naive_alerts"]
     # No null-rate alert on visib outside the fault: the data-quality check is precise.
     assert not [a for a in report["other_alerts"]
                 if a["feature"] == FAULT.null_feature and a["check"] == "null_rate"]
