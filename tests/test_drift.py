@@ -136,10 +136,17 @@ def test_null_rate_matches_two_proportion_z_test():
     r = null_rate_test(nulls(50, 1000), nulls(90, 1000))
     p0, p1, pool = 0.05, 0.09, 0.07
     z = (p1 - p0) / np.sqrt(pool * (1 - pool) * 2 / 1000)
-    assert r.statistic == pytest.approx(z) and r.p_value == pytest.approx(2 * stats.norm.sf(z))
+    # one-sided: only a rise of the null rate is a data-quality change
+    assert r.statistic == pytest.approx(z) and r.p_value == pytest.approx(stats.norm.sf(z))
     assert null_rate_test(nulls(0, 100), nulls(0, 100)).p_value == 1.0
-    # statsmodels-free reference: the same z from scipy's normal on the pooled rate
-    assert r.p_value == pytest.approx(2 * stats.norm.sf(abs(r.statistic)))
+
+
+def test_null_rate_fall_is_not_a_break():
+    """Fewer missing values than the baseline (a field reported on windy days only) is
+    not a data-quality break, however significant; a rise of the same size is."""
+    fall = null_rate_test(nulls(750, 1000), nulls(50, 1000), floor=0.1)
+    assert fall.effect_size == pytest.approx(-0.7) and fall.status.value == "ok" and fall.p_value > 0.99
+    assert null_rate_test(nulls(50, 1000), nulls(750, 1000), floor=0.1).status.value == "drift"
 
 
 def window(rows: list[dict], score: float | None = None) -> WindowProfile:

@@ -9,7 +9,12 @@ from sketches.profile import FeatureProfile
 
 def null_rate_test(reference: FeatureProfile, current: FeatureProfile, feature: str = "", *,
                    floor: float = 0.0, alpha: float = 0.05, min_count: int = MIN_COUNT) -> TestResult:
-    """Has the share of missing values changed by more than ``floor``?
+    """Has the share of missing values risen by more than ``floor``?
+
+    One-sided: fewer missing values than the baseline is not a data-quality
+    break (a field reported only on some days, e.g. a wind gust on windy
+    ones, or the normal days after an outage in a seasonal baseline); what
+    the newly present values look like is the distribution checks' question.
 
     Parameters
     ----------
@@ -26,8 +31,9 @@ def null_rate_test(reference: FeatureProfile, current: FeatureProfile, feature: 
 
     Notes
     -----
-    z = (p1 - p0) / sqrt(p (1 - p) (1/n1 + 1/n0)) with the pooled rate p
-    (Agresti, "Categorical Data Analysis", 2013, sec. 3.1).
+    z = (p1 - p0) / sqrt(p (1 - p) (1/n1 + 1/n0)) with the pooled rate p,
+    p-value from the upper tail (Agresti, "Categorical Data Analysis", 2013,
+    sec. 3.1).
 
     Examples
     --------
@@ -36,6 +42,9 @@ def null_rate_test(reference: FeatureProfile, current: FeatureProfile, feature: 
     >>> r = null_rate_test(ref, cur)
     >>> round(r.effect_size, 3), r.p_value < 1e-10
     (0.395, True)
+    >>> null_rate_test(cur, ref).status.value
+    'ok'
     """
     return rate_test("null_rate", reference.null_count, reference.total, current.null_count,
-                     current.total, feature, floor=floor, alpha=alpha, min_count=min_count)
+                     current.total, feature, floor=floor, alpha=alpha, min_count=min_count,
+                     rise_only=True)
