@@ -41,8 +41,10 @@ def rate_change(x_ref: int, n_ref: int, x_cur: int, n_cur: int,
     >>> z, d, p = rate_change(50, 1000, 90, 1000)
     >>> round(z, 2), round(d, 2), round(p, 5)
     (3.51, 0.04, 0.00046)
-    >>> round(rate_change(50, 1000, 90, 1000, rise_only=True)[2], 5), rate_change(90, 1000, 50, 1000, rise_only=True)[2] > 0.99
-    (0.00023, True)
+    >>> round(rate_change(50, 1000, 90, 1000, rise_only=True)[2], 5)
+    0.00023
+    >>> rate_change(90, 1000, 50, 1000, rise_only=True)[2] > 0.99
+    True
     """
     p0, p1 = x_ref / n_ref, x_cur / n_cur
     diff = p1 - p0
