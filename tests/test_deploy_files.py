@@ -358,7 +358,13 @@ def test_exported_names_are_sample_names(exported: dict[str, tuple[str, ...]]) -
 
 
 PROMTOOL = shutil.which("promtool")
-needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed")
+
+
+def needs_promtool(test):
+    """Skipped where promtool is not installed; an integration test where it is (it runs
+    promtool as a subprocess)."""
+    skip = pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed")
+    return pytest.mark.integration(skip(test))
 
 
 @needs_promtool

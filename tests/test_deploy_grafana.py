@@ -174,6 +174,7 @@ def test_query_checks_catch_a_wrong_name() -> None:
     assert promql_labels("sum by (model) (fleetwatch_alerts_raised_total)") == {"model"}
 
 
+@pytest.mark.integration  # promtool runs as a subprocess
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
 def test_promtool_parses_every_query(dashboard, tmp_path: Path) -> None:
     """Each query, with Grafana's interval variables filled in, as a recording rule:

@@ -303,6 +303,7 @@ def test_cluster_prometheus_uses_the_compose_job_names(docs) -> None:
             "prometheus.io/scrape"] == "true"
 
 
+@pytest.mark.integration  # promtool runs as a subprocess
 @pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool is not installed")
 def test_promtool_accepts_the_cluster_prometheus_config(tmp_path: Path) -> None:
     shutil.copy(K8S_PROMETHEUS, tmp_path / "prometheus.yml")
