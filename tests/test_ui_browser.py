@@ -335,7 +335,7 @@ async def test_feature_page_marks_the_faults_breach_and_shades_its_alert_span(wr
     band = chart.locator("rect.band")
     assert await band.count() == 1
     assert (await band.locator("title").text_content()).startswith("alert null_rate ")
-    link = chart.locator("a", has=band)
+    link = chart.locator("a", has=writer.locator("rect.band"))
     assert await link.get_attribute("href") == f"/ui/incidents/{alert['incident_id']}"
     # the span starts at the alert's first window: at its breach marker's x
     box, mark = await band.bounding_box(), await breach.bounding_box()
