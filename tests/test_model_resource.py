@@ -173,7 +173,7 @@ async def test_status_counts_each_window_once_with_its_baseline_fdr_and_labels(h
     assert status["windows"] == {"open": 1, "closed": 2, "pending_policy": 0, "evaluated": 1,
                                  "skipped": {"no_baseline": 1}, "abandoned": 1}
     assert status["records"] == {"in_evaluated_windows": 700, "late": 3, "future": 2,
-                                 "dead_lettered": {"late": 3, "future_event_time": 2}}
+                                 "dead_lettered": {"late": 3, "future_event_time": 2}, "rejected": {}}
     last = status["last_evaluated"]
     assert (last["window_start"], last["window_end"], last["baseline"]) == (T0 + 300, T0 + 600, "reference")
     assert status["baseline"] == {"configured": "auto", "last_used": "reference"}

@@ -163,6 +163,10 @@ async def test_three_aggregators_and_three_detectors_equal_one_of_each(settings,
         "allowed_lateness_seconds": 60, "idle_close_seconds": 2.0,
         "checkpoint_interval_seconds": 0.3, "kafka_session_timeout_ms": 3000,
         "kafka_heartbeat_interval_ms": 500, "topic_partitions": 4,
+        # Every window of this new deployment falls in the gate's first slots, whose capacity
+        # knows only the first window gated; a floor above the fleet's tests funds all three
+        # models whatever the order (what is compared here is the scale-out, not funding).
+        "fdr_min_tests_per_window": 200,
     })
     records, refs = shifted_workload(), references()
     # One run after the other: both on the same broker and Redis server.
@@ -181,11 +185,14 @@ async def test_three_aggregators_and_three_detectors_equal_one_of_each(settings,
     assert len(profiles_one) == len(MODELS) * WINDOWS
     assert profiles_many == profiles_one
 
-    # The alerts are exactly on the persistent shifts (so there is something to
-    # compare), and the scaled-out run raised the same ones: same ids, windows,
-    # features, checks, states, evidence and incidents.
-    expected = {(m, T0 + w * WINDOW, feature) for m, (w, feature) in ALERTED.items()}
-    assert {(a[1], a[2], a[3]) for a in alerts_one} == expected
+    # The alerts are exactly on the persistent shifts, the first of each at the shift's
+    # first window (a later window may add another check of the same feature), so there
+    # is something to compare; and the scaled-out run raised the same ones: same ids,
+    # windows, features, checks, states, evidence and incidents.
+    first: dict[tuple[str, str], int] = {}
+    for a in alerts_one:
+        first[a[1], a[3]] = min(a[2], first.get((a[1], a[3]), a[2]))
+    assert first == {(m, feature): T0 + w * WINDOW for m, (w, feature) in ALERTED.items()}
     # the null blip is a data-quality break: it fires in its own window
     assert {a[6] for a in alerts_one if a[1] == "ranker"} == {T0 + 2 * WINDOW}
     assert alerts_many == alerts_one
