@@ -157,8 +157,11 @@ async def test_every_role_of_fleetwatch_run_resumes_after_a_30_s_redis_outage(se
             stats = await cohorts.stats(MODEL)
             assert stats.get("unknown", 0) == 0 and stats.get("late", 0) == 0, stats
             alerts = (await http.get("/v1/alerts", params={"model": MODEL})).json()
-            [shifted] = [a for a in alerts if (a["feature"], a["check"]) == ("income", "psi")]
-            assert shifted["fired_window_start"] in (start + 2 * WINDOW, start + 3 * WINDOW), shifted
+            # the shifted feature alerts (PSI or a moment check, whichever the gate funds first)
+            shifted = [a for a in alerts if a["feature"] == "income"]
+            assert shifted, alerts
+            first = min(a["fired_window_start"] for a in shifted)
+            assert first in (start + 2 * WINDOW, start + 3 * WINDOW), shifted
 
             async def paged() -> bool:
                 return any(MODEL in str(b) for b in sink.bodies)
