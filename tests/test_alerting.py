@@ -351,6 +351,30 @@ async def test_fdr_capacity_holds_when_an_epoch_is_touched_before_the_previous_o
     assert all(d.granted == 60 for d in rest)
 
 
+async def test_a_cold_start_sizes_its_slots_from_the_registered_fleet_whatever_the_order(store):
+    """A new deployment backfills: one model's windows are all gated before the other
+    models' (one partition ahead, or one detector replica faster). With no history the
+    first window gated used to size every slot it touched (1.25 x its own tests), and the
+    other models' windows of those slots were granted nothing. On a cold start a slot is
+    sized from the registered fleet instead: models gated already count what they
+    submitted, the others as many as the window being gated."""
+    params = EpochSpending(alpha=0.05, slot_seconds=W)
+    gate = FdrGate(store.r, params)
+    await store.r.sadd("fw:models", "a", "b", "c")
+    ahead = [await gate.gate(f"a:{s}", T0 + s * W, W, [0.5] * 30, model_id="a") for s in range(6)]
+    assert {d.capacity for d in ahead} == {params.capacity(90)} and all(d.granted == 30 for d in ahead)
+    rest = [await gate.gate(f"{m}:{s}", T0 + s * W, W, [0.5] * 30, model_id=m)
+            for m in "bc" for s in range(6)]
+    assert all(d.granted == 30 for d in rest)
+    # What a model submitted is remembered: a model of 30 tests once gated is counted as 30,
+    # not as the window being gated (a 4-test model's first window of slot 6).
+    small = await gate.gate("d:6", T0 + 6 * W, W, [0.5] * 4, model_id="d")
+    assert small.capacity == params.capacity(4 + 3 * 30)
+    # Once an epoch has history, its peaks size the next epoch's slots as before.
+    nxt = await gate.gate("a:next", T0 + 86_400, W, [0.5] * 30, model_id="a")
+    assert nxt.capacity == params.capacity(90)
+
+
 async def test_an_unfunded_test_is_never_a_discovery(store):
     """A window granted no share of its slot has level 0: nothing is discovered, not even
     a p-value that underflowed to 0 (before, p = 0 <= 0 passed an unfunded gate)."""

@@ -163,10 +163,6 @@ async def test_three_aggregators_and_three_detectors_equal_one_of_each(settings,
         "allowed_lateness_seconds": 60, "idle_close_seconds": 2.0,
         "checkpoint_interval_seconds": 0.3, "kafka_session_timeout_ms": 3000,
         "kafka_heartbeat_interval_ms": 500, "topic_partitions": 4,
-        # Every window of this new deployment falls in the gate's first slots, whose capacity
-        # knows only the first window gated; a floor above the fleet's tests funds all three
-        # models whatever the order (what is compared here is the scale-out, not funding).
-        "fdr_min_tests_per_window": 200,
     })
     records, refs = shifted_workload(), references()
     # One run after the other: both on the same broker and Redis server.

@@ -42,11 +42,15 @@ the level of one model, a fleet of 10,000 the level of 10,000. A fleet that
 grows by more than h between two slots leaves the excess of one slot
 unfunded (level 0, counted: nothing is discovered at level 0, not even
 p = 0); a fleet that shrinks keeps the larger capacity (a lower level) for at
-most L + 1 epochs. The floor N_min (default 20) covers a
-cold start: a slot first touched with no history (a new deployment, a
-backfill whose windows are all gated at once) by a batch of 2 tests would
-otherwise fund only that batch; it costs a fleet that submits n < 20 tests a
-slot at most a factor n / 20 of its level.
+most L + 1 epochs. A cold start (no previous epoch has a peak: a new
+deployment, a backfill whose windows are all gated at once, in any order)
+takes D at least the fleet's declared demand: the tests the registered models
+submit to a slot, as recorded when each was last gated, a model not gated yet
+counted like the batch being gated (computed by the service from its registry;
+registry and test counts only, no p-value). Without it the first batch gated
+would size every slot it touches, and the other models' batches of those slots
+would go unfunded. The floor N_min (default 20) covers what is left: a fleet
+that submits n < 20 tests a slot loses at most a factor n / 20 of its level.
 
 The batch level (BatchPRDS, Zrnic, Jiang, Ramdas & Jordan, "The power of
 batching in multiple hypothesis testing", AISTATS 2020, with gamma as above)::

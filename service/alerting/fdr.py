@@ -14,12 +14,20 @@ Keys, per epoch ``e`` (expire after 8 epochs):
 ``fw:fdr:{e}:peak``           STRING the largest ``req`` of a slot of the epoch
 ``fw:fdr:{e}:disc``           HASH slot -> discoveries in the slot
 ``fw:fdr:{e}:done``           HASH window id -> discoveries (committed)
+``fw:fdr:demand``             HASH model -> tests its latest gated window submitted
+                              to each of its slots (sizes a cold start)
 ============================  =================================================
 
 A slot's capacity is ``EpochSpending.capacity`` of the largest of this and the
 ``capacity_lookback_epochs`` previous epochs' ``peak`` (and at least the
 touching window's tests), computed inside the reserve script, so every replica
-sees one capacity per slot.
+sees one capacity per slot. On a cold start (no previous epoch has a peak: a new
+deployment, or one silent for longer than the look-back) the demand is at least the
+fleet's declared demand instead: the sum over the registered models of the tests each
+submits to a slot, as recorded when it was last gated, or, for a model not gated yet,
+as many as the window being gated (:func:`declared_demand`). Without it the first
+window gated sized every slot of the first epoch it touched, and a backfill that gates
+one model's windows before the others' left the others unfunded.
 
 A window is gated in two idempotent steps: *reserve* (atomically claim the
 window's share of its slot's capacity and read the reward; a second reserve of
@@ -40,23 +48,36 @@ import redis.asyncio as aioredis
 
 from detectors.fdr.epoch import MAX_LOOKBACK_EPOCHS, EpochSpending
 from service import metrics
-from service.alerting.keys import FDR_USED_PATTERN, fdr_key
+from service.alerting.keys import FDR_DEMAND, FDR_USED_PATTERN, fdr_key
+from service.profiles.keys import MODELS
 from service.settings import Settings
 
 EPOCHS_KEPT = MAX_LOOKBACK_EPOCHS + 1
 
 # KEYS: grant, used, disc, req, cap, peak, then the peaks of the look-back's previous epochs
-# ARGV: window id, slot, n, reward lag, ttl, span, headroom, min capacity, max capacity (0: none)
+# ARGV: window id, slot, n, reward lag, ttl, span, headroom, min capacity, max capacity (0: none),
+#       the fleet's declared demand (-1: not known yet)
+# Returns "granted:rewarded:capacity", or "cold" (nothing written) when a slot must be sized
+# on a cold start and the declared demand was not given.
 _RESERVE = """
 local got = redis.call('HGET', KEYS[1], ARGV[1])
 if got then return got end
 local slot, n, span = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
-local lo, hi = tonumber(ARGV[8]), tonumber(ARGV[9])
-local demand = n
-for i = 6, #KEYS do demand = math.max(demand, tonumber(redis.call('GET', KEYS[i]) or '0')) end
+local lo, hi, declared = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local history = 0
+for i = 7, #KEYS do history = math.max(history, tonumber(redis.call('GET', KEYS[i]) or '0')) end
+local demand = math.max(n, history, tonumber(redis.call('GET', KEYS[6]) or '0'))
+local caps = {}
+for s = slot, slot + span - 1 do caps[s] = tonumber(redis.call('HGET', KEYS[5], s) or '0') end
+if history == 0 then
+  for s = slot, slot + span - 1 do
+    if caps[s] == 0 and declared < 0 then return 'cold' end
+  end
+  demand = math.max(demand, declared)
+end
 local granted, capacity = n, 0
 for s = slot, slot + span - 1 do
-  local cap = tonumber(redis.call('HGET', KEYS[5], s) or '0')
+  local cap = caps[s]
   if cap == 0 then
     cap = math.max(lo, math.ceil(tonumber(ARGV[7]) * demand))
     if hi > 0 then cap = math.min(cap, hi) end
@@ -128,23 +149,31 @@ class FdrGate:
         self._ttl = EPOCHS_KEPT * params.epoch_seconds
 
     async def gate(self, window_id: str, window_start: float, window_seconds: int,
-                   p_values: Sequence[float],
-                   weights: Sequence[float] | None = None) -> GateDecision:
+                   p_values: Sequence[float], weights: Sequence[float] | None = None, *,
+                   model_id: str | None = None) -> GateDecision:
         """Discoveries among one window's eligible p-values (BH at the batch level,
         weighted by ``weights`` when given: one per p-value, > 0).
 
         Idempotent per ``window_id``: the same p-values and weights give the same
         answer however often and by whichever replica the window is gated.
+        ``model_id`` (None: the window is not a registered model's) records what the
+        model submits, for sizing a cold start (:func:`declared_demand`).
         """
         epoch, slot, span = self.params.place(window_start, window_seconds)
         n = len(p_values)
         p = self.params
-        raw = await self._reserve(
-            keys=[fdr_key(epoch, "grant"), fdr_key(epoch, "used"), fdr_key(epoch, "disc"),
-                  fdr_key(epoch, "req"), fdr_key(epoch, "cap"), fdr_key(epoch, "peak"),
-                  *(fdr_key(epoch - k, "peak") for k in range(1, p.capacity_lookback_epochs + 1))],
-            args=[window_id, slot, n, p.reward_lag_slots, self._ttl, span, repr(p.headroom),
-                  p.min_tests_per_slot, p.max_tests_per_slot or 0])
+        per_slot = n * max(1, p.slot_seconds // max(window_seconds, 1))
+        keys = [fdr_key(epoch, "grant"), fdr_key(epoch, "used"), fdr_key(epoch, "disc"),
+                fdr_key(epoch, "req"), fdr_key(epoch, "cap"), fdr_key(epoch, "peak"),
+                *(fdr_key(epoch - k, "peak") for k in range(1, p.capacity_lookback_epochs + 1))]
+        args = [window_id, slot, n, p.reward_lag_slots, self._ttl, span, repr(p.headroom),
+                p.min_tests_per_slot, p.max_tests_per_slot or 0]
+        raw = await self._reserve(keys=keys, args=[*args, -1])
+        if raw == b"cold":
+            declared = await declared_demand(self.r, model_id, per_slot)
+            raw = await self._reserve(keys=keys, args=[*args, declared])
+        if model_id is not None:
+            await self.r.hset(FDR_DEMAND, model_id, per_slot)
         granted, rewarded, capacity = (int(x) for x in raw.decode().split(":"))
         found = p.decide(p_values, granted, rewarded, capacity, span, weights)
         await self._commit(keys=[fdr_key(epoch, "done"), fdr_key(epoch, "disc")],
@@ -159,6 +188,21 @@ class FdrGate:
         metrics.FDR_TESTS.inc(n)
         metrics.FDR_DISCOVERIES.inc(int(found.sum()))
         return GateDecision(found, level, granted, rewarded, capacity)
+
+
+async def declared_demand(r: aioredis.Redis, model_id: str | None, per_slot: int) -> int:
+    """The tests the registered fleet submits to one slot, as far as the gate knows.
+
+    The sum over the registered models (``fw:models``) and ``model_id`` of what each
+    submitted to each of its slots when last gated (``fw:fdr:demand``), counting
+    ``per_slot`` (the window being gated) for ``model_id`` and for every model not
+    gated yet. It depends only on the fleet's registry and its test counts, never on
+    p-values, so a capacity sized with it keeps the guarantee.
+    """
+    models = {m.decode() for m in await r.smembers(MODELS)} - {model_id}
+    ordered = sorted(models)
+    known = await r.hmget(FDR_DEMAND, ordered) if ordered else []
+    return per_slot + sum(int(k) if k is not None else per_slot for k in known)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ Keys (model keys hash-tagged ``{m}``):
 ``fw:open``                      SET alerts not resolved
 ``fw:silences``                  HASH silence id -> JSON silence (:mod:`service.alerting.silences`)
 ``fw:fdr:{epoch}:{name}``        the online FDR gate's counters of one epoch (:mod:`service.alerting.fdr`)
+``fw:fdr:demand``                HASH model -> tests per slot of its latest gated window
 ``fw:open:alerts``               HASH alert id -> JSON :class:`~service.alerting.store.OpenAlert` (model,
                                  severity, incident) of every alert in ``fw:open``,
                                  written with it: the fleet overview's health of every
@@ -47,6 +48,8 @@ EVENTS = "fw:alert-events"
 SILENCES = "fw:silences"
 #: The SCAN pattern of the FDR gate's per-epoch ``used`` counters.
 FDR_USED_PATTERN = "fw:fdr:*:used"
+#: HASH model -> tests its latest gated window submitted to each slot (sizes a cold start).
+FDR_DEMAND = "fw:fdr:demand"
 
 
 def series_key(m: str) -> str:

@@ -136,7 +136,8 @@ class AlertPolicy:
         if elig:
             weights = [fdr_weights.get(base_check(r.check), 1.0) for r in elig] if fdr_weights else None
             decision = await self.gate.gate(f"{window.model_id}\0{window.member}", window.start,
-                                            window.length, [r.p_value for r in elig], weights)
+                                            window.length, [r.p_value for r in elig], weights,
+                                            model_id=window.model_id)
             outcomes = outcomes_of(elig, decision, window, self.immediate)
             await self.alerts.put_gate(window.model_id, window.member, gate_record(elig, decision))
             # the model's status points at its last gated window's record
