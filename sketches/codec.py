@@ -14,6 +14,12 @@ Format history
    exactly, in place of the digest) and ``bins`` (exact counts in the bin
    edges derived from the model's reference, with the edges' version). A
    format-2 document is a format-3 document without either.
+4. A window profile may hold ``mv``: the co-moments of its numeric features
+   (:mod:`sketches.comoments`; names, complete rows, excluded rows, the mean
+   vector and the upper triangle of the scatter matrix as packed doubles). A
+   format-3 document is a format-4 document without it: such a profile has no
+   co-moments (a reference uploaded before format 4 runs no multivariate test
+   until it is uploaded again).
 """
 
 from __future__ import annotations
@@ -24,8 +30,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
-PROFILE_FORMAT_VERSION = 3
-READABLE_FORMAT_VERSIONS = frozenset({2, 3})
+PROFILE_FORMAT_VERSION = 4
+READABLE_FORMAT_VERSIONS = frozenset({2, 3, 4})
 MAGIC = b"FWP"
 ZLIB_LEVEL = 6
 

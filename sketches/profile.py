@@ -4,7 +4,9 @@ A :class:`WindowProfile` holds the record count, the records per model version,
 per-feature profiles (:class:`~sketches.feature.FeatureProfile`), sketches of the
 score, the predicted label and the serving latency, and per slice key a capped
 set of slice sub-profiles (:mod:`sketches.slices`) holding the score, the
-predicted label and the features named in ``slice_features``. Profiles merge
+predicted label and the features named in ``slice_features``, and the co-moments
+of the model's numeric features taken together (:mod:`sketches.comoments`: complete
+rows, mean vector, scatter matrix; not kept in slice sub-profiles). Profiles merge
 exactly (counts, min, max, moments) or within sketch bounds (t-digest,
 frequent items, count-min, CPC), so partial profiles from any number of
 aggregator replicas, or the 5-minute windows of an hour, combine into the
@@ -27,6 +29,7 @@ from sketches.bins import SCORE_EDGES, BinCounts
 from sketches.categorical import CategoricalSketch, category_key
 from sketches.codec import PROFILE_FORMAT_VERSION, decode, encode
 from sketches.columns import subset
+from sketches.comoments import CoMoments
 from sketches.feature import Column, FeatureProfile, escape_strings
 from sketches.numeric import NumericSketch
 from sketches.slices import MAX_SLICE_VALUES, SliceSet
@@ -75,6 +78,9 @@ class WindowProfile:
         Per numeric feature (``"__score__"`` for the score), the bin edges its
         values are also counted in exactly (:mod:`sketches.bins`; empty
         templates, copied for each feature). Not applied to slice sub-profiles.
+    multivariate : bool
+        Keep the co-moments of the numeric features (:attr:`comoments`); slice
+        sub-profiles do not.
 
     Examples
     --------
@@ -88,12 +94,15 @@ class WindowProfile:
     >>> q = WindowProfile.from_bytes(p.to_bytes())
     >>> q.features["c"].categorical.frequencies(), q.slices["country"].profiles["DE"].score.mean
     ({'u': 1}, 0.2)
+    >>> q.comoments.names, q.comoments.n, q.comoments.excluded
+    (('x',), 1, 1)
     """
 
     def __init__(self, model_id: str, window_start: int, window_seconds: int, *,
                  slice_features: Sequence[str] = (),
                  max_slice_values: int = MAX_SLICE_VALUES,
-                 bins: Mapping[str, BinCounts] | None = None) -> None:
+                 bins: Mapping[str, BinCounts] | None = None,
+                 multivariate: bool = True) -> None:
         self.model_id = model_id
         self.bins = dict(bins or {})
         self.window_start = window_start
@@ -107,6 +116,7 @@ class WindowProfile:
         self.prediction = CategoricalSketch()
         self.latency = NumericSketch()
         self.slices: dict[str, SliceSet[WindowProfile]] = {}
+        self.comoments: CoMoments | None = CoMoments() if multivariate else None
 
     @property
     def window_end(self) -> int:
@@ -146,7 +156,8 @@ class WindowProfile:
         return out
 
     def _sub_profile(self) -> WindowProfile:
-        return WindowProfile(self.model_id, self.window_start, self.window_seconds)
+        return WindowProfile(self.model_id, self.window_start, self.window_seconds,
+                             multivariate=False)
 
     def _feature(self, name: str) -> FeatureProfile:
         feature = self.features.get(name)
@@ -194,6 +205,8 @@ class WindowProfile:
         _update_numeric(self.score, cols.score, n)
         _update_numeric(self.latency, cols.latency_ms, n)
         _update_labels(self.prediction, cols.predicted_label, n)
+        if self.comoments is not None:
+            self.comoments.update(cols.features, hints, n)
         self.count += n
         for key, values in cols.slices.items():
             for sub, rows in self._slice_set(key).route(values):
@@ -203,7 +216,10 @@ class WindowProfile:
         """Merge ``other`` into this profile (in place) and return ``self``.
 
         ``other`` is not modified. Slice sub-profiles follow this profile's
-        slice configuration.
+        slice configuration. Co-moments merge exactly when both sides keep them
+        (:meth:`CoMoments.merge <sketches.comoments.CoMoments.merge>`); when ``other``
+        has none (a profile of format 3), this profile's block no longer describes
+        all its rows and is dropped.
         """
         for name, feature in other.features.items():
             self._feature(name).merge(feature)
@@ -215,6 +231,8 @@ class WindowProfile:
         self.score.merge(other.score)
         self.prediction.merge(other.prediction)
         self.latency.merge(other.latency)
+        if self.comoments is not None:
+            self.comoments = None if other.comoments is None else self.comoments.merge(other.comoments)
         for key, s in other.slices.items():
             self._slice_set(key).merge(s)
         return self
@@ -227,7 +245,7 @@ class WindowProfile:
         (:meth:`TDigest.to_dict <sketches.tdigest.TDigest.to_dict>`): cheaper for
         state written often, and read back into the same buffered state.
         """
-        return {
+        d = {
             "model": self.model_id,
             "start": self.window_start,
             "len": self.window_seconds,
@@ -242,18 +260,23 @@ class WindowProfile:
             "slices": {k: s.to_dict(lambda p: p.to_dict(compress=compress))
                        for k, s in self.slices.items()},
         }
+        if self.comoments is not None:
+            d["mv"] = self.comoments.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WindowProfile:
         """Inverse of :meth:`to_dict`."""
         p = cls(d["model"], d["start"], d["len"], slice_features=d["slice_features"],
-                max_slice_values=d["max_slice_values"])
+                max_slice_values=d["max_slice_values"], multivariate="mv" in d)
         p.count = d["n"]
         p.versions = Counter(d["versions"])
         p.features = {k: FeatureProfile.from_dict(v) for k, v in d["features"].items()}
         p.score = NumericSketch.from_dict(d["score"])
         p.prediction = CategoricalSketch.from_dict(d["prediction"])
         p.latency = NumericSketch.from_dict(d["latency"])
+        if "mv" in d:
+            p.comoments = CoMoments.from_dict(d["mv"])
         p.slices = {k: SliceSet.from_dict(v, p._sub_profile, WindowProfile.from_dict)
                     for k, v in d["slices"].items()}
         return p

@@ -25,6 +25,7 @@ from sketches.profile import WindowProfile
 
 GOLDEN = Path(__file__).parent / "golden" / "profile_v2.fwp"
 GOLDEN_V3 = Path(__file__).parent / "golden" / "profile_v3.fwp"
+GOLDEN_V4 = Path(__file__).parent / "golden" / "profile_v4.fwp"
 
 
 def golden_profile(bins: bool = False) -> WindowProfile:
@@ -67,6 +68,11 @@ def golden_profile_v3() -> WindowProfile:
     return golden_profile(bins=True)
 
 
+def golden_profile_v4() -> WindowProfile:
+    """The profile of :func:`golden_profile` with bins; format 4 adds its co-moments."""
+    return golden_profile(bins=True)
+
+
 def test_golden_profile_of_format_3_reads_back_with_bins_and_kept_values():
     data = GOLDEN_V3.read_bytes()
     assert data[:4] == b"FWP" + bytes([3])
@@ -93,6 +99,33 @@ def test_golden_profile_of_format_3_reads_back_with_bins_and_kept_values():
     for name in ("amount", "wide", "items"):
         assert again.features[name].numeric.to_dict() == p.features[name].numeric.to_dict()
     assert again.score.to_dict() == p.score.to_dict()
+
+
+def test_golden_profile_of_format_4_reads_back_with_co_moments():
+    data = GOLDEN_V4.read_bytes()
+    assert data[:4] == b"FWP" + bytes([4])
+    p = WindowProfile.from_bytes(data)
+    assert p.count == 3_000 and p.features["amount"].numeric.bins.total == 1_960
+    c = p.comoments
+    # numeric columns of the first batch, by name; rows complete in all three (computed
+    # with numpy from the raw data when the file was written)
+    assert c.names == ("amount", "items", "wide")
+    assert (c.n, c.excluded) == (1_470, 1_530)
+    assert c.mean == pytest.approx([1.6332093208542695, 1.9952380952380953, 0.024759068227737997],
+                                   rel=1e-12)
+    assert c.covariance() == pytest.approx(np.array(
+        [[4.109337635230986, -0.1551082418476157, -0.017481136901870163],
+         [-0.1551082418476157, 1.9353074653959574, -0.011239203200643932],
+         [-0.017481136901870163, -0.011239203200643932, 1.047223761058165]]), rel=1e-12)
+    assert p.slices["country"].profiles["IT"].comoments is None  # slices keep none
+
+
+def test_profile_of_format_3_has_no_co_moments_and_drops_them_from_a_merge():
+    old = WindowProfile.from_bytes(GOLDEN_V3.read_bytes())
+    assert old.comoments is None
+    new = WindowProfile.from_bytes(GOLDEN_V4.read_bytes())
+    assert new.merge(old).comoments is None  # the block would no longer describe all rows
+    assert new.count == 6_000
 
 
 def test_golden_profile_of_format_2_reads_back():
@@ -124,7 +157,7 @@ def test_golden_profile_of_format_2_reads_back():
 
 
 def test_bad_bytes_are_refused_with_a_reason():
-    good = GOLDEN_V3.read_bytes()
+    good = GOLDEN_V4.read_bytes()
     assert good[:4] == b"FWP" + bytes([PROFILE_FORMAT_VERSION])
     for bad, reason in ((b"\x8b\xa3fmt\x01", "format 1"), (good[:40], "corrupt"),
                         (good[:3] + b"\x09" + good[4:], "unknown profile format 9")):
@@ -160,6 +193,6 @@ def test_twenty_feature_window_profile_is_small():
 
 
 if __name__ == "__main__":
-    GOLDEN_V3.parent.mkdir(exist_ok=True)
-    GOLDEN_V3.write_bytes(golden_profile_v3().to_bytes())
-    print(f"wrote {GOLDEN_V3} ({GOLDEN_V3.stat().st_size} bytes)")
+    GOLDEN_V4.parent.mkdir(exist_ok=True)
+    GOLDEN_V4.write_bytes(golden_profile_v4().to_bytes())
+    print(f"wrote {GOLDEN_V4} ({GOLDEN_V4.stat().st_size} bytes)")
