@@ -1,8 +1,9 @@
 """The tier-1 catalog: which check runs on which target, and the function behind each name.
 
 Targets: ``numeric`` and ``categorical`` features (by the baseline's kind),
-the model ``score``, the ``prediction`` (predicted label) and the ``window``
-itself. Every function returns a :class:`~detectors.result.TestResult` and
+the model ``score``, the ``prediction`` (predicted label), the model's numeric
+features taken together (``multivariate``: their co-moments,
+:mod:`detectors.multivariate`) and the ``window`` itself. Every function returns a :class:`~detectors.result.TestResult` and
 takes ``floor`` and ``alpha`` keywords.
 """
 
@@ -21,12 +22,14 @@ from detectors.drift.psi import psi
 from detectors.drift.unseen import new_category_test, vanished_category_test
 from detectors.drift.variance_shift import variance_shift_test
 from detectors.drift.wasserstein import wasserstein_test
+from detectors.multivariate.correlation import correlation_test
+from detectors.multivariate.reconstruction import reconstruction_error_test
 from detectors.quality.nonfinite import nonfinite_test
 from detectors.quality.null_rate import null_rate_test
 from detectors.quality.out_of_range import out_of_range_test
 from detectors.quality.type_mismatch import type_mismatch_test
 
-TARGETS = ("numeric", "categorical", "score", "prediction", "window")
+TARGETS = ("numeric", "categorical", "score", "prediction", "multivariate", "window")
 
 #: Checks on a pair of FeatureProfiles (data quality of any feature).
 FEATURE_CHECKS: dict[str, Callable[..., Any]] = {
@@ -54,6 +57,11 @@ CATEGORICAL_CHECKS: dict[str, Callable[..., Any]] = {
     "cardinality": cardinality_test,
     "class_rate": class_rate_test,
 }
+#: Checks on a pair of CoMoments (a model's numeric features taken together).
+MULTIVARIATE_CHECKS: dict[str, Callable[..., Any]] = {
+    "reconstruction_error": reconstruction_error_test,
+    "correlation": correlation_test,
+}
 #: Numeric checks that read the pair's shared CDF grid (built once per pair).
 GRID_CHECKS = frozenset({"psi", "ks", "js", "wasserstein", "variance_shift"})
 
@@ -65,6 +73,7 @@ CHECKS_BY_TARGET: dict[str, tuple[str, ...]] = {
                     "vanished_category", "cardinality"),
     "score": ("psi", "ks", "js", "wasserstein", "mean_shift", "variance_shift"),
     "prediction": ("chi2", "psi", "js", "class_rate"),
+    "multivariate": ("reconstruction_error", "correlation"),
     "window": ("volume",),
 }
 ALL_CHECKS = frozenset(c for checks in CHECKS_BY_TARGET.values() for c in checks)
@@ -77,21 +86,26 @@ ALL_CHECKS = frozenset(c for checks in CHECKS_BY_TARGET.values() for c in checks
 #: must also clear. At the former 0.2 the interval null "PSI <= 0.2" left a shift of
 #: PSI 0.25 on windows of ~150 values with p ~ 0.01-0.2, never a page (docs/detectors.md).
 #: Variance shift 0.1: a spread ratio of e^0.1 ~ 1.1, the scale counterpart of a 0.2-sd
-#: mean shift.
+#: mean shift. Reconstruction error 0.1: the window's PCA error e^0.1 ~ 10 % above or below
+#: the baseline's. Correlation 0.1: a change of Fisher's z by Cohen's "small" q (0.00 -> 0.10,
+#: 0.50 -> 0.57, 0.80 -> 0.76).
 DEFAULT_FLOORS: dict[str, float] = {
     "null_rate": 0.1, "type_mismatch": 0.01, "nonfinite": 0.01, "out_of_range": 0.01,
     "psi": 0.02, "ks": 0.1, "js": 0.1, "wasserstein": 0.1, "mean_shift": 0.2,
     "variance_shift": 0.1, "chi2": 0.1, "new_category": 0.01, "vanished_category": 0.05,
     "cardinality": 0.5, "class_rate": 0.05, "volume": 0.5,
+    "reconstruction_error": 0.1, "correlation": 0.1,
 }
 #: Checks that may page by default: one distribution check per target, the moment tests on
 #: numeric features and the score (exact sums: the most powerful tests of a location or
 #: scale shift on a small window), the share of categories the baseline never had (a
 #: flood, a rename, an upstream re-encoding; tested against the baseline's Good-Turing
-#: unseen mass), data quality and volume.
+#: unseen mass), the two multivariate tests (a change in how features move together that
+#: no marginal shows), data quality and volume.
 DEFAULT_ALERTING = ("numeric:psi", "numeric:mean_shift", "numeric:variance_shift",
                     "categorical:js", "categorical:new_category", "score:psi", "score:mean_shift",
-                    "prediction:class_rate", "null_rate", "type_mismatch", "nonfinite", "volume")
+                    "prediction:class_rate", "multivariate:reconstruction_error",
+                    "multivariate:correlation", "null_rate", "type_mismatch", "nonfinite", "volume")
 #: Prior weights of the checks in the FDR gate's weighted BH inside a window (absent: 1).
 #: A data-quality break fires at p ~ 1e-50 when it fires at all, so at a tenth of the
 #: mean weight it still clears the gate by dozens of orders of magnitude, and lends the

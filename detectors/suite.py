@@ -6,15 +6,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from detectors.catalog import CATEGORICAL_CHECKS, FEATURE_CHECKS, GRID_CHECKS, NUMERIC_CHECKS
+from detectors.catalog import (
+    CATEGORICAL_CHECKS,
+    FEATURE_CHECKS,
+    GRID_CHECKS,
+    MULTIVARIATE_CHECKS,
+    NUMERIC_CHECKS,
+)
 from detectors.config import DetectorConfig, TestPlan, merge, plan, service_defaults
 from detectors.drift.binned import aligned_bins
 from detectors.drift.divergence import MIN_COUNT
 from detectors.drift.grid import JointCdf, joint_cdf
+from detectors.multivariate import MULTIVARIATE_FEATURE
 from detectors.policy.learned import AppliedFloor, LearnedFloors
 from detectors.quality.volume import volume_test
 from detectors.result import Status, TestResult, failed, insufficient
 from sketches.categorical import CategoricalSketch
+from sketches.comoments import CoMoments
 from sketches.numeric import NumericSketch
 from sketches.profile import FeatureProfile, WindowProfile
 
@@ -75,6 +83,19 @@ def _categorical(name: str, ref: CategoricalSketch, cur: CategoricalSketch, p: T
     ]
 
 
+def _multivariate(ref: CoMoments, cur: CoMoments | None, p: TestPlan,
+                  alpha: float) -> list[TestResult]:
+    name = MULTIVARIATE_FEATURE
+    if cur is None:  # a window profile of format 3 kept no co-moments
+        return [insufficient(c, name, 0, ref.n, "the window kept no co-moments (profile format 3)")
+                for c in p.checks if c in MULTIVARIATE_CHECKS]
+    return [
+        _guarded(MULTIVARIATE_CHECKS[c], c, name, cur.n, ref.n, ref, cur, name,
+                 floor=p.floors[c], alpha=alpha, applied=p.applied.get(c))
+        for c in p.checks if c in MULTIVARIATE_CHECKS
+    ]
+
+
 def _feature(name: str, ref: FeatureProfile, cur: FeatureProfile, config: DetectorConfig,
              alpha: float, learned: LearnedFloors | None) -> list[TestResult]:
     target = ref.kind
@@ -98,6 +119,8 @@ def _targets(baseline: WindowProfile) -> list[tuple[str, str]]:
         out.append((SCORE_FEATURE, "score"))
     if baseline.prediction.count:
         out.append((PREDICTION_FEATURE, "prediction"))
+    if baseline.comoments is not None and baseline.comoments.dim >= 2:
+        out.append((MULTIVARIATE_FEATURE, "multivariate"))
     return [*out, (WINDOW_FEATURE, "window")]
 
 
@@ -115,8 +138,8 @@ def alerting_checks(baseline: WindowProfile,
     ['mean_shift', 'nonfinite', 'null_rate', 'psi', 'type_mismatch', 'variance_shift']
     >>> sorted(a["c"])
     ['js', 'new_category', 'null_rate', 'type_mismatch']
-    >>> sorted(a["__score__"]), sorted(a[""])
-    (['mean_shift', 'psi'], ['volume'])
+    >>> sorted(a["__score__"]), sorted(a[""]), "__multivariate__" in a  # one numeric feature
+    (['mean_shift', 'psi'], ['volume'], False)
     """
     cfg = merge(service_defaults(), config)
     return {name: plan(cfg, name, target).alerting for name, target in _targets(baseline)}
@@ -157,7 +180,9 @@ def evaluate_window(
         Per feature of the baseline (by its kind): data quality, then
         distribution checks; the score (``"__score__"``, numeric checks) and
         the predicted label (``"__prediction__"``, categorical checks and the
-        class-rate check) when the baseline has them; the window-level volume
+        class-rate check) when the baseline has them; the multivariate checks
+        (``"__multivariate__"``) when the baseline's co-moments hold >= 2 numeric
+        features (:mod:`detectors.multivariate`); the window-level volume
         test (feature ``""``). A feature absent from the current window is
         all-missing there. An empty current window gives an
         ``empty_window`` result (insufficient data) and the volume test only.
@@ -193,6 +218,9 @@ def evaluate_window(
             elif target == "prediction":
                 results += _categorical(name, baseline.prediction, current.prediction,
                                         plan(cfg, name, target, learned), alpha)
+            elif target == "multivariate" and baseline.comoments is not None:
+                results += _multivariate(baseline.comoments, current.comoments,
+                                         plan(cfg, name, target, learned), alpha)
     if "volume" in window_plan.checks:
         results.append(volume_test(current.count if records is None else records,
                                    volume_history or (), WINDOW_FEATURE,

@@ -10,7 +10,13 @@ import pytest
 from scipy import stats
 from scipy.spatial.distance import jensenshannon
 
-from detectors.catalog import ALL_CHECKS, CATEGORICAL_CHECKS, FEATURE_CHECKS, NUMERIC_CHECKS
+from detectors.catalog import (
+    ALL_CHECKS,
+    CATEGORICAL_CHECKS,
+    FEATURE_CHECKS,
+    MULTIVARIATE_CHECKS,
+    NUMERIC_CHECKS,
+)
 from detectors.drift.bins import baseline_edges, bin_masses
 from detectors.drift.cardinality import cardinality_test
 from detectors.drift.chi2 import chi2_test
@@ -41,8 +47,10 @@ CATEGORICAL = sorted(CATEGORICAL_CHECKS)
 
 def test_every_check_of_the_catalog_is_under_a_contract():
     """Every check a target runs has a function in a registry the contract tests iterate
-    (``volume`` is tested on window counts: tests/test_detector_baselines.py)."""
-    registered = set(FEATURE_CHECKS) | set(NUMERIC_CHECKS) | set(CATEGORICAL_CHECKS) | {"volume"}
+    (``volume`` is tested on window counts: tests/test_detector_baselines.py; the
+    multivariate checks on co-moments: tests/test_multivariate.py)."""
+    registered = (set(FEATURE_CHECKS) | set(NUMERIC_CHECKS) | set(CATEGORICAL_CHECKS)
+                  | set(MULTIVARIATE_CHECKS) | {"volume"})
     assert registered >= ALL_CHECKS, ALL_CHECKS - registered
 
 
