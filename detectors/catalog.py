@@ -3,8 +3,9 @@
 Targets: ``numeric`` and ``categorical`` features (by the baseline's kind),
 the model ``score``, the ``prediction`` (predicted label), the model's numeric
 features taken together (``multivariate``: their co-moments,
-:mod:`detectors.multivariate`) and the ``window`` itself. Every function returns a :class:`~detectors.result.TestResult` and
-takes ``floor`` and ``alpha`` keywords.
+:mod:`detectors.multivariate`) and the ``window`` itself. Every function
+returns a :class:`~detectors.result.TestResult` and takes ``floor`` and
+``alpha`` keywords.
 """
 
 from __future__ import annotations

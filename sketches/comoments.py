@@ -184,8 +184,8 @@ class CoMoments:
         """Add a batch of ``n`` rows given as columns (name -> array or sequence).
 
         The first batch with a numeric column fixes :attr:`names`
-        (:func:`numeric_names`; rows of earlier batches count as excluded); a feature of the block absent from ``columns`` is
-        missing in every row of the batch.
+        (:func:`numeric_names`; rows of earlier batches count as excluded); a feature
+        of the block absent from ``columns`` is missing in every row of the batch.
         """
         if not n:
             return

@@ -10,6 +10,7 @@ import secrets
 from datetime import timedelta
 
 import httpx
+import numpy as np
 import pytest
 from pydantic import SecretStr
 
@@ -363,3 +364,24 @@ def test_categorical_distribution_shows_the_references_top_categories_new_ones_a
                                      / sum(100 - i for i in range(TOP_CATEGORIES + 5)))
     assert other[2] == pytest.approx(0.0, abs=1e-9)
     assert got.bars is not None and len(got.bars.ref_bars) == len(got.bars.win_bars) == TOP_CATEGORIES + 2
+
+
+def test_multivariate_page_lists_the_pairs_whose_correlation_moved_most():
+    from service.ui.views import _correlations
+    from sketches.comoments import CoMoments
+
+    rng = np.random.default_rng(9)
+    cov = np.array([[1.0, 0.8, 0.0], [0.8, 1.0, 0.0], [0.0, 0.0, 1.0]])
+
+    def block(x):
+        c = CoMoments()
+        c.update({"a": x[:, 0], "b": x[:, 1], "c": x[:, 2]}, {}, len(x))
+        return c
+
+    ref = block(rng.multivariate_normal(np.zeros(3), cov, 4_000))
+    got = _correlations(ref, block(rng.normal(size=(1_000, 3))))
+    assert got.kind == "correlation" and len(got.table) == 3
+    name, r, w, note = got.table[0]
+    assert name == "a × b" and r == pytest.approx(0.8, abs=0.03) and abs(w) < 0.1
+    assert note.startswith("change of Fisher z -1.")
+    assert _correlations(ref, None).kind == "none"

@@ -57,7 +57,8 @@ def inhibited(check: str, feature: str, firing_quality: Collection[str]) -> bool
     --------
     >>> inhibited("psi", "temp", {"temp"}), inhibited("null_rate", "temp", {"temp"})
     (True, False)
-    >>> inhibited("correlation", "__multivariate__", {"temp"}), inhibited("correlation", "__multivariate__", {""})
+    >>> mv = "__multivariate__"
+    >>> inhibited("correlation", mv, {"temp"}), inhibited("correlation", mv, {""})
     (True, False)
     """
     if check in DATA_QUALITY_CHECKS:

@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 
 from detectors.fdr.epoch import EpochSpending
+from detectors.multivariate import MULTIVARIATE_FEATURE, aligned
+from detectors.multivariate.correlation import fisher_z
 from detectors.policy.severity import highest
 from service.alerting.fdr import epochs, slot_use, spending
 from service.alerting.store import AlertStore, OpenAlert
@@ -34,6 +36,7 @@ from service.registry import ModelConfig
 from service.settings import Settings
 from service.stored import Unreadable
 from service.ui import charts
+from sketches.comoments import CoMoments
 from sketches.profile import FeatureProfile, WindowProfile
 
 #: Health of a model, worst first: its worst open alert's severity, else how its latest window went.
@@ -42,7 +45,8 @@ SORTS = ("model", "owner", "tier", "health", "last_window", "incidents")
 HEATMAP_FEATURES = 24
 HIST_BINS = 20
 TOP_CATEGORIES = 10
-OUTPUTS = {"__score__": "score", "__prediction__": "prediction", "": "window"}
+OUTPUTS = {"__score__": "score", "__prediction__": "prediction",
+           MULTIVARIATE_FEATURE: "numeric features jointly", "": "window"}
 QUALITY_CHECKS = ("null_rate", "type_mismatch", "nonfinite", "out_of_range", "cardinality")
 
 
@@ -412,7 +416,7 @@ class CheckChart:
 
 @dataclass(frozen=True)
 class Distribution:
-    kind: str  # numeric, categorical, none
+    kind: str  # numeric, categorical, correlation, none
     note: str
     hist: charts.DistributionChart | None = None
     ecdf: charts.DistributionChart | None = None
@@ -548,6 +552,8 @@ async def distribution(ctx: Ctx, model_id: str, feature: str, start: int | None)
     if feature == "__score__":
         rs, ws = ref.score, win.score
         return _numeric(rs, ws, "score", ref.count, win.count)
+    if feature == MULTIVARIATE_FEATURE:
+        return _correlations(ref.comoments, win.comoments)
     rf, wf = ref.features.get(feature), win.features.get(feature)
     if rf is None or wf is None:
         return Distribution(
@@ -599,6 +605,27 @@ def _numeric(
         + null_note
     )
     return Distribution("numeric", note, hist=hist, ecdf=ecdf, ref_count=ref_total, win_count=win_total)
+
+
+def _correlations(rc: CoMoments | None, wc: CoMoments | None) -> Distribution:
+    """The pairs of numeric features whose correlation moved most (Fisher z), reference beside
+    window: what the multivariate checks read."""
+    if rc is None or wc is None or rc.n < 2 or wc.n < 2:
+        side = "reference" if rc is None or rc.n < 2 else "window"
+        return Distribution("none", f"The {side} has too few complete rows of the numeric features "
+                                    "(or was written before profiles kept their co-moments).")
+    a = aligned(rc, wc)
+    r_ref, r_win = a.reference.correlation(), a.current.correlation()
+    pairs = [(i, j) for i in range(len(a.names)) for j in range(i + 1, len(a.names))]
+    pairs.sort(key=lambda ij: -abs(fisher_z(r_win[ij]) - fisher_z(r_ref[ij])))
+    table = [(f"{a.names[i]} × {a.names[j]}", float(r_ref[i, j]), float(r_win[i, j]),
+              f"change of Fisher z {float(fisher_z(r_win[i, j]) - fisher_z(r_ref[i, j])):+.2f}")
+             for i, j in pairs[:TOP_CATEGORIES]]
+    return Distribution(
+        "correlation",
+        f"Correlations of the numeric features over complete rows ({a.reference.n:,} in the "
+        f"reference, {a.current.n:,} in the window), the {len(table)} pairs that moved most first.",
+        table=table, ref_count=a.reference.n, win_count=a.current.n)
 
 
 def _categorical(rf: FeatureProfile, wf: FeatureProfile) -> Distribution:
