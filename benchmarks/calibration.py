@@ -20,6 +20,18 @@ test on the raw values of the same pairs: scipy's ``ks_2samp``, Welch's
 statistic and null law computed on every raw value (sketches that keep all
 values). ``power_ratio`` = profile / raw (1 when both are 0).
 
+Multivariate tests (``multivariate``): the reconstruction-error and correlation
+checks on co-moments (:mod:`detectors.multivariate`) under H0 for 5 correlated
+Gaussian features of unequal means and scales (baseline and window of n rows
+each, n = 100 ... 1e5), as ``fpr`` keys ``multivariate/<check>/<n>``; and the
+power case: two N(0, 1) features whose correlation 0.8 in the baseline is 0 in
+the window, 1,000 records per window, full profiles through
+:func:`~detectors.suite.evaluate_window` (baseline with bins derived from its own
+values, as a reference), with every univariate check's rate in the same pairs:
+``power`` keys ``correlation_break/<feature>/<check>/1000`` (``profile``: share
+of pairs with status drift, floors 0; ``default_floors``: with the service's
+default floors).
+
 Small-sample null law of PSI and JS (``--small-sample``): N_eff * PSI and
 8 N_eff * JSD simulated under H0 on 10 equiprobable bins, for two multinomial
 samples (categories, one bin per value) and for baseline-quantile bins (the
@@ -39,7 +51,9 @@ Usage::
 The last line printed is JSON: ``fpr`` (flat: ``"feature/check/n"`` -> rate),
 ``fpr_max`` (per feature/check), ``inconclusive_rate`` (flat, as ``fpr``),
 ``power`` (``"alternative/check/n"`` -> profile and raw rates),
-``power_ratio`` (flat) and ``power_ratio_min``; with ``--small-sample``:
+``power_ratio`` (flat) and ``power_ratio_min`` (the multivariate part adds
+``fpr`` / ``fpr_max`` keys ``multivariate/<check>`` and ``power`` keys
+``correlation_break/...``; ``--no-multivariate`` skips it); with ``--small-sample``:
 ``small_sample`` (per case and check: simulated and predicted moments, rate /
 alpha per level for each law) and ``power_at_1e-6``.
 """
@@ -56,7 +70,7 @@ from collections import defaultdict
 import numpy as np
 from scipy import stats
 
-from detectors.catalog import DEFAULT_FLOORS
+from detectors.catalog import DEFAULT_FLOORS, MULTIVARIATE_CHECKS
 from detectors.config import DetectorConfig
 from detectors.drift.binned import aligned_bins
 from detectors.drift.bins import aligned_masses, pool_sparse
@@ -72,8 +86,10 @@ from detectors.result import Status
 from detectors.stats.divergence_null import JS_QUARTIC, PSI_QUARTIC, divergence_null
 from detectors.stats.interval import chi2_interval_p
 from detectors.suite import evaluate_window
+from sdk.columns import RecordColumns
 from sketches.bins import BinCounts, derive_edges
 from sketches.categorical import CategoricalSketch
+from sketches.comoments import CoMoments
 from sketches.numeric import NumericSketch
 from sketches.profile import FeatureProfile, WindowProfile
 
@@ -284,6 +300,63 @@ def power_ratio(row: dict[str, float]) -> float:
     return row["profile"] / row["raw"]
 
 
+MV_CORR = np.array([[1.0, 0.6, 0.3, 0.0, 0.0], [0.6, 1.0, 0.4, 0.0, 0.0], [0.3, 0.4, 1.0, 0.2, 0.0],
+                    [0.0, 0.0, 0.2, 1.0, 0.5], [0.0, 0.0, 0.0, 0.5, 1.0]])
+"""H0 correlation of the multivariate calibration (eigenvalues 0.38 ... 1.90: two components
+keep 68 % of the variance)."""
+MV_MEAN = np.array([0.0, 10.0, -3.0, 1e3, 0.5])
+MV_SCALE = np.array([1.0, 0.1, 5.0, 200.0, 1.0])
+CORR_BREAK = 0.8
+MV_DEFAULTS = DetectorConfig(alpha=ALPHA)
+
+
+def _block(x: np.ndarray) -> CoMoments:
+    c = CoMoments()
+    c.update({f"f{j}": x[:, j] for j in range(x.shape[1])}, {}, len(x))
+    return c
+
+
+def multivariate_fpr(n: int, reps: int, seed: int) -> dict[str, float]:
+    """H0 rate of each multivariate check, floor 0, alpha 0.05: baseline and window of ``n``
+    rows each from one 5-feature Gaussian (:data:`MV_CORR`, :data:`MV_MEAN`, :data:`MV_SCALE`)."""
+    rng = np.random.default_rng(seed)
+    chol = np.linalg.cholesky(MV_CORR) * MV_SCALE[:, None]
+    hits: dict[str, int] = defaultdict(int)
+    for _ in range(reps):
+        ref, cur = (_block(MV_MEAN + rng.normal(size=(n, 5)) @ chol.T) for _ in range(2))
+        for check, fn in MULTIVARIATE_CHECKS.items():
+            hits[check] += fn(ref, cur).status == Status.DRIFT
+    return {f"multivariate/{check}/{n}": hits[check] / reps for check in MULTIVARIATE_CHECKS}
+
+
+def _profile(x: np.ndarray, bins: dict[str, BinCounts], start: int) -> WindowProfile:
+    n = len(x)
+    p = WindowProfile("calibration", start, 300 if start else 0, bins=bins)
+    p.add_columns(RecordColumns("calibration", ["1"] * n, [""] * n, [0.0] * n,
+                                {"a": x[:, 0], "b": x[:, 1]}))
+    return p
+
+
+def correlation_break(n: int, reps: int, seed: int) -> dict[str, dict[str, float]]:
+    """Per "feature/check": share of pairs with status drift when the baseline's correlation
+    :data:`CORR_BREAK` between two N(0, 1) features is 0 in the window (marginals unchanged),
+    with floors 0 (``profile``) and with the default floors (``default_floors``)."""
+    rng = np.random.default_rng(seed)
+    cov = np.array([[1.0, CORR_BREAK], [CORR_BREAK, 1.0]])
+    hits: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for _ in range(reps):
+        x = rng.multivariate_normal([0.0, 0.0], cov, size=n)
+        bins = {k: BinCounts(derive_edges(x[:, j]), source=True) for j, k in enumerate("ab")}
+        base = _profile(x, bins, 0)
+        cur = _profile(rng.normal(size=(n, 2)), {k: b.empty_like() for k, b in bins.items()}, 300)
+        for i, cfg in enumerate((CONFIG, MV_DEFAULTS)):
+            for r in evaluate_window(cur, base, cfg):
+                if r.feature in ("a", "b", "__multivariate__"):
+                    hits[f"{r.feature}/{r.check}"][i] += r.status == Status.DRIFT
+    return {f"correlation_break/{k}/{n}": {"profile": h[0] / reps, "default_floors": h[1] / reps}
+            for k, h in sorted(hits.items())}
+
+
 LEVELS = (0.05, 0.01, 1e-3, 1e-4, 1e-5)
 #: (baseline-quantile bins?, n_ref, n_cur)
 SMALL_SAMPLE_CASES = ((True, 100, 100), (True, 300, 300), (True, 5000, 250), (True, 5000, 100),
@@ -375,6 +448,8 @@ def reps_for(n: int, budget: int) -> int:
 
 
 POWER_REPS = {1_000: 200, 10_000: 100, 100_000: 30, 1_000_000: 8}
+MV_SIZES = (100, 1_000, 10_000, 100_000)
+MV_REPS = {100: 2_000, 1_000: 2_000, 10_000: 1_000, 100_000: 300}
 
 
 def main() -> None:
@@ -391,6 +466,7 @@ def main() -> None:
     ap.add_argument("--small-sample-reps", type=int, default=2_000_000,
                     help="simulated H0 statistics per case (--small-sample)")
     ap.add_argument("--power-reps", type=int, default=1000, help="pairs for the power at 1e-6")
+    ap.add_argument("--no-multivariate", action="store_true", help="skip the multivariate part")
     args = ap.parse_args()
     if args.small_sample:
         t0 = time.perf_counter()
@@ -433,6 +509,19 @@ def main() -> None:
             f"{k.rsplit('/', 1)[0]}={v['profile']:.2f}/{v['raw']:.2f}"
             for k, v in out["power"].items() if k.endswith(f"/{n}")), flush=True)
     out["power_ratio_min"] = min(out["power_ratio"].values(), default=None)
+    if not args.no_multivariate:
+        for n in [100, 1000] if args.quick else MV_SIZES:
+            f = multivariate_fpr(n, MV_REPS.get(n, 200), args.seed + 11 * n)
+            out["fpr"].update(f)
+            print(f"multivariate n={n}: " + " ".join(f"{k}={v:.3f}" for k, v in f.items()), flush=True)
+        for check in MULTIVARIATE_CHECKS:
+            out["fpr_max"][f"multivariate/{check}"] = max(
+                v for k, v in out["fpr"].items() if k.startswith(f"multivariate/{check}/"))
+        brk = correlation_break(1_000, 100 if args.quick else 300, args.seed + 13)
+        out["power"].update(brk)
+        print("correlation 0.8 -> 0, n=1000: " + " ".join(
+            f"{k.split('/', 1)[1].rsplit('/', 1)[0]}={v['profile']:.2f}/{v['default_floors']:.2f}"
+            for k, v in brk.items()), flush=True)
     out["seconds"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(out))
 
