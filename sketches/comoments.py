@@ -55,6 +55,7 @@ MAX_FEATURES = 64
 2,080 doubles (16.6 KB before compression) per window."""
 
 
+_INT_FLOAT = frozenset({int, float})
 MAX_ABS = 1e150
 """Largest magnitude a value of a complete row may have: squares stay below 1e300, so sums
 over up to 1e8 rows stay finite in float64."""
@@ -121,6 +122,24 @@ def numeric_names(columns: Mapping[str, Any], types: Mapping[str, frozenset[type
             if len(out) == limit:
                 break
     return tuple(out)
+
+
+def number_arrays(columns: Mapping[str, Any], types: Mapping[str, frozenset[type]]) -> dict[str, Any]:
+    """``columns`` with each sequence known (``types``) to hold only floats and ints as a
+    float64 array, so the feature's sketch and the co-moments convert it once.
+
+    Examples
+    --------
+    >>> out = number_arrays({"a": [1, 2.5], "b": [1.0, None]}, {"a": frozenset({int, float})})
+    >>> out["a"].tolist(), out["b"]
+    ([1.0, 2.5], [1.0, None])
+    """
+    out = dict(columns)
+    for name, col in columns.items():
+        kinds = types.get(name)
+        if kinds and not isinstance(col, np.ndarray) and kinds <= _INT_FLOAT:
+            out[name] = np.array(col, dtype=np.float64)
+    return out
 
 
 class CoMoments:

@@ -29,7 +29,7 @@ from sketches.bins import SCORE_EDGES, BinCounts
 from sketches.categorical import CategoricalSketch, category_key
 from sketches.codec import PROFILE_FORMAT_VERSION, decode, encode
 from sketches.columns import subset
-from sketches.comoments import CoMoments
+from sketches.comoments import CoMoments, number_arrays
 from sketches.feature import Column, FeatureProfile, escape_strings
 from sketches.numeric import NumericSketch
 from sketches.slices import MAX_SLICE_VALUES, SliceSet
@@ -197,7 +197,8 @@ class WindowProfile:
             return
         self.versions.update(cols.model_version)
         hints = cols.feature_types
-        for name, column in cols.features.items():
+        features = cols.features if self.comoments is None else number_arrays(cols.features, hints)
+        for name, column in features.items():
             self._feature(name).update(column, hints.get(name))
         for name, feature in self.features.items():
             if name not in cols.features:
@@ -206,7 +207,7 @@ class WindowProfile:
         _update_numeric(self.latency, cols.latency_ms, n)
         _update_labels(self.prediction, cols.predicted_label, n)
         if self.comoments is not None:
-            self.comoments.update(cols.features, hints, n)
+            self.comoments.update(features, hints, n)
         self.count += n
         for key, values in cols.slices.items():
             for sub, rows in self._slice_set(key).route(values):
