@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from detectors.result import TestResult, insufficient
 from sketches.comoments import CoMoments
 
 MULTIVARIATE_FEATURE = "__multivariate__"
@@ -51,3 +52,24 @@ def aligned(reference: CoMoments, current: CoMoments) -> Aligned:
     varies = np.diag(ref.m2) > 1e-12 * np.maximum(ref.mean**2, 1.0) * max(ref.n, 1)
     names = tuple(k for k, v in zip(shared, varies, strict=True) if v)
     return Aligned(names, reference.subset(names), current.subset(names))
+
+
+def prepared(check: str, feature: str, reference: CoMoments, current: CoMoments,
+             min_count: int) -> Aligned | TestResult:
+    """The aligned blocks of a test, or its ``insufficient_data`` result: fewer than 2 shared
+    varying features, or fewer than ``min_count`` complete rows on a side.
+
+    Examples
+    --------
+    >>> prepared("correlation", "m", CoMoments(), CoMoments(), 30).status.value
+    'insufficient_data'
+    """
+    a = aligned(reference, current)
+    ref, cur = a.reference, a.current
+    if len(a.names) < 2:
+        return insufficient(check, feature, cur.n, ref.n,
+                            "needs >= 2 numeric features shared with the baseline, varying there")
+    if ref.n < min_count or cur.n < min_count:
+        return insufficient(check, feature, cur.n, ref.n,
+                            f"needs >= {min_count} complete rows on each side")
+    return a

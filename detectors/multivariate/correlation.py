@@ -8,8 +8,8 @@ from dataclasses import replace
 import numpy as np
 from scipy import special
 
-from detectors.multivariate import MIN_ROWS, MULTIVARIATE_FEATURE, aligned
-from detectors.result import TestResult, insufficient, judged
+from detectors.multivariate import MIN_ROWS, MULTIVARIATE_FEATURE, prepared
+from detectors.result import TestResult, judged
 from sketches.comoments import CoMoments
 
 R_LIMIT = 1.0 - 1e-12
@@ -99,15 +99,10 @@ def correlation_test(
     'ok'
     """
     check = "correlation"
-    a = aligned(reference, current)
+    a = prepared(check, feature, reference, current, max(min_count, 4))
+    if isinstance(a, TestResult):
+        return a
     ref, cur = a.reference, a.current
-    min_count = max(min_count, 4)
-    if len(a.names) < 2:
-        return insufficient(check, feature, cur.n, ref.n,
-                            "needs >= 2 numeric features shared with the baseline, varying there")
-    if ref.n < min_count or cur.n < min_count:
-        return insufficient(check, feature, cur.n, ref.n,
-                            f"needs >= {min_count} complete rows on each side")
     iu = np.triu_indices(len(a.names), k=1)
     r_ref, r_cur = ref.correlation()[iu], cur.correlation()[iu]
     dz = fisher_z(r_cur) - fisher_z(r_ref)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from detectors.multivariate import MIN_ROWS, MULTIVARIATE_FEATURE, aligned
+from detectors.multivariate import MIN_ROWS, MULTIVARIATE_FEATURE, prepared
 from detectors.result import TestResult, insufficient, judged
 from detectors.stats.interval import normal_interval_p
 from sketches.comoments import CoMoments
@@ -208,14 +208,10 @@ def reconstruction_error_test(
     'ok'
     """
     check = "reconstruction_error"
-    a = aligned(reference, current)
+    a = prepared(check, feature, reference, current, min_count)
+    if isinstance(a, TestResult):
+        return a
     ref, cur = a.reference, a.current
-    if len(a.names) < 2:
-        return insufficient(check, feature, cur.n, ref.n,
-                            "needs >= 2 numeric features shared with the baseline, varying there")
-    if ref.n < min_count or cur.n < min_count:
-        return insufficient(check, feature, cur.n, ref.n,
-                            f"needs >= {min_count} complete rows on each side")
     fit = fit_pca(ref, variance)
     lam = fit.discarded
     e_ref = float(lam.sum())
