@@ -23,7 +23,9 @@ values). ``power_ratio`` = profile / raw (1 when both are 0).
 Multivariate tests (``multivariate``): the reconstruction-error and correlation
 checks on co-moments (:mod:`detectors.multivariate`) under H0 for 5 correlated
 Gaussian features of unequal means and scales (baseline and window of n rows
-each, n = 100 ... 1e5), as ``fpr`` keys ``multivariate/<check>/<n>``; and the
+each, n = 100 ... 1e5), as ``fpr`` keys ``multivariate/<check>/<n>``, and for 5
+independent heavy-tailed features (log-normal, Pareto, exponential, normal,
+zero-inflated) as ``multivariate_heavy/<check>/<n>``; and the
 power case: two N(0, 1) features whose correlation 0.8 in the baseline is 0 in
 the window, 1,000 records per window, full profiles through
 :func:`~detectors.suite.evaluate_window` (baseline with bins derived from its own
@@ -316,17 +318,28 @@ def _block(x: np.ndarray) -> CoMoments:
     return c
 
 
-def multivariate_fpr(n: int, reps: int, seed: int) -> dict[str, float]:
+def _heavy_rows(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Independent heavy-tailed features: log-normal(0, 1), Pareto (Lomax) of shape 3,
+    exponential, N(0, 1), and a 70 %-zero log-normal."""
+    zero = rng.uniform(size=n) < 0.7
+    return np.column_stack([rng.lognormal(0, 1, n), rng.pareto(3.0, n), rng.exponential(size=n),
+                            rng.normal(size=n), np.where(zero, 0.0, rng.lognormal(0, 1, n))])
+
+
+def multivariate_fpr(n: int, reps: int, seed: int, heavy: bool = False) -> dict[str, float]:
     """H0 rate of each multivariate check, floor 0, alpha 0.05: baseline and window of ``n``
-    rows each from one 5-feature Gaussian (:data:`MV_CORR`, :data:`MV_MEAN`, :data:`MV_SCALE`)."""
+    rows each from one 5-feature Gaussian (:data:`MV_CORR`, :data:`MV_MEAN`, :data:`MV_SCALE`),
+    or with ``heavy`` from independent heavy-tailed features (:func:`_heavy_rows`)."""
     rng = np.random.default_rng(seed)
     chol = np.linalg.cholesky(MV_CORR) * MV_SCALE[:, None]
     hits: dict[str, int] = defaultdict(int)
     for _ in range(reps):
-        ref, cur = (_block(MV_MEAN + rng.normal(size=(n, 5)) @ chol.T) for _ in range(2))
+        ref, cur = (_block(_heavy_rows(rng, n) if heavy else MV_MEAN + rng.normal(size=(n, 5)) @ chol.T)
+                    for _ in range(2))
         for check, fn in MULTIVARIATE_CHECKS.items():
             hits[check] += fn(ref, cur).status == Status.DRIFT
-    return {f"multivariate/{check}/{n}": hits[check] / reps for check in MULTIVARIATE_CHECKS}
+    name = "multivariate_heavy" if heavy else "multivariate"
+    return {f"{name}/{check}/{n}": hits[check] / reps for check in MULTIVARIATE_CHECKS}
 
 
 def _profile(x: np.ndarray, bins: dict[str, BinCounts], start: int) -> WindowProfile:
@@ -510,13 +523,16 @@ def main() -> None:
             for k, v in out["power"].items() if k.endswith(f"/{n}")), flush=True)
     out["power_ratio_min"] = min(out["power_ratio"].values(), default=None)
     if not args.no_multivariate:
-        for n in [100, 1000] if args.quick else MV_SIZES:
-            f = multivariate_fpr(n, MV_REPS.get(n, 200), args.seed + 11 * n)
-            out["fpr"].update(f)
-            print(f"multivariate n={n}: " + " ".join(f"{k}={v:.3f}" for k, v in f.items()), flush=True)
-        for check in MULTIVARIATE_CHECKS:
-            out["fpr_max"][f"multivariate/{check}"] = max(
-                v for k, v in out["fpr"].items() if k.startswith(f"multivariate/{check}/"))
+        for heavy in (False, True):
+            for n in [100, 1000] if args.quick else MV_SIZES:
+                f = multivariate_fpr(n, MV_REPS.get(n, 200) // (4 if heavy else 1),
+                                     args.seed + 11 * n + heavy, heavy)
+                out["fpr"].update(f)
+                print(f"n={n}: " + " ".join(f"{k}={v:.3f}" for k, v in f.items()), flush=True)
+        for name in ("multivariate", "multivariate_heavy"):
+            for check in MULTIVARIATE_CHECKS:
+                out["fpr_max"][f"{name}/{check}"] = max(
+                    v for k, v in out["fpr"].items() if k.startswith(f"{name}/{check}/"))
         brk = correlation_break(1_000, 100 if args.quick else 300, args.seed + 13)
         out["power"].update(brk)
         print("correlation 0.8 -> 0, n=1000: " + " ".join(

@@ -101,12 +101,16 @@ DEFAULT_FLOORS: dict[str, float] = {
 #: numeric features and the score (exact sums: the most powerful tests of a location or
 #: scale shift on a small window), the share of categories the baseline never had (a
 #: flood, a rename, an upstream re-encoding; tested against the baseline's Good-Turing
-#: unseen mass), the two multivariate tests (a change in how features move together that
-#: no marginal shows), data quality and volume.
+#: unseen mass), the correlation structure of the numeric features (a change in how they
+#: move together that no marginal shows), data quality and volume. The reconstruction error
+#: runs but does not page by default: its null law reads fourth moments of the features
+#: only per feature, so on heavy-tailed features (Pareto, log-normal) it still alarmed in
+#: 6.4 % of the simulator's clean hourly windows at alpha 0.01 (the correlation check in
+#: 0.7 %; docs/detectors.md).
 DEFAULT_ALERTING = ("numeric:psi", "numeric:mean_shift", "numeric:variance_shift",
                     "categorical:js", "categorical:new_category", "score:psi", "score:mean_shift",
-                    "prediction:class_rate", "multivariate:reconstruction_error",
-                    "multivariate:correlation", "null_rate", "type_mismatch", "nonfinite", "volume")
+                    "prediction:class_rate", "multivariate:correlation", "null_rate",
+                    "type_mismatch", "nonfinite", "volume")
 #: Prior weights of the checks in the FDR gate's weighted BH inside a window (absent: 1).
 #: A data-quality break fires at p ~ 1e-50 when it fires at all, so at a tenth of the
 #: mean weight it still clears the gate by dozens of orders of magnitude, and lends the

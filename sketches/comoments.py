@@ -3,8 +3,10 @@
 One block per window profile (and per reference profile) summarises how the
 model's numeric features move *together*: the number of complete rows ``n``,
 their mean vector ``mean`` (shape ``(d,)``) and their co-moment (scatter)
-matrix ``m2 = sum_i (x_i - mean)(x_i - mean)^T`` (shape ``(d, d)``). From it the
-detectors read covariances and correlations exactly
+matrix ``m2 = sum_i (x_i - mean)(x_i - mean)^T`` (shape ``(d, d)``), plus each
+feature's third and fourth central power sums ``m3``, ``m4`` (shape ``(d,)``: its
+skewness and kurtosis). From them the detectors read covariances, correlations
+and kurtoses exactly
 (:mod:`detectors.multivariate`), with no raw rows.
 
 Which features
@@ -32,7 +34,15 @@ a pairwise algorithm for computing sample variances", 1979), applied to vectors:
 
     n = n_a + n_b,  delta = mean_b - mean_a,
     mean = mean_a + delta * n_b / n,
-    m2 = m2_a + m2_b + outer(delta, delta) * n_a * n_b / n.
+    m2 = m2_a + m2_b + outer(delta, delta) * n_a * n_b / n,
+
+and per feature (elementwise, s_a, s_b the diagonals of m2_a, m2_b) the
+higher power sums of Pébay ("Formulas for robust, one-pass parallel computation
+of covariances and arbitrary-order statistical moments", Sandia 2008):
+
+    m3 = m3_a + m3_b + delta^3 n_a n_b (n_a - n_b) / n^2 + 3 delta (n_a s_b - n_b s_a) / n,
+    m4 = m4_a + m4_b + delta^4 n_a n_b (n_a^2 - n_a n_b + n_b^2) / n^3
+         + 6 delta^2 (n_a^2 s_b + n_b^2 s_a) / n^2 + 4 delta (n_a m3_b - n_b m3_a) / n.
 
 Within a batch the block takes one matrix product (``X_c^T X_c`` of the
 centred complete rows), so building costs O(n d^2) floating-point work in
@@ -56,9 +66,9 @@ MAX_FEATURES = 64
 
 
 _INT_FLOAT = frozenset({int, float})
-MAX_ABS = 1e150
-"""Largest magnitude a value of a complete row may have: squares stay below 1e300, so sums
-over up to 1e8 rows stay finite in float64."""
+MAX_ABS = 1e75
+"""Largest magnitude a value of a complete row may have: fourth powers stay below 1e300, so
+sums over up to 1e8 rows stay finite in float64."""
 
 
 def _is_number_type(t: type) -> bool:
@@ -162,6 +172,8 @@ class CoMoments:
     mean : numpy.ndarray, shape (d,)
     m2 : numpy.ndarray, shape (d, d)
         Scatter matrix ``sum_i (x_i - mean)(x_i - mean)^T`` (symmetric).
+    m3, m4 : numpy.ndarray, shape (d,)
+        Per feature ``sum_i (x_i - mean)^3`` and ``sum_i (x_i - mean)^4``.
 
     Notes
     -----
@@ -180,7 +192,7 @@ class CoMoments:
     1.0
     """
 
-    __slots__ = ("names", "n", "excluded", "mean", "m2", "max_features")
+    __slots__ = ("names", "n", "excluded", "mean", "m2", "m3", "m4", "max_features")
 
     def __init__(self, names: Sequence[str] = (), *, max_features: int = MAX_FEATURES) -> None:
         if max_features < 1:
@@ -192,6 +204,7 @@ class CoMoments:
         d = len(self.names)
         self.mean = np.zeros(d)
         self.m2 = np.zeros((d, d))
+        self.m3, self.m4 = np.zeros(d), np.zeros(d)
 
     @property
     def dim(self) -> int:
@@ -214,19 +227,29 @@ class CoMoments:
                 self.excluded += n
                 return
             self.names = names
-            self.mean, self.m2 = np.zeros(len(names)), np.zeros((len(names), len(names)))
+            d = len(names)
+            self.mean, self.m2, self.m3, self.m4 = np.zeros(d), np.zeros((d, d)), np.zeros(d), np.zeros(d)
         x = numeric_matrix(columns, self.names, n, types)
         x = x[(np.abs(x) <= MAX_ABS).all(axis=1)]  # NaN compares False
         self.excluded += n - len(x)
         if len(x):
             mean = x.mean(axis=0)
             dx = x - mean
-            self._combine(len(x), mean, dx.T @ dx)
+            dx2 = dx * dx
+            self._combine(len(x), mean, dx.T @ dx, (dx2 * dx).sum(axis=0), (dx2 * dx2).sum(axis=0))
 
-    def _combine(self, n_b: int, mean_b: np.ndarray, m2_b: np.ndarray) -> None:
+    def _combine(self, n_b: int, mean_b: np.ndarray, m2_b: np.ndarray, m3_b: np.ndarray,
+                 m4_b: np.ndarray) -> None:
         n_a = self.n
         n = n_a + n_b
         delta = mean_b - self.mean
+        s_a, s_b = np.diag(self.m2), np.diag(m2_b)
+        d2 = delta * delta
+        self.m4 = (self.m4 + m4_b + d2 * d2 * (n_a * n_b * (n_a * n_a - n_a * n_b + n_b * n_b) / n**3)
+                   + 6.0 * d2 * (n_a * n_a * s_b + n_b * n_b * s_a) / n**2
+                   + 4.0 * delta * (n_a * m3_b - n_b * self.m3) / n)
+        self.m3 = (self.m3 + m3_b + d2 * delta * (n_a * n_b * (n_a - n_b) / n**2)
+                   + 3.0 * delta * (n_a * s_b - n_b * s_a) / n)
         self.mean = self.mean + delta * (n_b / n)
         self.m2 = self.m2 + m2_b + np.outer(delta, delta) * (n_a * n_b / n)
         self.n = n
@@ -243,6 +266,7 @@ class CoMoments:
         out = CoMoments(names, max_features=self.max_features)
         out.n, out.excluded = self.n, self.excluded
         out.mean, out.m2 = self.mean[idx].copy(), self.m2[np.ix_(idx, idx)].copy()
+        out.m3, out.m4 = self.m3[idx].copy(), self.m4[idx].copy()
         return out
 
     def merge(self, other: CoMoments) -> CoMoments:
@@ -264,12 +288,13 @@ class CoMoments:
             other = other.subset(shared)
         self.excluded += other.excluded
         if other.n:
-            self._combine(other.n, other.mean, other.m2)
+            self._combine(other.n, other.mean, other.m2, other.m3, other.m4)
         return self
 
     def _assign(self, other: CoMoments) -> None:
         self.names, self.n, self.excluded = other.names, other.n, other.excluded
         self.mean, self.m2 = other.mean.copy(), other.m2.copy()
+        self.m3, self.m4 = other.m3.copy(), other.m4.copy()
 
     def covariance(self) -> np.ndarray:
         """Unbiased covariance matrix ``m2 / (n - 1)``, shape (d, d).
@@ -299,11 +324,27 @@ class CoMoments:
         np.fill_diagonal(r, 1.0)
         return np.clip(r, -1.0, 1.0)
 
+    def kurtosis(self) -> np.ndarray:
+        """Per feature kappa = n m4 / m2_ii^2 (3 for a normal; 1.0 for a constant), shape (d,).
+
+        Examples
+        --------
+        >>> c = CoMoments()
+        >>> c.update({"x": [-1.0, 1.0, -1.0, 1.0], "y": [0.0, 0.0, 0.0, 4.0]}, {}, 4)
+        >>> [round(float(k), 4) for k in c.kurtosis()]
+        [1.0, 2.3333]
+        """
+        s = np.diag(self.m2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            k = self.n * self.m4 / (s * s)
+        return np.where(s > 0, k, 1.0)
+
     def to_dict(self) -> dict[str, Any]:
         """Plain-data form (for MessagePack): the upper triangle of ``m2`` only."""
         iu = np.triu_indices(self.dim)
         return {"names": list(self.names), "n": self.n, "excl": self.excluded,
-                "mean": pack_floats(self.mean), "m2": pack_floats(self.m2[iu])}
+                "mean": pack_floats(self.mean), "m2": pack_floats(self.m2[iu]),
+                "m3": pack_floats(self.m3), "m4": pack_floats(self.m4)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CoMoments:
@@ -318,11 +359,13 @@ class CoMoments:
         c = cls(names, max_features=max(MAX_FEATURES, len(names)))
         c.n, c.excluded = int(d["n"]), int(d["excl"])
         mean, upper = unpack_floats(d["mean"]), unpack_floats(d["m2"])
+        m3, m4 = unpack_floats(d["m3"]), unpack_floats(d["m4"])
         k = len(names)
-        if mean.shape != (k,) or upper.shape != (k * (k + 1) // 2,):
+        if (mean.shape != (k,) or upper.shape != (k * (k + 1) // 2,) or m3.shape != (k,)
+                or m4.shape != (k,)):
             raise ValueError("corrupt profile: co-moment arrays do not fit their features")
         iu = np.triu_indices(k)
-        c.mean = mean
+        c.mean, c.m3, c.m4 = mean, m3, m4
         c.m2[iu] = upper
         c.m2.T[iu] = upper
         return c

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 
 from sdk.columns import RecordColumns
 from sketches.comoments import MAX_FEATURES, CoMoments
@@ -34,6 +35,8 @@ def test_block_equals_numpy_on_complete_rows():
     np.testing.assert_allclose(c.mean, x[keep].mean(axis=0), rtol=RTOL)
     np.testing.assert_allclose(c.covariance(), np.cov(x[keep].T), rtol=RTOL)
     np.testing.assert_allclose(c.correlation(), np.corrcoef(x[keep].T), rtol=RTOL)
+    np.testing.assert_allclose(c.kurtosis(), stats.kurtosis(x[keep], fisher=False), rtol=RTOL)
+    np.testing.assert_allclose(c.m3 / c.n, stats.moment(x[keep], 3), rtol=RTOL)
 
 
 @settings(max_examples=60, deadline=None)
@@ -53,6 +56,9 @@ def test_merge_of_splits_equals_the_whole(seed, sizes, loc, scale):
     if whole.n:
         np.testing.assert_allclose(merged.mean, whole.mean, rtol=RTOL, atol=RTOL * scale)
         np.testing.assert_allclose(merged.m2, whole.m2, rtol=RTOL, atol=RTOL * scale**2 * whole.n)
+        # the higher sums carry the means' rounding (|loc| / scale up to 1e7 here) to powers 3, 4
+        np.testing.assert_allclose(merged.m3, whole.m3, rtol=1e-6, atol=1e-6 * scale**3 * whole.n)
+        np.testing.assert_allclose(merged.m4, whole.m4, rtol=1e-6, atol=1e-6 * scale**4 * whole.n)
 
 
 def test_profiles_merge_their_blocks_and_read_back():

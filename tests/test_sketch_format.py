@@ -117,6 +117,8 @@ def test_golden_profile_of_format_4_reads_back_with_co_moments():
         [[4.109337635230986, -0.1551082418476157, -0.017481136901870163],
          [-0.1551082418476157, 1.9353074653959574, -0.011239203200643932],
          [-0.017481136901870163, -0.011239203200643932, 1.047223761058165]]), rel=1e-12)
+    assert c.kurtosis() == pytest.approx([37.43188216442758, 1.7374076112165473, 3.0983352415815704],
+                                         rel=1e-12)  # scipy.stats.kurtosis(fisher=False)
     assert p.slices["country"].profiles["IT"].comoments is None  # slices keep none
 
 
