@@ -4,7 +4,8 @@ FDR weights.
 A model's :class:`DetectorConfig` overrides the service defaults field by
 field; its ``features`` map overrides the model's checks, alerting checks and
 floors for single features (the score is ``"__score__"``, the predicted label
-``"__prediction__"``, window-level checks ``""``). Pure data (pydantic), served
+``"__prediction__"``, the numeric features taken together ``"__multivariate__"``,
+window-level checks ``""``). Pure data (pydantic), served
 and validated as JSON by the API.
 """
 
