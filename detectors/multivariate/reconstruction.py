@@ -239,8 +239,11 @@ def reconstruction_error_test(
 
     References
     ----------
-    NannyML documentation, "Data Reconstruction with PCA" (how it works:
-    data_reconstruction; the 65 % default of ``DataReconstructionDriftCalculator``).
+    NannyML documentation, "Data Reconstruction with PCA" (how it works;
+    docs/how_it_works/data_reconstruction.rst in the NannyML repository: "By default
+    it aims to capture 65% of the dataset's variance"; the error is "the euclidean
+    distance between the original data points and their re-constructed counterparts",
+    averaged over a chunk).
     Pearson, "On lines and planes of closest fit to systems of points in space", 1901.
 
     Examples
