@@ -29,6 +29,7 @@ from sdk.record import (
 )
 from sdk.sampling import Sampler, sample_point
 from sdk.stats import StreamStats
+from sdk.vectors import split_vectors
 from sdk.wire import encode_columns
 
 log = logging.getLogger("fleetwatch.sdk")
@@ -183,6 +184,14 @@ class Batcher:
         cols = self._sampled(cols, cols.model_id, pid, stats)
         if self.pii is not None:
             cols.features = {k: v for k, v in cols.features.items() if k not in self.pii.drop}
+        vectors, dropped = split_vectors(cols.features)
+        if vectors:
+            cols.vectors = {**cols.vectors, **vectors}
+            if self.pii is not None:  # a hashed vector would say nothing: hashing drops it too
+                cols.vectors = {k: v for k, v in cols.vectors.items()
+                                if k not in self.pii.drop and k not in self.pii.hash}
+        for _i, exc in dropped:
+            self._invalid_vector(stats, exc)
         try:
             valid, errors = validate_columns(cols.model_id, cols.to_wire())
         except WireError as exc:  # columns of unequal length: no record can be trusted
@@ -260,6 +269,13 @@ class Batcher:
             exc = explain(batch.take([i])) or RecordError("record", f"cannot be encoded ({error})")
             self._invalid(stats, exc)
         return split.messages
+
+    def _invalid_vector(self, stats: StreamStats, exc: RecordError) -> None:
+        """Count a vector dropped from its record (the record is sent without it)."""
+        stats.vectors_dropped_invalid += 1
+        if exc.field not in self._logged and len(self._logged) < _MAX_REMEMBERED:
+            self._logged.add(exc.field)
+            log.warning("dropping invalid vector(s), records kept: %s (logged once per field)", exc)
 
     def _invalid(self, stats: StreamStats, exc: RecordError, n: int = 1) -> None:
         stats.dropped_invalid += n

@@ -34,6 +34,7 @@ from sdk.record import (
     check_slice_key,
     check_slice_value,
 )
+from sdk.vectors import check_vector_column, split_vectors, vector_values
 
 _NONE = type(None)
 _GET = {name: attrgetter(name) for name in (
@@ -71,9 +72,13 @@ class RecordColumns:
     predicted_label: list[Any] | None = None
     slices: dict[str, list[str | None]] = field(default_factory=dict)
     latency_ms: list[float | None] | None = None
+    vectors: dict[str, list[bytes | None]] = field(default_factory=dict)
     feature_types: dict[str, frozenset[type]] = field(default_factory=dict, repr=False, compare=False)
     """Per feature column, the set of its value types, where validation found it (a hint for
     the profile, which then skips its own type scan; a column absent here is scanned)."""
+    vector_drops: list[tuple[int, RecordError]] = field(default_factory=list, repr=False, compare=False)
+    """Vectors validation dropped (record index in the validated batch, why): the records
+    kept their other values (:func:`validate_columns`)."""
 
     def __len__(self) -> int:
         return len(self.prediction_id)
@@ -88,6 +93,7 @@ class RecordColumns:
             {k: pick(v) for k, v in self.features.items()}, pick(self.score),
             pick(self.class_probabilities), pick(self.predicted_label),
             {k: pick(v) for k, v in self.slices.items()}, pick(self.latency_ms),
+            {k: pick(v) for k, v in self.vectors.items()},
         )
 
     def records(self) -> list[PredictionRecord]:
@@ -97,9 +103,11 @@ class RecordColumns:
             def at(col, i=i):
                 return None if col is None else col[i]
 
+            features = {k: v[i] for k, v in self.features.items() if v[i] is not None}
+            features.update((k, vector_values(v[i])) for k, v in self.vectors.items() if v[i] is not None)
             out.append(PredictionRecord(
                 self.model_id, self.model_version[i], self.prediction_id[i], self.event_time[i],
-                {k: v[i] for k, v in self.features.items() if v[i] is not None},
+                features,
                 at(self.score), at(self.class_probabilities), at(self.predicted_label),
                 {k: v[i] for k, v in self.slices.items() if v[i] is not None}, at(self.latency_ms),
             ))
@@ -109,6 +117,7 @@ class RecordColumns:
     def from_records(cls, model_id: str, records: Iterable[PredictionRecord]) -> RecordColumns:
         """Columns of valid records of one model (their ``model_id`` is not checked).
 
+        Vector features move to ``vectors`` (as wire bytes; :func:`sdk.vectors.split_vectors`).
         Vectorised by column: the feature columns of the common single-schema
         batch are built in one ``zip``.
 
@@ -128,8 +137,10 @@ class RecordColumns:
         for name in ("score", "class_probabilities", "predicted_label", "latency_ms"):
             if all(v is None for v in col[name]):
                 col[name] = None
-        return cls(model_id, features=_transpose(features),
-                   slices=_transpose(slices) if any(slices) else {}, **col)
+        features = _transpose(features)
+        vectors, _dropped = split_vectors(features)  # (valid records: nothing is dropped)
+        return cls(model_id, features=features, slices=_transpose(slices) if any(slices) else {},
+                   vectors=vectors, **col)
 
     def to_wire(self) -> dict[str, Any]:
         """The column map carried by a schema-version-2 message."""
@@ -140,6 +151,8 @@ class RecordColumns:
         for name in ("score", "class_probabilities", "predicted_label", "latency_ms"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        if self.vectors:
+            out["vectors"] = self.vectors
         return out
 
 
@@ -261,6 +274,9 @@ def validate_columns(model_id: str, raw: dict) -> tuple[RecordColumns, list[tupl
     leaves out its record alone). A column judged value by value refuses it
     (:func:`sdk.record.check_integer`).
 
+    A bad vector (:mod:`sdk.vectors`) drops that record's vector only: it is listed in
+    the columns' ``vector_drops``, not in ``errors``.
+
     Returns
     -------
     columns : RecordColumns
@@ -281,6 +297,7 @@ def validate_columns(model_id: str, raw: dict) -> tuple[RecordColumns, list[tupl
     try:
         features = _named_columns(raw, "features", n, MAX_FEATURES)
         slices = _named_columns(raw, "slices", n, MAX_SLICES)
+        vectors = _named_columns(raw, "vectors", n, MAX_FEATURES - len(features))
     except RecordError as exc:  # too many columns: every record is too wide
         return RecordColumns(model_id, [], [], []), [(i, exc) for i in range(n)]
     cols = RecordColumns(
@@ -288,6 +305,17 @@ def validate_columns(model_id: str, raw: dict) -> tuple[RecordColumns, list[tupl
         features, _column(raw, "score", n, False), _column(raw, "class_probabilities", n, False),
         _column(raw, "predicted_label", n, False), slices, _column(raw, "latency_ms", n, False),
     )
+    for name, col in list(vectors.items()):
+        try:
+            check_feature_name(name)
+        except RecordError as exc:
+            return RecordColumns(model_id, [], [], []), [(i, exc) for i in range(n)]
+        if name in features:
+            exc = RecordError(f"features.{name}", "a feature is either a vector or a scalar")
+            cols.vector_drops += [(i, exc) for i, v in enumerate(col) if v is not None]
+            continue
+        cols.vectors[name], dropped = check_vector_column(col, name)
+        cols.vector_drops += dropped
     _scan(cols.model_version, _ids_ok, lambda v: check_identifier(v, "model_version"), bad)
     _scan(cols.prediction_id, _ids_ok, lambda v: check_identifier(v, "prediction_id"), bad)
     _scan(cols.event_time, _times_ok, check_event_time, bad)
@@ -321,5 +349,7 @@ def validate_columns(model_id: str, raw: dict) -> tuple[RecordColumns, list[tupl
         _scan(col, _slices_ok, lambda v, key=key: v is None or check_slice_value(v, key), bad)
     errors = sorted(bad.items())
     if errors:  # (the subset's columns carry no type hints)
+        drops = [(i, e) for i, e in cols.vector_drops if i not in bad]
         cols = cols.take([i for i in range(n) if i not in bad])
+        cols.vector_drops = drops
     return cols, errors

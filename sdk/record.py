@@ -26,7 +26,8 @@ INT_MAX = 2**64 - 1
 values of every numpy integer dtype, and exactly the integers MessagePack (the wire) carries.
 Send a larger magnitude as a float."""
 
-FeatureValue = None | bool | int | float | str
+FeatureValue = None | bool | int | float | str | list[float] | tuple[float, ...]
+"""A feature value: a scalar, or a vector of floats (an embedding, :mod:`sdk.vectors`)."""
 
 
 # Machine-readable reasons a record is rejected (bounded: used as a metric label).
@@ -36,6 +37,7 @@ TOO_LARGE = "too_large"
 NOT_FINITE = "not_finite"
 OUT_OF_RANGE = "out_of_range"
 INVALID_ID = "invalid_id"
+VECTOR_DIMENSION = "vector_dimension"  # a vector feature of the wrong length (see sdk.vectors)
 RECORD_REASONS = (MISSING_FIELD, WRONG_TYPE, TOO_LARGE, NOT_FINITE, OUT_OF_RANGE, INVALID_ID)
 
 
@@ -73,9 +75,10 @@ class PredictionRecord:
         Unique id of the prediction; the join key for delayed labels.
     event_time : float
         When the prediction was served, seconds since the Unix epoch (UTC).
-    features : dict[str, None | bool | int | float | str]
+    features : dict[str, None | bool | int | float | str | list[float]]
         Model inputs. ``None`` and NaN are missing values; ``±inf`` is kept and
-        counted separately by the profiles.
+        counted separately by the profiles. A list, tuple or 1-D numpy array of
+        numbers is a vector feature (an embedding, :mod:`sdk.vectors`).
     score : float or None
         Scalar score (e.g. probability of the positive class); finite.
     class_probabilities : dict[str, float] or None
@@ -242,7 +245,8 @@ def _check_name(name: Any, field: str, what: str) -> str:
 
 
 def check_feature_value(v: Any, name: str) -> FeatureValue:
-    """None, a bool, a number (NaN and inf allowed; an integer within 64 bits) or a short string.
+    """None, a bool, a number (NaN and inf allowed; an integer within 64 bits), a short string
+    or a vector (:func:`sdk.vectors.vector_bytes`: 2 to 4,096 finite numbers).
 
     Raises
     ------
@@ -256,8 +260,13 @@ def check_feature_value(v: Any, name: str) -> FeatureValue:
         if len(v) > MAX_STRING_LENGTH:
             raise RecordError(f"features.{name}", f"string longer than {MAX_STRING_LENGTH}", TOO_LARGE)
         return v
+    from sdk.vectors import is_vector, vector_bytes  # (sdk.vectors imports this module)
+
+    if is_vector(v):
+        vector_bytes(v, name)
+        return v
     raise RecordError(
-        f"features.{name}", f"must be number, string, bool or null, got {type(v).__name__}"
+        f"features.{name}", f"must be number, string, bool, vector or null, got {type(v).__name__}"
     )
 
 

@@ -33,6 +33,9 @@ class StreamStats:
     dropped_send_failed: int = 0
     dropped_closed: int = 0
     buffered: int = 0
+    vectors_dropped_invalid: int = 0
+    """Vector features dropped from records that were kept (:mod:`sdk.vectors`: wrong type,
+    length or a non-finite component); not a record drop."""
 
     @property
     def dropped(self) -> int:

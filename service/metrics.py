@@ -14,6 +14,7 @@ from prometheus_client.registry import Collector
 
 from sdk.errors import WIRE_REASONS
 from sdk.record import RECORD_REASONS
+from sdk.vectors import VECTOR_DROP_REASONS
 
 LATE = "late"
 FUTURE_EVENT_TIME = "future_event_time"
@@ -21,7 +22,7 @@ KEY_MISMATCH = "key_mismatch"
 MISSING_KEY = "missing_key"
 IMPLICIT_MODEL_LIMIT = "implicit_model_limit"
 DEAD_LETTER_REASONS = WIRE_REASONS + RECORD_REASONS + (LATE, FUTURE_EVENT_TIME, KEY_MISMATCH, MISSING_KEY,
-                                                       IMPLICIT_MODEL_LIMIT)
+                                                       IMPLICIT_MODEL_LIMIT) + VECTOR_DROP_REASONS
 
 RECORDS_CONSUMED = Counter(
     "fleetwatch_records_consumed_total", "Prediction records decoded from Kafka"

@@ -5,7 +5,12 @@ Accepts a batch of prediction records as JSON (the fields of
 contract and produces them to the predictions topic in the SDK's wire
 encoding, one message per model and at most ``INGEST_BATCH_RECORDS`` records.
 A batch is all or nothing: one invalid record answers 422 naming its index
-and field, and nothing of the batch is produced. Delivery is at least once:
+and field, and nothing of the batch is produced. The exception is a vector
+feature (a JSON list of numbers, :mod:`sdk.vectors`): a bad vector (wrong
+length, a non-number, a non-finite component) drops that record's vector
+only; the record is produced without it, the answer's ``vectors_dropped``
+counts them and the model's ``records.rejected`` counts them under
+``vector_dimension``, ``vector_not_finite`` or ``vector_wrong_type``. Delivery is at least once:
 a 503 after a partial produce, retried by the caller, may duplicate records.
 
 Refused records are counted per model and reason in the model's status
@@ -34,6 +39,7 @@ from detectors.strict import StrictModel
 from sdk.batching import split_messages
 from sdk.columns import RecordColumns
 from sdk.record import TOO_LARGE, PredictionRecord, RecordError, validate_record
+from sdk.vectors import drop_reason, is_vector, vector_bytes
 from sdk.wire import encode_columns
 from sdk.worker import resolve_compression
 from service.api.errors import UNAVAILABLE_RESPONSE, ApiError, ErrorBody, unavailable
@@ -93,8 +99,29 @@ class IngestBatch(StrictModel):
     ]}]}}
 
 
-def _validated(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, PredictionRecord]]]:
-    """Valid records grouped by model, with their index in the request.
+def _without_bad_vectors(data: Any, i: int, dropped: dict[int, list[str]],
+                         dims: dict[tuple[Any, str], int]) -> Any:
+    """The record with each bad vector feature set to null (the reason added to ``dropped[i]``);
+    a vector's length is fixed by the first one of its model and feature in the batch (``dims``)."""
+    features = data.get("features") if isinstance(data, dict) else None
+    if not isinstance(features, dict) or not any(map(is_vector, features.values())):
+        return data
+    features = dict(features)
+    model_id = data.get("model_id")
+    for name, v in features.items():
+        if is_vector(v) and isinstance(name, str) and isinstance(model_id, str):
+            try:
+                dims[model_id, name] = len(vector_bytes(v, name, dims.get((model_id, name)))) // 4
+            except RecordError as exc:
+                features[name] = None
+                dropped.setdefault(i, []).append(drop_reason(exc))
+    return {**data, "features": features}
+
+
+def _validated(records: list[dict[str, Any]], dropped: dict[int, list[str]] | None = None
+               ) -> dict[str, list[tuple[int, PredictionRecord]]]:
+    """Valid records grouped by model, with their index in the request; a bad vector feature
+    is dropped from its record (``dropped``: record index -> reasons).
 
     Raises
     ------
@@ -102,7 +129,10 @@ def _validated(records: list[dict[str, Any]]) -> dict[str, list[tuple[int, Predi
         422 naming ``records[i].<field>`` of the first invalid record.
     """
     by_model: dict[str, list[tuple[int, PredictionRecord]]] = {}
+    dims: dict[tuple[Any, str], int] = {}
     for i, data in enumerate(records):
+        if dropped is not None:
+            data = _without_bad_vectors(data, i, dropped, dims)
         try:
             record = validate_record(data)
         except RecordError as exc:
@@ -194,7 +224,9 @@ async def close(app: FastAPI) -> None:
 @router.post(
     "/ingest",
     summary="Validate prediction records and produce them to Kafka",
-    responses={200: json_example({"accepted": 1, "messages": 1}, "Records produced, and Kafka messages"),
+    responses={200: json_example({"accepted": 1, "messages": 1, "vectors_dropped": 0},
+                                 "Records produced, Kafka messages, and vector features dropped from "
+                                 "their records (wrong length, not numbers or not finite)"),
                413: {"model": ErrorBody, "description": "Body larger than FLEETWATCH_API_MAX_BODY_BYTES, or "
                                                         "one record encodes to more than 1 MB"},
                422: {"model": ErrorBody},
@@ -204,8 +236,9 @@ async def close(app: FastAPI) -> None:
                503: UNAVAILABLE_RESPONSE},
 )
 async def ingest(body: IngestBatch, request: Request) -> dict[str, Any]:
+    dropped: dict[int, list[str]] = {}
     try:
-        messages = await _refusable(body, request)
+        messages = await _refusable(body, request, dropped)
     except Refused as refused:
         try:
             await request.app.state.store.count_rejected(rejected_counts(body.records, refused.named))
@@ -219,11 +252,21 @@ async def ingest(body: IngestBatch, request: Request) -> dict[str, Any]:
     except Exception as exc:
         raise unavailable("broker_unavailable", f"Kafka did not acknowledge: {exc}",
                           request.app.state.settings.api_retry_after_seconds) from None
-    return {"accepted": sum(n for _k, _v, n in messages), "messages": len(messages)}
+    if dropped:
+        counts: dict[str, Counter[str]] = {}
+        for i, reasons in dropped.items():
+            counts.setdefault(body.records[i]["model_id"], Counter()).update(reasons)
+        try:
+            await request.app.state.store.count_rejected(counts)
+        except Exception as exc:  # the records were produced; the count is lost
+            log.warning("vectors dropped by ingest not counted (redis: %s)", exc)
+    return {"accepted": sum(n for _k, _v, n in messages), "messages": len(messages),
+            "vectors_dropped": sum(map(len, dropped.values()))}
 
 
-async def _refusable(body: IngestBatch, request: Request) -> list[tuple[bytes, bytes, int]]:
-    """The batch's Kafka messages (key, value, records).
+async def _refusable(body: IngestBatch, request: Request, dropped: dict[int, list[str]]
+                     ) -> list[tuple[bytes, bytes, int]]:
+    """The batch's Kafka messages (key, value, records); the vectors dropped go to ``dropped``.
 
     Raises
     ------
@@ -231,7 +274,7 @@ async def _refusable(body: IngestBatch, request: Request) -> list[tuple[bytes, b
         A 4xx: an invalid record, a model over the implicit-model budget, a record the wire
         cannot encode or that encodes to more than :data:`MAX_MESSAGE_BYTES`.
     """
-    by_model = _validated(body.records)
+    by_model = _validated(body.records, dropped)
     await _admit(request, body.records, by_model)
     messages = []
     for model_id, indexed in by_model.items():
