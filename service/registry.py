@@ -13,11 +13,14 @@ from detectors.policy.persistence import PersistenceConfig
 from detectors.strict import StrictModel
 from sdk.record import MAX_FEATURES, MAX_ID_LENGTH, RecordError, check_model_id
 from sdk.registry import FEATURE_TYPES
+from sdk.vectors import MAX_VECTOR_DIM, MIN_VECTOR_DIM
 from sketches.slices import MAX_SLICE_VALUES
 from sketches.window import DAY, HOUR, ISO_WEEK_ORIGIN, WindowGrid
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_ID_LENGTH)]
 Label = Annotated[str, StringConstraints(min_length=1, max_length=128)]
+VectorDim = Annotated[int, Field(ge=MIN_VECTOR_DIM, le=MAX_VECTOR_DIM, strict=True)]
+MAX_VECTOR_FEATURES = 64
 
 
 def valid_model_id(value: str) -> str:
@@ -137,6 +140,11 @@ class ModelConfig(StrictModel):
     features: dict[Name, FeatureDeclaration] = Field(
         default_factory=dict, max_length=MAX_FEATURES,
         description="Declared features: type and upstream source (lineage)")
+    vector_features: dict[Name, VectorDim] = Field(
+        default_factory=dict, max_length=MAX_VECTOR_FEATURES,
+        description="Vector (embedding) features and their dimension (2 to 4096): a vector of another "
+                    "length is dropped from its record (counted as vector_dimension); an undeclared vector "
+                    "feature's dimension is fixed by the first vector of its window (docs/sdk.md, vectors)")
     persistence: PersistenceConfig = Field(default_factory=PersistenceConfig,
                                            description="k-of-m persistence and auto-resolve")
     routing: dict[Label, Label] = Field(default_factory=dict, max_length=32,

@@ -20,6 +20,10 @@ Format history
    format-3 document is a format-4 document without it: such a profile has no
    co-moments (a reference uploaded before format 4 runs no multivariate test
    until it is uploaded again).
+5. Window profiles may hold ``vectors``: per vector feature, a
+   :class:`sketches.vector.VectorProfile` (dimension, projection seed and
+   fingerprint, count, nulls, sum, projected moments, norms, direction bins,
+   sample). A format-4 document is a format-5 document without them.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
-PROFILE_FORMAT_VERSION = 4
-READABLE_FORMAT_VERSIONS = frozenset({2, 3, 4})
+PROFILE_FORMAT_VERSION = 5
+READABLE_FORMAT_VERSIONS = frozenset({2, 3, 4, 5})
 MAGIC = b"FWP"
 ZLIB_LEVEL = 6
 

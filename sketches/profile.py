@@ -33,6 +33,7 @@ from sketches.comoments import CoMoments, number_arrays
 from sketches.feature import Column, FeatureProfile, escape_strings
 from sketches.numeric import NumericSketch
 from sketches.slices import MAX_SLICE_VALUES, SliceSet
+from sketches.vector import VectorProfile, clean_vectors
 
 __all__ = ["PROFILE_FORMAT_VERSION", "FeatureProfile", "WindowProfile"]
 
@@ -117,6 +118,7 @@ class WindowProfile:
         self.latency = NumericSketch()
         self.slices: dict[str, SliceSet[WindowProfile]] = {}
         self.comoments: CoMoments | None = CoMoments() if multivariate else None
+        self.vectors: dict[str, VectorProfile] = {}
 
     @property
     def window_end(self) -> int:
@@ -209,9 +211,29 @@ class WindowProfile:
         if self.comoments is not None:
             self.comoments.update(features, hints, n)
         self.count += n
+        self._add_vectors(cols, n)
         for key, values in cols.slices.items():
             for sub, rows in self._slice_set(key).route(values):
                 sub.add_columns(subset(cols, rows, self.slice_features))
+
+    def _add_vectors(self, cols: RecordColumns, n: int) -> None:
+        """Profile the vector columns (:mod:`sketches.vector`). A vector that is not finite or not
+        of the feature's dimension (that of its first vector) counts as missing: the aggregator
+        drops and counts those before (:func:`sketches.vector.clean_vectors`)."""
+        for name, column in cols.vectors.items():
+            vp = self.vectors.get(name)
+            clean = clean_vectors(column, name, None if vp is None else vp.dim)
+            if vp is None:
+                if not clean.rows.size:
+                    continue
+                vp = self.vectors[name] = VectorProfile(clean.matrix.shape[1])
+                vp.add_nulls(self.count - n)  # earlier records lacked it
+            pid = cols.prediction_id
+            vp.update(clean.matrix, [pid[i] for i in clean.rows.tolist()])
+            vp.add_nulls(n - clean.rows.size)
+        for name, vp in self.vectors.items():
+            if name not in cols.vectors:
+                vp.add_nulls(n)
 
     def merge(self, other: WindowProfile) -> WindowProfile:
         """Merge ``other`` into this profile (in place) and return ``self``.
@@ -236,6 +258,18 @@ class WindowProfile:
             self.comoments = None if other.comoments is None else self.comoments.merge(other.comoments)
         for key, s in other.slices.items():
             self._slice_set(key).merge(s)
+        for name, vp in other.vectors.items():
+            mine = self.vectors.get(name)
+            if mine is None:
+                mine = self.vectors[name] = VectorProfile(vp.dim, vp.k, vp.seed)
+                mine.add_nulls(self.count - other.count)  # this profile's records lacked it
+            if mine.compatible(vp):
+                mine.merge(vp)
+            else:  # another dimension (an undeclared feature whose first vectors differed): missing here
+                mine.add_nulls(vp.count + vp.nulls)
+        for name, vp in self.vectors.items():
+            if name not in other.vectors:
+                vp.add_nulls(other.count)
         return self
 
     # -- serialisation ----------------------------------------------------------
@@ -260,6 +294,7 @@ class WindowProfile:
             "max_slice_values": self.max_slice_values,
             "slices": {k: s.to_dict(lambda p: p.to_dict(compress=compress))
                        for k, s in self.slices.items()},
+            "vectors": {k: v.to_dict(compress=compress) for k, v in self.vectors.items()},
         }
         if self.comoments is not None:
             d["mv"] = self.comoments.to_dict()
@@ -280,6 +315,7 @@ class WindowProfile:
             p.comoments = CoMoments.from_dict(d["mv"])
         p.slices = {k: SliceSet.from_dict(v, p._sub_profile, WindowProfile.from_dict)
                     for k, v in d["slices"].items()}
+        p.vectors = {k: VectorProfile.from_dict(v) for k, v in d.get("vectors", {}).items()}
         return p
 
     def to_bytes(self, *, fast: bool = False) -> bytes:

@@ -1,8 +1,10 @@
-"""Serialized profiles: the golden files of formats 2 and 3 keep reading, bad bytes are refused,
+"""Serialized profiles: the golden files of formats 2 to 5 keep reading, bad bytes are refused,
 and a 20-feature window profile is small.
 
 The golden file tests/golden/profile_v2.fwp was written by :func:`golden_profile` with format 2,
-tests/golden/profile_v3.fwp by :func:`golden_profile_v3` with format 3 (``python
+tests/golden/profile_v3.fwp by :func:`golden_profile_v3` with format 3, profile_v4.fwp by
+:func:`golden_profile_v4` with format 4, profile_v5.fwp by :func:`golden_profile_v5` with format
+5 (``python
 tests/test_sketch_format.py`` writes the current format's file; do that only when adding a new
 golden file for a new format, never to make this test pass). The expected values below were
 computed from the raw data when the file was written, so the test does not depend on
@@ -26,6 +28,7 @@ from sketches.profile import WindowProfile
 GOLDEN = Path(__file__).parent / "golden" / "profile_v2.fwp"
 GOLDEN_V3 = Path(__file__).parent / "golden" / "profile_v3.fwp"
 GOLDEN_V4 = Path(__file__).parent / "golden" / "profile_v4.fwp"
+GOLDEN_V5 = Path(__file__).parent / "golden" / "profile_v5.fwp"
 
 
 def golden_profile(bins: bool = False) -> WindowProfile:
@@ -71,6 +74,43 @@ def golden_profile_v3() -> WindowProfile:
 def golden_profile_v4() -> WindowProfile:
     """The profile of :func:`golden_profile` with bins; format 4 adds its co-moments."""
     return golden_profile(bins=True)
+
+
+def golden_profile_v5() -> WindowProfile:
+    """The profile of :func:`golden_profile_v4`, with a 384-d vector feature "embedding" (a
+    standard normal + 0.5 in every component, float32, every 10th record without one) and an
+    8-d "small" (kept whole) in 2,000 more records."""
+    p = golden_profile_v4()
+    rng = np.random.default_rng(20_261_201)
+    n = 2_000
+    emb = (rng.standard_normal((n, 384)) + 0.5).astype("<f4")
+    small = rng.uniform(-1, 1, (n, 8)).astype("<f4")
+    cols = RecordColumns("golden", ["v1"] * n, [f"e{i}" for i in range(n)], [0.0] * n, {})
+    cols.vectors = {"embedding": [None if i % 10 == 0 else emb[i].tobytes() for i in range(n)],
+                    "small": [small[i].tobytes() for i in range(n)]}
+    p.add_columns(cols)
+    return p
+
+
+def test_golden_profile_of_format_5_reads_back_with_vectors_and_co_moments():
+    data = GOLDEN_V5.read_bytes()
+    assert data[:4] == b"FWP" + bytes([5])
+    p = WindowProfile.from_bytes(data)
+    assert p.count == 5_000 and p.vectors.keys() == {"embedding", "small"}
+    emb = p.vectors["embedding"]
+    # from the raw data when the file was written
+    assert (emb.dim, emb.k, emb.seed, emb.count, emb.nulls) == (384, 32, 20_230_917, 1_800, 3_200)
+    assert emb.mean[:3].round(6).tolist() == [0.52302, 0.506631, 0.549838]
+    assert round(emb.norms.mean, 5) == 21.90975
+    assert emb.sample.shape == (256, 32) and emb.bins.sum() == 1_800 * 32
+    small = p.vectors["small"]
+    assert (small.k, small.count, small.nulls) == (8, 2_000, 3_000)
+    assert small.mean.round(6).tolist()[:2] == [-0.003388, -0.003357]
+    assert p.features["amount"].numeric.count == 1_960  # the format-3 content is unchanged
+    four = WindowProfile.from_bytes(GOLDEN_V4.read_bytes())  # and the format-4 co-moments
+    assert p.comoments is not None and p.comoments.names == four.comoments.names
+    assert WindowProfile.from_bytes(p.to_bytes()).vectors["embedding"].to_dict() == emb.to_dict()
+    assert four.vectors == {}
 
 
 def test_golden_profile_of_format_3_reads_back_with_bins_and_kept_values():
@@ -159,7 +199,7 @@ def test_golden_profile_of_format_2_reads_back():
 
 
 def test_bad_bytes_are_refused_with_a_reason():
-    good = GOLDEN_V4.read_bytes()
+    good = GOLDEN_V5.read_bytes()
     assert good[:4] == b"FWP" + bytes([PROFILE_FORMAT_VERSION])
     for bad, reason in ((b"\x8b\xa3fmt\x01", "format 1"), (good[:40], "corrupt"),
                         (good[:3] + b"\x09" + good[4:], "unknown profile format 9")):
@@ -195,6 +235,6 @@ def test_twenty_feature_window_profile_is_small():
 
 
 if __name__ == "__main__":
-    GOLDEN_V4.parent.mkdir(exist_ok=True)
-    GOLDEN_V4.write_bytes(golden_profile_v4().to_bytes())
-    print(f"wrote {GOLDEN_V4} ({GOLDEN_V4.stat().st_size} bytes)")
+    GOLDEN_V5.parent.mkdir(exist_ok=True)
+    GOLDEN_V5.write_bytes(golden_profile_v5().to_bytes())
+    print(f"wrote {GOLDEN_V5} ({GOLDEN_V5.stat().st_size} bytes)")
