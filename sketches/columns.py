@@ -17,7 +17,7 @@ from sketches.feature import Column
 
 
 def subset(cols: RecordColumns, rows: np.ndarray, features: Sequence[str]) -> RecordColumns:
-    """The records at ``rows`` (indices), with only ``features`` and no slices."""
+    """The records at ``rows`` (indices), with only ``features`` (scalar or vector) and no slices."""
     idx = rows.tolist()
 
     def take(column: Column | None) -> Column | None:
@@ -31,4 +31,5 @@ def subset(cols: RecordColumns, rows: np.ndarray, features: Sequence[str]) -> Re
         cols.model_id, take(cols.model_version), take(cols.prediction_id), take(cols.event_time),
         {k: take(cols.features[k]) for k in features if k in cols.features},
         score=take(cols.score), predicted_label=take(cols.predicted_label),
+        vectors={k: take(cols.vectors[k]) for k in features if k in cols.vectors},
     )

@@ -268,7 +268,7 @@ async def test_status_counts_a_models_dead_letters_by_reason_once_across_a_resta
     app = create_app(settings, store)
     http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test")
     bad = [PredictionRecord("dl", "1", f"inf{i}", T0 + 1.0, {"x": 1.0}, score=float("inf")) for i in range(2)]
-    wrong = [PredictionRecord("dl", "1", f"w{i}", T0 + 1.0, {"x": [1]}) for i in range(3)]
+    wrong = [PredictionRecord("dl", "1", f"w{i}", T0 + 1.0, {"x": {"a": 1}}) for i in range(3)]
     expected = {"not_finite": 2, "wrong_type": 3, "key_mismatch": 4, "undecodable": 1}
 
     async def counted() -> dict:

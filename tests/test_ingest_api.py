@@ -29,14 +29,14 @@ async def test_ingested_records_reach_the_aggregator_and_bad_batches_are_refused
             good = [record(i) for i in range(100)]  # 60 in the first window, 40 in the next
             resp = await http.post("/v1/ingest", json={"records": good})
             assert resp.status_code == 200, resp.text
-            assert resp.json() == {"accepted": 100, "messages": 1}
+            assert resp.json() == {"accepted": 100, "messages": 1, "vectors_dropped": 0}
 
-            bad = [record(1000), record(1001, features={"amount": [1, 2]}), record(1002)]
+            bad = [record(1000), record(1001, features={"amount": {"a": 1}}), record(1002)]
             resp = await http.post("/v1/ingest", json={"records": bad})
             assert resp.status_code == 422
             assert resp.json() == {"code": "invalid_record", "field": "records[1].features.amount",
                                    "message": "records[1].features.amount: must be number, string, "
-                                              "bool or null, got list"}
+                                              "bool, vector or null, got dict"}
             resp = await http.post("/v1/ingest", json={"records": [record(2000, event_time=None)]})
             assert (resp.status_code, resp.json()["field"]) == (422, "records[0].event_time")
             resp = await http.post("/v1/ingest", json={"records": []})
@@ -68,7 +68,7 @@ async def test_refused_records_are_counted_per_model_and_reason_in_its_status(se
             return resp.json()["records"]["rejected"]
 
         assert await rejected("counted") == {}
-        bad = [record(0, model_id="counted"), record(1, model_id="counted", features={"amount": [1]}),
+        bad = [record(0, model_id="counted"), record(1, model_id="counted", features={"amount": {"a": 1}}),
                record(2, model_id="other"), record(3, model_id="nosuch"), record(4, model_id=7)]
         assert (await http.post("/v1/ingest", json={"records": bad})).status_code == 422
         assert await rejected("counted") == {"wrong_type": 1, "in_refused_batch": 1}

@@ -44,6 +44,8 @@ from aiokafka.errors import IllegalStateError
 
 from sdk.columns import RecordColumns
 from sdk.errors import BAD_ENVELOPE, WireError
+from sdk.record import RecordError
+from sdk.vectors import drop_reason
 from sdk.wire import decode_batch, encode_columns
 from service import metrics
 from service.kafka import DeadLetters, key_error, produced_at
@@ -60,6 +62,7 @@ from service.settings import Settings
 from service.stored import ConfigCache, model_configs
 from sketches.bins import BinCounts, bin_templates
 from sketches.profile import WindowProfile
+from sketches.vector import clean_vectors
 
 log = logging.getLogger("fleetwatch.aggregator")
 
@@ -71,6 +74,29 @@ CONFIG_TTL_SECONDS = 30.0
 #: CPU-second). The code keeps few reference cycles, so collecting them less often costs
 #: little memory.
 GC_THRESHOLDS = (50_000, 20, 100)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusals:
+    """The refusals of one reason in a message: the records' indices and a JSON detail."""
+
+    reason: str
+    rows: list[int]
+    detail: str
+
+    @property
+    def n(self) -> int:
+        return len(self.rows)
+
+
+def _by_reason(errors: list[tuple[int, RecordError]], reason_of=lambda e: e.reason) -> list[Refusals]:
+    """``(index, error)`` pairs grouped by reason, each with the first 100 as JSON detail."""
+    by_reason: dict[str, list[tuple[int, RecordError]]] = defaultdict(list)
+    for i, e in errors:
+        by_reason[reason_of(e)].append((i, e))
+    return [Refusals(reason, [i for i, _e in group], json.dumps(
+        [{"index": i, "field": e.field, "message": e.message} for i, e in group[:100]]))
+        for reason, group in by_reason.items()]
 
 
 @dataclass(frozen=True)
@@ -302,12 +328,12 @@ class Aggregator:
             self._dead.send(msg.key, msg.value, *refused, n, source)
             blamed.append(Blame(state, batch.model_id, refused[0], n))
             return None
-        by_reason: dict[str, list] = defaultdict(list)
-        for i, e in batch.errors:
-            by_reason[e.reason].append({"index": i, "field": e.field, "message": e.message})
-        for reason, errors in by_reason.items():
-            self._dead.send(msg.key, msg.value, reason, json.dumps(errors[:100]), len(errors), source)
-            blamed.append(Blame(state, batch.model_id, reason, len(errors)))
+        for e in _by_reason(batch.errors):
+            self._dead.send(msg.key, msg.value, e.reason, e.detail, e.n, source)
+            blamed.append(Blame(state, batch.model_id, e.reason, e.n))
+        for e in _by_reason(batch.columns.vector_drops, drop_reason):  # the records are kept
+            self._dead.send(msg.key, msg.value, e.reason, e.detail, e.n, source)
+            blamed.append(Blame(state, batch.model_id, e.reason, e.n))
         return batch
 
     async def _count_blamed(self, blamed: list[Blame], refused: dict[str, str]) -> None:
@@ -341,6 +367,8 @@ class Aggregator:
         model_id = cols.model_id
         clock = state.clocks[model_id]
         self._cap_features(cols, state.features[model_id])
+        if cols.vectors:
+            self._check_vectors(state, cols, layout, source)
         t = np.asarray(cols.event_time, dtype=np.float64)
         future = t > now_wall + self.settings.max_future_seconds
         # Future records get no window (a time zone's calendar ends in the year 9999).
@@ -384,6 +412,26 @@ class Aggregator:
                       self.settings.watermark_messages)
         clock.last_seen = now
         state.dirty_clocks.add(model_id)
+
+    def _check_vectors(self, state: PartitionState, cols: RecordColumns, layout: ModelConfig,
+                       source: str | None) -> None:
+        """Drop (set to None, dead-letter and count) each vector that is not finite or not of its
+        feature's dimension: the declared one (``ModelConfig.vector_features``), else the one
+        its first vector in the partition's open windows fixed. The records are kept."""
+        dims = state.vector_dims[cols.model_id]
+        for name, column in cols.vectors.items():
+            dim = layout.vector_features.get(name) or dims.get(name)
+            clean = clean_vectors(column, name, dim)
+            if dim is None and clean.rows.size:
+                dims[name] = clean.matrix.shape[1]
+            if not clean.dropped:
+                continue
+            for e in _by_reason(clean.dropped, drop_reason):
+                self._dead.send(cols.model_id.encode(), encode_columns(cols.take(e.rows)), e.reason,
+                                e.detail, e.n, source)
+                state.count_dead(cols.model_id, e.reason, e.n)
+            for i, _exc in clean.dropped:
+                column[i] = None
 
     def _cap_features(self, cols: RecordColumns, known: set[str]) -> None:
         """Learn the batch's new feature names up to the model's cap; drop the rest (counted)."""

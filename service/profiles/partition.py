@@ -118,6 +118,8 @@ class PartitionState:
         self.closed: list[ClosedWindow] = []
         self.deleted: list[str] = []
         self.features: dict[str, set[str]] = defaultdict(set)  # feature names seen per model
+        # per model, the dimension of each undeclared vector feature (fixed by its first vector)
+        self.vector_dims: dict[str, dict[str, int]] = defaultdict(dict)
         # records dead-lettered per (model, reason) other than late / future, ever (checkpointed)
         self.dead: dict[tuple[str, str], int] = {}
         self.dirty_dead: set[tuple[str, str]] = set()
@@ -131,6 +133,7 @@ class PartitionState:
                 m, v, length, start = json.loads(name[len(_OPEN):])
                 profile = self.open[(m, v, length, start)] = WindowProfile.from_bytes(value)
                 self.features[m].update(profile.features)
+                self.vector_dims[m].update((k, v.dim) for k, v in profile.vectors.items())
             elif name.startswith(_MAX_EVENT):
                 self.clocks[name[len(_MAX_EVENT):]].max_event_time = float(value)
             elif name.startswith(_RECENT):

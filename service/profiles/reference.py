@@ -223,7 +223,7 @@ def learned_reference_floors(
 
     def tested(idx: np.ndarray) -> list[TestResult]:
         chunk = WindowProfile(model_id, 0, 0, bins=templates)
-        chunk.add_columns(subset(cols, idx, list(cols.features)))
+        chunk.add_columns(subset(cols, idx, [*cols.features, *cols.vectors]))
         return evaluate_window(chunk, reference, checks)
 
     sizes = np.cumsum([len(g) for g in groups])[:-1]
