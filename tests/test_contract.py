@@ -31,7 +31,7 @@ def test_valid_record_keeps_every_field():
     ("model_id", ""), ("model_id", 7), ("model_version", None), ("prediction_id", "x" * 300),
     ("event_time", "yesterday"), ("event_time", math.inf), ("event_time", -1.0),
     ("score", "high"), ("score", True), ("latency_ms", [1]), ("predicted_label", 1.5),
-    ("features.x", [1, 2]), ("features.x", "s" * 2000), ("slices.k", 3),
+    ("features.x", [1]), ("features.x", {"a": 1}), ("features.x", "s" * 2000), ("slices.k", 3),
     ("class_probabilities.a", 1.5),
 ])
 def test_invalid_field_is_named(field, value):
