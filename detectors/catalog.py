@@ -1,11 +1,11 @@
 """The tier-1 catalog: which check runs on which target, and the function behind each name.
 
 Targets: ``numeric`` and ``categorical`` features (by the baseline's kind),
-the model ``score``, the ``prediction`` (predicted label), the model's numeric
-features taken together (``multivariate``: their co-moments,
-:mod:`detectors.multivariate`) and the ``window`` itself. Every function
-returns a :class:`~detectors.result.TestResult` and takes ``floor`` and
-``alpha`` keywords.
+``vector`` features (embeddings, :mod:`sketches.vector`), the model ``score``,
+the ``prediction`` (predicted label), the model's numeric features taken
+together (``multivariate``: their co-moments, :mod:`detectors.multivariate`)
+and the ``window`` itself. Every function returns a
+:class:`~detectors.result.TestResult` and takes ``floor`` and ``alpha`` keywords.
 """
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ from typing import Any
 from detectors.drift.cardinality import cardinality_test
 from detectors.drift.chi2 import chi2_test
 from detectors.drift.class_rate import class_rate_test
+from detectors.drift.embedding.centroid import centroid_shift_test
+from detectors.drift.embedding.mmd import mmd_test
+from detectors.drift.embedding.norm import norm_shift_test
+from detectors.drift.embedding.projections import projection_drift_test
 from detectors.drift.js import js_test
 from detectors.drift.ks import ks_test
 from detectors.drift.mean_shift import mean_shift_test
@@ -30,7 +34,7 @@ from detectors.quality.null_rate import null_rate_test
 from detectors.quality.out_of_range import out_of_range_test
 from detectors.quality.type_mismatch import type_mismatch_test
 
-TARGETS = ("numeric", "categorical", "score", "prediction", "multivariate", "window")
+TARGETS = ("numeric", "categorical", "vector", "score", "prediction", "multivariate", "window")
 
 #: Checks on a pair of FeatureProfiles (data quality of any feature).
 FEATURE_CHECKS: dict[str, Callable[..., Any]] = {
@@ -63,6 +67,13 @@ MULTIVARIATE_CHECKS: dict[str, Callable[..., Any]] = {
     "reconstruction_error": reconstruction_error_test,
     "correlation": correlation_test,
 }
+#: Checks on a pair of VectorProfiles (vector features).
+VECTOR_CHECKS: dict[str, Callable[..., Any]] = {
+    "centroid_shift": centroid_shift_test,
+    "projection_drift": projection_drift_test,
+    "mmd": mmd_test,
+    "norm_shift": norm_shift_test,
+}
 #: Numeric checks that read the pair's shared CDF grid (built once per pair).
 GRID_CHECKS = frozenset({"psi", "ks", "js", "wasserstein", "variance_shift"})
 
@@ -72,6 +83,7 @@ CHECKS_BY_TARGET: dict[str, tuple[str, ...]] = {
                 "wasserstein", "mean_shift", "variance_shift"),
     "categorical": ("null_rate", "type_mismatch", "chi2", "psi", "js", "new_category",
                     "vanished_category", "cardinality"),
+    "vector": ("centroid_shift", "projection_drift", "mmd", "norm_shift"),
     "score": ("psi", "ks", "js", "wasserstein", "mean_shift", "variance_shift"),
     "prediction": ("chi2", "psi", "js", "class_rate"),
     "multivariate": ("reconstruction_error", "correlation"),
@@ -96,6 +108,7 @@ DEFAULT_FLOORS: dict[str, float] = {
     "variance_shift": 0.1, "chi2": 0.1, "new_category": 0.01, "vanished_category": 0.05,
     "cardinality": 0.5, "class_rate": 0.05, "volume": 0.5,
     "reconstruction_error": 0.1, "correlation": 0.1,
+    "centroid_shift": 0.1, "projection_drift": 0.005, "mmd": 0.0, "norm_shift": 0.2,
 }
 #: Checks that may page by default: one distribution check per target, the moment tests on
 #: numeric features and the score (exact sums: the most powerful tests of a location or
@@ -109,8 +122,9 @@ DEFAULT_FLOORS: dict[str, float] = {
 #: 0.7 %; docs/detectors.md).
 DEFAULT_ALERTING = ("numeric:psi", "numeric:mean_shift", "numeric:variance_shift",
                     "categorical:js", "categorical:new_category", "score:psi", "score:mean_shift",
-                    "prediction:class_rate", "multivariate:correlation", "null_rate",
-                    "type_mismatch", "nonfinite", "volume")
+                    "prediction:class_rate", "multivariate:correlation", "vector:centroid_shift",
+                    "vector:projection_drift", "vector:norm_shift", "null_rate", "type_mismatch",
+                    "nonfinite", "volume")
 #: Prior weights of the checks in the FDR gate's weighted BH inside a window (absent: 1).
 #: A data-quality break fires at p ~ 1e-50 when it fires at all, so at a tenth of the
 #: mean weight it still clears the gate by dozens of orders of magnitude, and lends the

@@ -12,6 +12,7 @@ from detectors.catalog import (
     GRID_CHECKS,
     MULTIVARIATE_CHECKS,
     NUMERIC_CHECKS,
+    VECTOR_CHECKS,
 )
 from detectors.config import DetectorConfig, TestPlan, merge, plan, service_defaults
 from detectors.drift.binned import aligned_bins
@@ -25,6 +26,7 @@ from sketches.categorical import CategoricalSketch
 from sketches.comoments import CoMoments
 from sketches.numeric import NumericSketch
 from sketches.profile import FeatureProfile, WindowProfile
+from sketches.vector import VectorProfile
 
 SCORE_FEATURE = "__score__"
 PREDICTION_FEATURE = "__prediction__"
@@ -96,6 +98,23 @@ def _multivariate(ref: CoMoments, cur: CoMoments | None, p: TestPlan,
     ]
 
 
+def _vector(name: str, ref: VectorProfile, cur: VectorProfile | None, missing: int, p: TestPlan,
+            alpha: float) -> list[TestResult]:
+    """The vector checks; a window without the feature's vectors, or with vectors of another
+    dimension or projection, is insufficient data for each."""
+    if cur is None or not ref.compatible(cur):
+        why = ("no vectors in the window" if cur is None else
+               f"the window's vectors have dimension {cur.dim}, the baseline's {ref.dim}")
+        n = missing if cur is None else cur.count
+        return [insufficient(c, name, n if cur is not None else 0, ref.count, why)
+                for c in p.checks if c in VECTOR_CHECKS]
+    return [
+        _guarded(VECTOR_CHECKS[c], c, name, cur.count, ref.count, ref, cur, name,
+                 floor=p.floors[c], alpha=alpha, applied=p.applied.get(c))
+        for c in p.checks if c in VECTOR_CHECKS
+    ]
+
+
 def _feature(name: str, ref: FeatureProfile, cur: FeatureProfile, config: DetectorConfig,
              alpha: float, learned: LearnedFloors | None) -> list[TestResult]:
     target = ref.kind
@@ -115,6 +134,8 @@ def _feature(name: str, ref: FeatureProfile, cur: FeatureProfile, config: Detect
 def _targets(baseline: WindowProfile) -> list[tuple[str, str]]:
     """(feature, target) pairs a baseline supports."""
     out = [(name, f.kind) for name, f in sorted(baseline.features.items()) if f.kind != "empty"]
+    out += [(name, "vector") for name, v in sorted(baseline.vectors.items())
+            if v.count and name not in baseline.features]
     if baseline.score.count:
         out.append((SCORE_FEATURE, "score"))
     if baseline.prediction.count:
@@ -212,6 +233,9 @@ def evaluate_window(
                     cur = FeatureProfile()
                     cur.missing = current.count
                 results += _feature(name, baseline.features[name], cur, cfg, alpha, learned)
+            elif target == "vector":
+                results += _vector(name, baseline.vectors[name], current.vectors.get(name), current.count,
+                                   plan(cfg, name, target, learned), alpha)
             elif target == "score":
                 results += _numeric(name, baseline.score, current.score,
                                     plan(cfg, name, target, learned), alpha)

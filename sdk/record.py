@@ -204,9 +204,14 @@ def _features(value: Any) -> dict[str, FeatureValue]:
         raise RecordError("features", "must be an object of name -> value")
     if len(value) > MAX_FEATURES:
         raise RecordError("features", f"more than {MAX_FEATURES} features", TOO_LARGE)
+    from sdk.vectors import is_vector, vector_bytes  # (sdk.vectors imports this module)
+
     for name, v in value.items():
         check_feature_name(name)
-        check_feature_value(v, name)
+        if is_vector(v):
+            vector_bytes(v, name)
+        else:
+            check_feature_value(v, name)
     return dict(value)
 
 
@@ -245,8 +250,9 @@ def _check_name(name: Any, field: str, what: str) -> str:
 
 
 def check_feature_value(v: Any, name: str) -> FeatureValue:
-    """None, a bool, a number (NaN and inf allowed; an integer within 64 bits), a short string
-    or a vector (:func:`sdk.vectors.vector_bytes`: 2 to 4,096 finite numbers).
+    """None, a bool, a number (NaN and inf allowed; an integer within 64 bits) or a short string:
+    a scalar feature value (a record's vectors are checked by :func:`sdk.vectors.vector_bytes`;
+    on the wire they travel apart, :mod:`sdk.wire`).
 
     Raises
     ------
@@ -260,13 +266,8 @@ def check_feature_value(v: Any, name: str) -> FeatureValue:
         if len(v) > MAX_STRING_LENGTH:
             raise RecordError(f"features.{name}", f"string longer than {MAX_STRING_LENGTH}", TOO_LARGE)
         return v
-    from sdk.vectors import is_vector, vector_bytes  # (sdk.vectors imports this module)
-
-    if is_vector(v):
-        vector_bytes(v, name)
-        return v
     raise RecordError(
-        f"features.{name}", f"must be number, string, bool, vector or null, got {type(v).__name__}"
+        f"features.{name}", f"must be number, string, bool or null, got {type(v).__name__}"
     )
 
 

@@ -36,7 +36,7 @@ async def test_ingested_records_reach_the_aggregator_and_bad_batches_are_refused
             assert resp.status_code == 422
             assert resp.json() == {"code": "invalid_record", "field": "records[1].features.amount",
                                    "message": "records[1].features.amount: must be number, string, "
-                                              "bool, vector or null, got dict"}
+                                              "bool or null, got dict"}
             resp = await http.post("/v1/ingest", json={"records": [record(2000, event_time=None)]})
             assert (resp.status_code, resp.json()["field"]) == (422, "records[0].event_time")
             resp = await http.post("/v1/ingest", json={"records": []})
