@@ -49,6 +49,12 @@ Usage::
     python benchmarks/calibration.py --quick         # n = 100, 1000 (~1 CPU-minute)
     python benchmarks/calibration.py --sizes 1000000 --power-sizes ""   # one part of it
     python benchmarks/calibration.py --small-sample  # the PSI/JS null law and power (minutes)
+    python benchmarks/calibration.py --vectors-only  # the vector tests (benchmarks/calibration_vectors.py)
+
+The vector (embedding) tests run too (:mod:`calibration_vectors`: a 20-topic
+mixture in 384 dimensions, n = 100 ... 1e5; ``--no-vectors`` skips them): their
+rates join ``fpr`` as ``"embedding/check/n"`` and their power at 1,000
+vectors per side is ``embedding_power`` (``"alternative/check/n"`` -> rate).
 
 The last line printed is JSON: ``fpr`` (flat: ``"feature/check/n"`` -> rate),
 ``fpr_max`` (per feature/check), ``inconclusive_rate`` (flat, as ``fpr``),
@@ -69,6 +75,7 @@ import math
 import time
 from collections import defaultdict
 
+import calibration_vectors
 import numpy as np
 from scipy import stats
 
@@ -480,6 +487,8 @@ def main() -> None:
                     help="simulated H0 statistics per case (--small-sample)")
     ap.add_argument("--power-reps", type=int, default=1000, help="pairs for the power at 1e-6")
     ap.add_argument("--no-multivariate", action="store_true", help="skip the multivariate part")
+    ap.add_argument("--no-vectors", action="store_true", help="skip the vector tests")
+    ap.add_argument("--vectors-only", action="store_true", help="only the vector tests")
     args = ap.parse_args()
     if args.small_sample:
         t0 = time.perf_counter()
@@ -493,8 +502,8 @@ def main() -> None:
     sizes = args.sizes or ([100, 1000] if args.quick else [100, 1000, 10_000, 100_000, 1_000_000])
     t0 = time.perf_counter()
     out: dict[str, dict] = {"fpr": {}, "inconclusive_rate": {}, "reps": {}}
-    cases = [(n, n, reps_for(n, args.reps), str(n)) for n in sizes]
-    if args.sizes is None:
+    cases = [] if args.vectors_only else [(n, n, reps_for(n, args.reps), str(n)) for n in sizes]
+    if args.sizes is None and not args.vectors_only:
         cases.append((50_000, 561_000, 20 if args.quick else 40, "50000x561000"))
     for n_ref, n_cur, reps, label in cases:
         f, inc = fpr(n_ref, n_cur, reps, args.seed + n_cur)
@@ -505,14 +514,20 @@ def main() -> None:
               flush=True)
         print(f"{'':>14} inconclusive " + " ".join(f"{k}={v:.3f}" for k, v in inc.items() if v),
               flush=True)
-    for n in [n for n in sizes if n >= 100_000]:
+    if not args.no_vectors:
+        v = calibration_vectors.run([n for n in sizes if n <= 100_000], power_reps=50 if args.quick else 200,
+                                    reps_scale=0.25 if args.quick else 1.0)
+        out["fpr"].update(v["fpr"])
+        out["reps"].update({f"embedding/{k}": r for k, r in v["reps"].items()})
+        out["embedding_power"] = v["power"]
+    for n in [n for n in sizes if n >= 100_000 and not args.vectors_only]:
         f = categorical_fpr(n, 2_000, args.seed + 3 * n)
         out["fpr"].update(f)
         print("categorical only, 2000 pairs: " + " ".join(f"{k}={v:.3f}" for k, v in f.items()), flush=True)
     checks = sorted({k.rsplit("/", 1)[0] for k in out["fpr"]})
     out["fpr_max"] = {c: max(v for k, v in out["fpr"].items() if k.rsplit("/", 1)[0] == c) for c in checks}
     out["power"], out["power_ratio"] = {}, {}
-    power_sizes = args.power_sizes if args.power_sizes is not None else (
+    power_sizes = [] if args.vectors_only else args.power_sizes if args.power_sizes is not None else (
         [1000] if args.quick else sorted(POWER_REPS))
     for n in power_sizes:
         for key, row in power(n, POWER_REPS.get(n, 50), args.seed + 7 * n).items():
@@ -522,7 +537,7 @@ def main() -> None:
             f"{k.rsplit('/', 1)[0]}={v['profile']:.2f}/{v['raw']:.2f}"
             for k, v in out["power"].items() if k.endswith(f"/{n}")), flush=True)
     out["power_ratio_min"] = min(out["power_ratio"].values(), default=None)
-    if not args.no_multivariate:
+    if not args.no_multivariate and not args.vectors_only:
         for heavy in (False, True):
             for n in [100, 1000] if args.quick else MV_SIZES:
                 f = multivariate_fpr(n, MV_REPS.get(n, 200) // (4 if heavy else 1),

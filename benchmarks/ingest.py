@@ -16,7 +16,11 @@ and the score, as after a reference upload), so the aggregators count each
 numeric column in them; the same 1-process run without edges is measured in
 the same run for comparison (``*_without_edges``).
 
-    python benchmarks/ingest.py [--models 200] [--per-model 500] [--repeat 5]
+With a vector feature (``--embedding-dim``, default 384) the same 20 features
+and one 384-d float32 embedding are measured in a second workload, 1 process
+(``*_with_embedding``; goal >= 50,000 records/s per process).
+
+    python benchmarks/ingest.py [--models 200] [--per-model 500] [--repeat 5] [--embedding-dim 384]
 
 Last line: JSON.
 """
@@ -105,6 +109,7 @@ def aggregate_rate(s: Settings, processes: int, total: int, edges: dict[str, byt
     if edges:
         r.mset(edges)
     env = {"FLEETWATCH_KAFKA_BOOTSTRAP": s.kafka_bootstrap, "FLEETWATCH_REDIS_URL": s.redis_url,
+           "FLEETWATCH_PREDICTIONS_TOPIC": s.predictions_topic,
            "FLEETWATCH_AGGREGATOR_GROUP": f"bench-{uuid.uuid4().hex}",
            "FLEETWATCH_IDLE_CLOSE_SECONDS": "3600", "FLEETWATCH_CHECKPOINT_INTERVAL_SECONDS": "2"}
     ports = [free_port() for _ in range(processes)]
@@ -150,6 +155,10 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5,
                     help="produce the workload this many times (encoded once): runs of a few "
                          "seconds, so that polling and CPU clock ticks do not dominate")
+    ap.add_argument("--embedding-dim", type=int, default=384,
+                    help="dimension of the vector feature of the second workload (0: none)")
+    ap.add_argument("--embedding-per-model", type=int, default=100,
+                    help="records per model of the workload with a vector feature")
     args = ap.parse_args()
     recs = workload.records(args.models, args.per_model)
     total = len(recs) * args.repeat
@@ -166,6 +175,15 @@ def main() -> None:
             edges = reference_edges(sorted({r.model_id for r in recs}))
             rates = {n: aggregate_rate(s, n, total, edges) for n in (1, 2)}
             plain = aggregate_rate(s, 1, total)
+            embedded = None
+            if args.embedding_dim:
+                emb = workload.records(args.models, args.embedding_per_model, seed=2,
+                                       embedding_dim=args.embedding_dim)
+                topic = s.predictions_topic + ".emb"
+                asyncio.run(ensure_topics(s.model_copy(update={"predictions_topic": topic})))
+                asyncio.run(workload.produce(s.kafka_bootstrap, topic, emb, per_message, args.repeat))
+                embedded = aggregate_rate(s.model_copy(update={"predictions_topic": topic}), 1,
+                                          len(emb) * args.repeat, edges)
     one, two = rates[1], rates[2]
     result = {
         "records": total, "features": 20,
@@ -187,6 +205,13 @@ def main() -> None:
         "records_per_s_1_process_without_edges": round(plain.records_per_s),
         "records_per_cpu_s_1_process_without_edges": plain.records_per_cpu_s[0],
     }
+    if embedded is not None:
+        result |= {"embedding_dim": args.embedding_dim,
+                   "records_per_s_1_process_with_embedding": round(embedded.records_per_s),
+                   "records_per_cpu_s_1_process_with_embedding": embedded.records_per_cpu_s[0],
+                   "goal_records_per_s_per_process_with_embedding": 50_000}
+        print(f"with a {args.embedding_dim}-d embedding: {embedded.records_per_s:,.0f} records/s, "
+              f"{embedded.records_per_cpu_s[0]:,} per CPU-second (1 process)")
     print(f"aggregator: {one.records_per_s:,.0f} records/s (1 process), "
           f"{two.records_per_s:,.0f} records/s (2 processes); "
           f"broker consume reference {reference:,.0f} records/s; per CPU-second: "

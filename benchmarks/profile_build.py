@@ -28,6 +28,12 @@ add_records
     beforehand, and ``add_columns`` with Python lists for every column (what the
     aggregator gets from the wire).
 
+vector
+    One 384-dimensional float32 embedding (``--embedding-dim``) per record besides
+    the 20 features, as wire bytes (what the aggregator gets): the profile's
+    build rate and size, and the vector profile's own serialized size before
+    and after zlib (the budget: 64 KiB per 384-d feature and window).
+
 Each is timed ``--repeat`` times and the best run kept. The profile's size is
 compared with the records as JSON lines.
 
@@ -46,9 +52,11 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from collections import Counter
 from pathlib import Path
 
+import msgpack
 import numpy as np
 
 N_NUMERIC = 10
@@ -149,6 +157,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--embedding-dim", type=int, default=384)
     ap.add_argument("--whylogs-python", default=os.environ.get("FLEETWATCH_WHYLOGS_PYTHON"),
                     help="interpreter with whylogs installed (default: $FLEETWATCH_WHYLOGS_PYTHON)")
     ap.add_argument("--whylogs-worker", help=argparse.SUPPRESS)
@@ -218,6 +227,15 @@ def main() -> None:
     t_lists, _ = best_of(args.repeat, lambda: build(WindowProfile.add_columns, list_batches))
     t_records, _ = best_of(args.repeat, lambda: build(WindowProfile.add_records, record_batches))
     t_bytes, blob = best_of(args.repeat, profile.to_bytes)
+    vectors = np.random.default_rng(args.seed + 2).standard_normal((n, args.embedding_dim), dtype=np.float32)
+    vector_batches = []
+    for b, s in zip(array_batches, parts, strict=True):
+        vb = RecordColumns(b.model_id, b.model_version, [f"p{i}" for i in range(s.start, s.stop)],
+                           b.event_time, b.features)
+        vb.vectors = {"embedding": [v.tobytes() for v in vectors[s]]}
+        vector_batches.append(vb)
+    t_vector, with_vector = best_of(args.repeat, lambda: build(WindowProfile.add_columns, vector_batches))
+    vector_doc = msgpack.packb(with_vector.vectors["embedding"].to_dict(), use_bin_type=True)
     binned_blob = binned.to_bytes()
     raw_json = sum(len(json.dumps({"model_id": r.model_id, "model_version": r.model_version,
                                    "prediction_id": r.prediction_id, "event_time": r.event_time,
@@ -232,6 +250,11 @@ def main() -> None:
         "profile_bytes": len(blob), "to_bytes_ms": t_bytes * 1e3,
         "binned_records_per_s": n / t_binned, "binned_profile_bytes": len(binned_blob),
         "raw_json_bytes": raw_json, "compression_ratio": raw_json / len(blob),
+        "embedding_dim": args.embedding_dim, "with_embedding_records_per_s": n / t_vector,
+        "with_embedding_profile_bytes": len(with_vector.to_bytes()),
+        "vector_profile_bytes": len(vector_doc),
+        "vector_profile_zlib_bytes": len(zlib.compress(vector_doc, 6)),
+        "vector_profile_budget_bytes": 64 * 1024,
     }
     print(f"profile (add_columns): {n / t_profile:,.0f} records/s, {values / t_profile:,.0f} values/s")
     print(f"profile with reference bins: {n / t_binned:,.0f} records/s, {len(binned_blob):,} bytes "
@@ -241,6 +264,9 @@ def main() -> None:
     print(f"add_records: {n / t_records:,.0f} records/s")
     print(f"profile: {len(blob):,} bytes ({len(blob) / 1024:.1f} KiB), to_bytes {t_bytes * 1e3:.1f} ms; "
           f"records as JSON lines: {raw_json:,} bytes = {raw_json / len(blob):,.0f} x")
+    print(f"with a {args.embedding_dim}-d embedding: {n / t_vector:,.0f} records/s; its vector profile "
+          f"{len(vector_doc):,} bytes ({len(vector_doc) / 1024:.1f} KiB), "
+          f"{result['vector_profile_zlib_bytes'] / 1024:.1f} KiB after zlib")
     if args.whylogs_python:
         w = run_whylogs(args.whylogs_python, numeric, categorical, missing, n, args.batch, args.repeat)
         result |= {"whylogs_records_per_s": n / w["seconds"], "whylogs_values_per_s": values / w["seconds"],

@@ -17,18 +17,22 @@ CATEGORIES = np.array([f"v{i}" for i in range(1_000)])
 
 
 def records(n_models: int, per_model: int, t0: float = 1_700_000_100.0, seed: int = 0,
-            window_seconds: int = 300) -> list[PredictionRecord]:
-    """``per_model`` records for each of ``n_models`` models, inside one window."""
+            window_seconds: int = 300, embedding_dim: int = 0) -> list[PredictionRecord]:
+    """``per_model`` records for each of ``n_models`` models, inside one window; with
+    ``embedding_dim``, also a vector feature ``embedding`` (float32 standard normals)."""
     rng = np.random.default_rng(seed)
     n = n_models * per_model
     nums = rng.normal(size=(n, len(NUMERIC))).tolist()
     cats = CATEGORIES[rng.zipf(1.3, size=(n, len(CATEGORICAL))) % len(CATEGORIES)].tolist()
     t = (t0 + rng.uniform(0, window_seconds - 1, n)).tolist()
     scores = rng.uniform(size=n).tolist()
+    vectors = rng.standard_normal((n, embedding_dim), dtype=np.float32) if embedding_dim else None
     out = []
     for i in range(n):
         features = dict(zip(NUMERIC, nums[i], strict=True))
         features.update(zip(CATEGORICAL, cats[i], strict=True))
+        if vectors is not None:
+            features["embedding"] = vectors[i]
         out.append(PredictionRecord(f"model-{i % n_models}", "1", f"p{i}", t[i], features,
                                     score=scores[i]))
     return out

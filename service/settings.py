@@ -92,6 +92,10 @@ class Settings(BaseSettings):
     max_open_windows: int = Field(
         20_000, ge=1, description="Open windows per aggregator partition; beyond it the oldest close early"
     )
+    aggregator_blas_threads: int = Field(
+        1, ge=1, le=256,
+        description="BLAS threads of an aggregator process (the projections of vector features are "
+                    "small matrix products, slower on several threads of a busy machine)")
     max_features_per_model: int = Field(
         500, ge=1, description="Distinct features profiled per model and window; more are dropped and counted"
     )

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import IllegalStateError
+from threadpoolctl import threadpool_limits
 
 from sdk.columns import RecordColumns
 from sdk.errors import BAD_ENVELOPE, WireError
@@ -150,10 +151,12 @@ class Aggregator:
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set, then checkpoint and leave the group.
 
-        Raises the process's garbage-collector thresholds to :data:`GC_THRESHOLDS`.
+        Raises the process's garbage-collector thresholds to :data:`GC_THRESHOLDS` and
+        limits its BLAS threads to ``aggregator_blas_threads``.
         """
         gc.set_threshold(*GC_THRESHOLDS)
         s = self.settings
+        threadpool_limits(limits=s.aggregator_blas_threads, user_api="blas")
         self._producer = AIOKafkaProducer(
             bootstrap_servers=s.kafka_bootstrap, acks="all",
             enable_idempotence=s.kafka_enable_idempotence,
