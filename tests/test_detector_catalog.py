@@ -16,6 +16,7 @@ from detectors.catalog import (
     FEATURE_CHECKS,
     MULTIVARIATE_CHECKS,
     NUMERIC_CHECKS,
+    VECTOR_CHECKS,
 )
 from detectors.drift.bins import baseline_edges, bin_masses
 from detectors.drift.cardinality import cardinality_test
@@ -48,9 +49,10 @@ CATEGORICAL = sorted(CATEGORICAL_CHECKS)
 def test_every_check_of_the_catalog_is_under_a_contract():
     """Every check a target runs has a function in a registry the contract tests iterate
     (``volume`` is tested on window counts: tests/test_detector_baselines.py; the
-    multivariate checks on co-moments: tests/test_multivariate.py)."""
+    multivariate checks on co-moments: tests/test_multivariate.py; the vector checks:
+    tests/test_drift_embedding.py)."""
     registered = (set(FEATURE_CHECKS) | set(NUMERIC_CHECKS) | set(CATEGORICAL_CHECKS)
-                  | set(MULTIVARIATE_CHECKS) | {"volume"})
+                  | set(MULTIVARIATE_CHECKS) | set(VECTOR_CHECKS) | {"volume"})
     assert registered >= ALL_CHECKS, ALL_CHECKS - registered
 
 

@@ -47,6 +47,11 @@ def norm_shift_test(
     norm other than 1 appears, which is then a certain change.
     Welch (1947) for the large-sample z-test.
 
+    Raises
+    ------
+    ValueError
+        If the profiles differ in dimension or projection.
+
     Examples
     --------
     >>> import numpy as np
@@ -57,6 +62,8 @@ def norm_shift_test(
     >>> norm_shift_test(a, b).status.value
     'drift'
     """
+    if not reference.compatible(current):
+        raise ValueError("vector profiles of different dimension or projection")
     result = mean_shift_test(reference.norms, current.norms, feature, floor=floor, alpha=alpha,
                              min_count=min_count)
     result = replace(result, check="norm_shift")

@@ -74,6 +74,8 @@ def cauchy_combination(p: np.ndarray) -> float:
     >>> round(cauchy_combination(np.array([0.05, 0.05])), 6), round(cauchy_combination(np.array([1e-8, 0.9])), 8)
     (0.05, 2e-08)
     """
+    if (p >= 1.0).all():
+        return 1.0
     p = np.clip(p, 1e-300, 1.0 - 1e-16)
     t = float(np.mean(np.tan((0.5 - p) * np.pi)))
     return float(min(max(0.5 - np.arctan(t) / np.pi, 0.0), 1.0)) if t < 1e15 else float(1.0 / (np.pi * t))
