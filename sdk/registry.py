@@ -68,6 +68,7 @@ def register_model(
     routing: Mapping[str, str] | None = None,
     slice_features: Sequence[str] | None = None,
     max_slice_values: int | None = None,
+    vector_features: Mapping[str, int] | None = None,
     api_key: str | None = None,
     timeout: float = 30.0,
 ) -> dict[str, Any]:
@@ -117,6 +118,9 @@ def register_model(
         Features (or slice keys) profiled per value as well (replaces the stored list).
     max_slice_values : int, optional
         Slice values kept per slice key.
+    vector_features : mapping of str -> int, optional
+        Vector (embedding) features and their dimension, 2 to 4,096 (merged into the
+        stored ones; :mod:`sdk.vectors`).
     api_key : str, optional
         Sent as ``X-API-Key`` (scope write).
     timeout : float
@@ -156,7 +160,8 @@ def register_model(
              "persistence": None if persistence is None else dict(persistence),
              "routing": None if routing is None else dict(routing),
              "slice_features": None if slice_features is None else list(slice_features),
-             "max_slice_values": max_slice_values}
+             "max_slice_values": max_slice_values,
+             "vector_features": None if vector_features is None else dict(vector_features)}
     body = {k: v for k, v in given.items() if v is not None}
     answer = _register(api_url, model_id, body, api_key, timeout)
     for text in answer.get("warnings") or ():
