@@ -336,7 +336,8 @@ class VectorProfile:
             "n": self.count, "nulls": self.nulls,
             "sum": pack_floats(self.sum), "zsum": pack_floats(self.zsum), "zz": pack_floats(self.zz[iu]),
             "norms": self.norms.to_dict(compress=compress),
-            "bins": np.ascontiguousarray(self.bins, "<u4" if self.bins.max(initial=0) < 2**32 else "<u8").tobytes(),
+            "bins": np.ascontiguousarray(self.bins, "<u4" if self.bins.max(initial=0) < 2**32 else "<u8"
+                                         ).tobytes(),
             "keys": pack_floats(self.sample_keys),
             "sample": np.ascontiguousarray(self.sample, "<f4").tobytes(),
         }

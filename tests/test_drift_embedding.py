@@ -155,8 +155,10 @@ def test_the_suite_runs_the_vector_checks_of_a_baselines_vector_feature():
     assert set(results) == set(VECTOR)
     assert results["centroid_shift"].status == Status.DRIFT
     other = window(rng.standard_normal((500, 21)), "o")
-    assert {r.status for r in evaluate_window(other, base) if r.feature == "emb"} == {Status.INSUFFICIENT_DATA}
+    statuses = {r.status for r in evaluate_window(other, base) if r.feature == "emb"}
+    assert statuses == {Status.INSUFFICIENT_DATA}
     empty = WindowProfile("m", 0, 300)
-    empty.add_columns(RecordColumns("m", ["1"] * 50, [f"e{i}" for i in range(50)], [0.0] * 50, {"s": [1.0] * 50}))
+    ids = [f"e{i}" for i in range(50)]
+    empty.add_columns(RecordColumns("m", ["1"] * 50, ids, [0.0] * 50, {"s": [1.0] * 50}))
     missing = [r for r in evaluate_window(empty, base) if r.feature == "emb"]
     assert len(missing) == 4 and all(r.reason == "no vectors in the window" for r in missing)

@@ -45,7 +45,8 @@ async def test_sdk_vectors_are_profiled_and_bad_ones_dropped_from_their_records(
                                   event_time=T0 + i * 0.5, model_version="1")
             await fw.flush()
             assert fw.stats.sent == 300 and fw.stats.vectors_dropped_invalid == 5
-        short = RecordColumns("vec", ["1"] * 4, [f"s{i}" for i in range(4)], [T0 + 1.0] * 4, {"amount": [1.0] * 4})
+        short = RecordColumns("vec", ["1"] * 4, [f"s{i}" for i in range(4)], [T0 + 1.0] * 4,
+                              {"amount": [1.0] * 4})
         short.vectors = {"emb": [array.array("f", [0.5] * 8).tobytes()] * 4}
         producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
         await producer.start()

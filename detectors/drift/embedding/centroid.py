@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 from scipy import stats
 
+from detectors.drift.embedding import too_few, with_detail
 from detectors.result import TestResult, insufficient, judged
 from sketches.vector import VectorProfile
 
@@ -109,13 +108,12 @@ def centroid_shift_test(
     >>> centroid_shift_test(ref, same).status.value, centroid_shift_test(ref, moved).status.value
     ('ok', 'drift')
     """
-    if not reference.compatible(current):
-        raise ValueError("vector profiles of different dimension or projection")
+    if (refused := too_few("centroid_shift", feature, reference, current, min_count)) is not None:
+        return refused
     n_r, n_c = reference.count, current.count
-    if n_r < min_count or n_c < min_count:
-        return insufficient("centroid_shift", feature, n_c, n_r, f"needs >= {min_count} vectors on each side")
     n = n_r + n_c
-    pooled = ((n_r - 1) * reference.projected_covariance() + (n_c - 1) * current.projected_covariance()) / (n - 2)
+    pooled = ((n_r - 1) * reference.projected_covariance()
+              + (n_c - 1) * current.projected_covariance()) / (n - 2)
     values, vectors = np.linalg.eigh(pooled)
     keep = values > RANK_TOLERANCE * max(values.max(), 0.0)
     r = int(keep.sum())
@@ -136,5 +134,5 @@ def centroid_shift_test(
     lam = n_r * n_c / n * floor * floor
     p = float(stats.f.sf(f, r, n - r - 1) if lam <= 0 else stats.ncf.sf(f, r, n - r - 1, lam))
     result = judged("centroid_shift", feature, t2, float(np.sqrt(d2)), p, n_c, n_r, floor=floor, alpha=alpha)
-    detail = f"mean vectors: euclidean distance {euclidean:.4g}, cosine distance {cosine:.4g}; rank {r}"
-    return replace(result, reason=f"{result.reason}; {detail}" if result.reason else detail)
+    return with_detail(result, f"mean vectors: euclidean distance {euclidean:.4g}, cosine distance "
+                               f"{cosine:.4g}; rank {r}")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from detectors.result import TestResult, insufficient, judged
+from detectors.drift.embedding import too_few
+from detectors.result import TestResult, judged
 from sketches.vector import VectorProfile
 
 MIN_COUNT = 30
@@ -109,12 +110,10 @@ def mmd_test(
     >>> mmd_test(ref, same).status.value, mmd_test(ref, moved).status.value
     ('ok', 'drift')
     """
-    if not reference.compatible(current):
-        raise ValueError("vector profiles of different dimension or projection")
     x, y = reference.sample.astype(np.float64), current.sample.astype(np.float64)
     n_x, n_y = len(x), len(y)
-    if n_x < min_count or n_y < min_count:
-        return insufficient("mmd", feature, n_y, n_x, f"needs >= {min_count} sampled vectors on each side")
+    if (refused := too_few("mmd", feature, reference, current, min_count, n_x, n_y, "sampled vectors")):
+        return refused
     d2 = squared_distances(np.concatenate([x, y]))
     kernel = np.exp(-d2 / median_bandwidth(d2))
     labels = np.r_[np.ones(n_x), -np.ones(n_y)]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from detectors.drift.embedding import too_few, with_detail
 from detectors.drift.mean_shift import MIN_COUNT, mean_shift_test
 from detectors.result import TestResult
 from sketches.vector import VectorProfile
@@ -62,12 +63,10 @@ def norm_shift_test(
     >>> norm_shift_test(a, b).status.value
     'drift'
     """
-    if not reference.compatible(current):
-        raise ValueError("vector profiles of different dimension or projection")
+    too_few("norm_shift", feature, reference, current, 0)  # (refuses other dimensions)
     result = mean_shift_test(reference.norms, current.norms, feature, floor=floor, alpha=alpha,
                              min_count=min_count)
     result = replace(result, check="norm_shift")
     if reference.norms.count and current.norms.count and reference.norms.mean > 0:
-        detail = f"mean norm x{current.norms.mean / reference.norms.mean:.4g}"
-        result = replace(result, reason=f"{result.reason}; {detail}" if result.reason else detail)
+        result = with_detail(result, f"mean norm x{current.norms.mean / reference.norms.mean:.4g}")
     return result

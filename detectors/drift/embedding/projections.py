@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from detectors.result import TestResult, insufficient, judged
+from detectors.drift.embedding import too_few, with_detail
+from detectors.result import TestResult, judged
 from detectors.stats.interval import chi2_interval_p
 from sketches.vector import VectorProfile
 
@@ -71,8 +72,10 @@ def cauchy_combination(p: np.ndarray) -> float:
 
     Examples
     --------
-    >>> round(cauchy_combination(np.array([0.05, 0.05])), 6), round(cauchy_combination(np.array([1e-8, 0.9])), 8)
-    (0.05, 2e-08)
+    >>> round(cauchy_combination(np.array([0.05, 0.05])), 6)
+    0.05
+    >>> round(cauchy_combination(np.array([1e-8, 0.9])), 8)
+    2e-08
     """
     if (p >= 1.0).all():
         return 1.0
@@ -141,11 +144,9 @@ def projection_drift_test(
     >>> projection_drift_test(ref, same).status.value, projection_drift_test(ref, moved).status.value
     ('ok', 'drift')
     """
-    if not reference.compatible(current):
-        raise ValueError("vector profiles of different dimension or projection")
+    if (refused := too_few("projection_drift", feature, reference, current, min_count)) is not None:
+        return refused
     n_r, n_c = reference.count, current.count
-    if n_r < min_count or n_c < min_count:
-        return insufficient("projection_drift", feature, n_c, n_r, f"needs >= {min_count} vectors on each side")
     ps, distances = zip(*(_projection_p(reference.bins[j], current.bins[j], floor)
                           for j in range(reference.k)), strict=True)
     p = np.asarray(ps)
@@ -155,4 +156,4 @@ def projection_drift_test(
     worst = int(np.argmin(p))
     detail = (f"{int((p < alpha).sum())} of {reference.k} projections moved; largest chi-square distance "
               f"{max(distances):.4g} (projection {worst})")
-    return replace(result, floor=floor, reason=f"{result.reason}; {detail}" if result.reason else detail)
+    return replace(with_detail(result, detail), floor=floor)
