@@ -83,8 +83,15 @@ async def test_a_source_change_of_real_tweets_alerts_on_the_embedding_and_nothin
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
         alerts = (await http.get("/v1/alerts", params={"model": MODEL})).json()
         drift = (await http.get(f"/v1/models/{MODEL}/drift")).json()
+        page = await http.get(f"/ui/models/{MODEL}/features/embedding")
+        profiles = (await http.get(f"/v1/models/{MODEL}/profiles", params={"from": T0, "to": T0 + 1})).json()
     embedding_alerts = [a for a in alerts if a["feature"] == "embedding"]
     assert embedding_alerts, alerts
     assert all(a["window_start"] >= shift_start for a in alerts), alerts  # nothing before the change
     assert any(a["check"] == "centroid_shift" for a in embedding_alerts)
-    assert "embedding" in str(drift)
+    assert {r["check"] for r in drift["windows"][0]["features"]["embedding"]} == {
+        "centroid_shift", "projection_drift", "mmd", "norm_shift"}
+    assert page.status_code == 200 and 'id="check-centroid_shift"' in page.text
+    assert "the distribution drawn is that of its norms" in page.text
+    [w] = profiles["windows"]
+    assert w["vectors"]["embedding"]["dim"] == DIM and w["vectors"]["embedding"]["count"] == PER_WINDOW

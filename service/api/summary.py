@@ -5,9 +5,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from sketches.categorical import CategoricalSketch, category_display
 from sketches.numeric import NumericSketch
 from sketches.profile import FeatureProfile, WindowProfile
+from sketches.vector import VectorProfile
 
 QUANTILES = (0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99)
 TOP_CATEGORIES = 10
@@ -55,8 +58,17 @@ def feature_summary(f: FeatureProfile) -> dict[str, Any]:
     return out
 
 
+def vector_summary(v: VectorProfile) -> dict[str, Any]:
+    """A vector feature's dimension, count, null rate, norms and the norm of its mean vector."""
+    total = v.count + v.nulls
+    return {"kind": "vector", "dim": v.dim, "projection_dim": v.k, "count": v.count,
+            "null_rate": v.nulls / total if total else None, "null_count": v.nulls,
+            "norm": numeric_summary(v.norms),
+            "mean_vector_norm": float(np.linalg.norm(v.mean)) if v.count else None}
+
+
 def window_summary(p: WindowProfile) -> dict[str, Any]:
-    """Count, per-feature null rate, quantiles and top categories, score summary."""
+    """Count, per-feature null rate, quantiles and top categories, vector features, score summary."""
     return {
         "window_start": p.window_start,
         "window_end": p.window_end,
@@ -64,6 +76,7 @@ def window_summary(p: WindowProfile) -> dict[str, Any]:
         "insufficient_data": p.is_empty,
         "versions": dict(p.versions),
         "features": {k: feature_summary(f) for k, f in sorted(p.features.items())},
+        "vectors": {k: vector_summary(v) for k, v in sorted(p.vectors.items())},
         "score": numeric_summary(p.score),
         "predictions": top_categories(p.prediction),
     }

@@ -449,7 +449,7 @@ async def feature_view(ctx: Ctx, model_id: str, feature: str, window: int | None
     history = [r or [] for r in await ctx.store.results_each([(model_id, k) for k in members])]
     if not any(r["feature"] == feature for results in history for r in results):
         ref = await ctx.store.reference(model_id)
-        if ref is None or feature not in ref.features:
+        if ref is None or (feature not in ref.features and feature not in ref.vectors):
             return None
     alerts = [a for a in await ctx.alerts.alerts(model_id, 0, 200) if a["feature"] == feature]
     starts = [s for _m, s in windows]
@@ -554,6 +554,11 @@ async def distribution(ctx: Ctx, model_id: str, feature: str, start: int | None)
         return _numeric(rs, ws, "score", ref.count, win.count)
     if feature == MULTIVARIATE_FEATURE:
         return _correlations(ref.comoments, win.comoments)
+    rv, wv = ref.vectors.get(feature), win.vectors.get(feature)
+    if rv is not None and wv is not None:  # a vector feature: the distribution of its norms
+        return _numeric(rv.norms, wv.norms, f"{feature} (norm)", rv.count + rv.nulls, wv.count + wv.nulls,
+                        null_note=f"{feature_label(feature)} is a vector feature of {rv.dim} dimensions: "
+                        "the distribution drawn is that of its norms.")
     rf, wf = ref.features.get(feature), win.features.get(feature)
     if rf is None or wf is None:
         return Distribution(
