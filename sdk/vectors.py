@@ -21,8 +21,10 @@ record and never the batch; the drop is counted with its reason:
 - ``not_finite``: a NaN or ±inf component, or one beyond float32 range.
 
 This module needs neither numpy nor any other dependency (the SDK stays
-light): lists go through :mod:`array`; numpy arrays are converted by numpy,
-which is then importable.
+light): lists go through :mod:`array`; numpy arrays are converted by their
+own methods (a float32 numpy array is the fastest input: a few microseconds
+on the client's worker thread, against ~10 times that for a list of 384
+Python floats).
 """
 
 from __future__ import annotations
@@ -91,15 +93,24 @@ def vector_bytes(value: Any, name: str, dim: int | None = None) -> bytes:
     if type(value).__name__ == "ndarray":
         if getattr(value, "ndim", None) != 1 or value.dtype.kind not in "fiu":
             raise RecordError(field, "a vector must be a 1-D array of real numbers", WRONG_TYPE)
-        data = value.astype("<f4").tobytes()
+        import numpy  # (imported already: the value is a numpy array)
+
+        with numpy.errstate(over="ignore", invalid="ignore"):  # judged below, not warned about
+            a32 = value.astype("<f4")
+            finite = math.isfinite(a32.sum(dtype="f8"))  # NaN or inf make the sum so; f8 cannot overflow
+        data = a32.tobytes()
     else:
         try:
-            data = array("f", value).tobytes()
+            a = array("f", value)
         except (TypeError, OverflowError):
             raise RecordError(field, "a vector must hold real numbers only", WRONG_TYPE) from None
+        finite = math.isfinite(sum(a))
         if bytes_order_swapped:
-            data = _swap(data)
-    check_vector_bytes(data, name, dim)
+            a.byteswap()
+        data = a.tobytes()
+    _check_dimension(len(data) // BYTES_PER_DIM, field, dim)
+    if not finite:
+        raise RecordError(field, _NOT_FINITE_MESSAGE, NOT_FINITE)
     return data
 
 
@@ -121,15 +132,21 @@ def check_vector_bytes(data: Any, name: str, dim: int | None = None) -> int:
     if not isinstance(data, bytes) or len(data) % BYTES_PER_DIM:
         raise RecordError(field, "a vector on the wire is float32 bytes (4 per dimension)", WRONG_TYPE)
     d = len(data) // BYTES_PER_DIM
+    _check_dimension(d, field, dim)
+    if not _all_finite(data):
+        raise RecordError(field, _NOT_FINITE_MESSAGE, NOT_FINITE)
+    return d
+
+
+_NOT_FINITE_MESSAGE = "vector components must be finite (NaN, inf or beyond float32 range)"
+
+
+def _check_dimension(d: int, field: str, dim: int | None) -> None:
     if dim is not None and d != dim:
         raise RecordError(field, f"vector of {d} dimensions, the feature has {dim}", VECTOR_DIMENSION)
     if not MIN_VECTOR_DIM <= d <= MAX_VECTOR_DIM:
         raise RecordError(field, f"vector of {d} dimensions (allowed: {MIN_VECTOR_DIM} to "
                                  f"{MAX_VECTOR_DIM})", VECTOR_DIMENSION)
-    if not _all_finite(data):
-        raise RecordError(field, "vector components must be finite (NaN, inf or beyond float32 range)",
-                          NOT_FINITE)
-    return d
 
 
 def vector_values(data: bytes) -> list[float]:
@@ -148,7 +165,11 @@ def vector_values(data: bytes) -> list[float]:
 def _all_finite(data: bytes) -> bool:
     """Whether every float32 of ``data`` is finite: their float64 sum is (a NaN or inf makes it
     NaN or inf; 4,096 finite float32 values cannot overflow a double)."""
-    return math.isfinite(sum(vector_values(data)))
+    a = array("f")
+    a.frombytes(data)
+    if bytes_order_swapped:
+        a.byteswap()
+    return math.isfinite(sum(a))
 
 
 def _swap(data: bytes) -> bytes:

@@ -96,6 +96,10 @@ class Settings(BaseSettings):
         1, ge=1, le=256,
         description="BLAS threads of an aggregator process (the projections of vector features are "
                     "small matrix products, slower on several threads of a busy machine)")
+    max_vector_features_per_model: int = Field(
+        16, ge=0, le=1_000,
+        description="Vector features profiled per model (declared ones always are); more are dropped "
+                    "and counted (each costs ~45 KiB per window)")
     max_features_per_model: int = Field(
         500, ge=1, description="Distinct features profiled per model and window; more are dropped and counted"
     )

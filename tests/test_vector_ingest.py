@@ -72,6 +72,9 @@ async def test_sdk_vectors_are_profiled_and_bad_ones_dropped_from_their_records(
 
 
 async def test_http_ingest_carries_json_vectors_and_drops_bad_ones(settings, store):
+    """Also: past max_vector_features_per_model (2 here), an undeclared vector feature is not
+    profiled."""
+    settings = settings.model_copy(update={"max_vector_features_per_model": 2})
     app = create_app(settings, store)
     async with app.router.lifespan_context(app), running(settings, store, "aggregator"):
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
@@ -79,7 +82,8 @@ async def test_http_ingest_carries_json_vectors_and_drops_bad_ones(settings, sto
             bad_dim = await http.put("/v1/models/hv", json={"vector_features": {"emb": 1}})
             assert (bad_dim.status_code, bad_dim.json()["field"]) == (422, "vector_features.emb")
             records = [{"model_id": "hv", "model_version": "1", "prediction_id": f"h{i}",
-                        "event_time": T0 + i, "features": {"x": 1.0, "emb": [i * 0.1, 1.0, 2.0]}}
+                        "event_time": T0 + i, "features": {"x": 1.0, "emb": [i * 0.1, 1.0, 2.0],
+                                                           "e1": [1.0, 2.0], "e2": [3.0, 4.0]}}
                        for i in range(20)]
             records[3]["features"]["emb"] = [1.0, 2.0]  # the batch's first vector has 3 dimensions
             records[4]["features"]["emb"] = [1.0, "a", 2.0]
@@ -95,7 +99,9 @@ async def test_http_ingest_carries_json_vectors_and_drops_bad_ones(settings, sto
             return len(got) == 1 and got[0].count == 20
 
         await wait_for(profiled, timeout=60)
-    emb = (await _vectors(store, "hv"))[0].vectors["emb"]
+    [p] = await _vectors(store, "hv")
+    assert p.vectors.keys() == {"emb", "e1"}
+    emb = p.vectors["emb"]
     assert (emb.dim, emb.count, emb.nulls) == (3, 17, 3)
     kept = [i * 0.1 for i in range(20) if i not in (3, 4, 5)]
     assert abs(emb.mean[0] - np.float32(kept).astype(np.float64).mean()) < 1e-12  # float32 on the wire

@@ -420,12 +420,20 @@ class Aggregator:
                        source: str | None) -> None:
         """Drop (set to None, dead-letter and count) each vector that is not finite or not of its
         feature's dimension: the declared one (``ModelConfig.vector_features``), else the one
-        its first vector in the partition's open windows fixed. The records are kept."""
+        its first vector in the partition's open windows fixed. The records are kept. Undeclared
+        vector features beyond ``max_vector_features_per_model`` are dropped (counted)."""
         dims = state.vector_dims[cols.model_id]
+        room = self.settings.max_vector_features_per_model - len(dims)
+        for name in [k for k in cols.vectors if k not in dims and k not in layout.vector_features]:
+            if room > 0:
+                room -= 1
+            else:
+                dropped = cols.vectors.pop(name)
+                metrics.FEATURES_DROPPED.inc(sum(v is not None for v in dropped))
         for name, column in cols.vectors.items():
             dim = layout.vector_features.get(name) or dims.get(name)
             clean = clean_vectors(column, name, dim)
-            if dim is None and clean.rows.size:
+            if name not in dims and clean.rows.size:
                 dims[name] = clean.matrix.shape[1]
             if not clean.dropped:
                 continue
