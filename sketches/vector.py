@@ -104,8 +104,8 @@ def bin_index(u: np.ndarray) -> np.ndarray:
     >>> bin_index(np.array([-1.0, -0.001, 0.0, 0.001, 1.0])).tolist()
     [0, 31, 32, 32, 63]
     """
-    t = np.arcsinh(u / BIN_SCALE) / np.arcsinh(1.0 / BIN_SCALE)
-    return np.clip(np.floor((t + 1.0) * (BINS / 2)), 0, BINS - 1).astype(np.int64)
+    t = np.arcsinh(u * u.dtype.type(1.0 / BIN_SCALE)) * u.dtype.type(BINS / 2 / np.arcsinh(1.0 / BIN_SCALE))
+    return np.clip((t + u.dtype.type(BINS / 2)).astype(np.int64), 0, BINS - 1)
 
 
 def bin_edges() -> np.ndarray:
@@ -120,8 +120,8 @@ class CleanVectors:
 
     Attributes
     ----------
-    matrix : numpy.ndarray, shape (m, d), float64
-        The valid vectors.
+    matrix : numpy.ndarray, shape (m, d), float32
+        The valid vectors (read-only: a view of the wire bytes when none was dropped).
     rows : numpy.ndarray, shape (m,), int
         Their record indices.
     dropped : list[tuple[int, RecordError]]
@@ -157,7 +157,7 @@ def clean_vectors(column: Sequence[bytes | None], name: str, dim: int | None) ->
                                                f"dimensions, the feature has {dim}", VECTOR_DIMENSION)))
         present = [i for i in present if len(column[i]) == width]
     if not present:
-        return CleanVectors(np.empty((0, dim or 0)), np.empty(0, np.int64), dropped)
+        return CleanVectors(np.empty((0, dim or 0), np.float32), np.empty(0, np.int64), dropped)
     x = np.frombuffer(b"".join(column[i] for i in present), "<f4").reshape(len(present), dim)
     finite = np.isfinite(x).all(axis=1)
     rows = np.asarray(present, np.int64)
@@ -166,7 +166,7 @@ def clean_vectors(column: Sequence[bytes | None], name: str, dim: int | None) ->
                     for i in rows[~finite]]
         dropped.sort(key=lambda e: e[0])
         x, rows = x[finite], rows[finite]
-    return CleanVectors(x.astype(np.float64), rows, dropped)
+    return CleanVectors(x, rows, dropped)
 
 
 class VectorProfile:
@@ -245,14 +245,14 @@ class VectorProfile:
         if not m:
             return
         z = x @ (self._p32 if x.dtype == np.float32 else self.p)
-        norms = np.sqrt(np.einsum("ij,ij->i", x, x, dtype=np.float64))
+        norms = np.sqrt(np.einsum("ij,ij->i", x, x).astype(np.float64))  # (float32 in, float32 sums)
         z64 = z.astype(np.float64)
         self.count += m
         self.sum += x.sum(axis=0, dtype=np.float64)
         self.zsum += z64.sum(axis=0)
         self.zz += z64.T @ z64
         self.norms.update(norms)
-        u = z64 / np.where(norms > 0, norms, 1.0)[:, None]
+        u = z / np.where(norms > 0, norms, 1.0).astype(z.dtype)[:, None]
         flat = bin_index(u) + self._bin_offsets
         self.bins += np.bincount(flat.ravel(), minlength=self.k * BINS).reshape(self.k, BINS)
         self._offer(self._keys(prediction_ids, m), z.astype(np.float32))
