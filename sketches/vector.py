@@ -145,12 +145,13 @@ def clean_vectors(column: Sequence[bytes | None], name: str, dim: int | None) ->
     >>> c.matrix.tolist(), c.rows.tolist(), [e.reason for _i, e in c.dropped]
     ([[1.0, 2.0]], [0], ['not_finite', 'vector_dimension'])
     """
-    present = [i for i, v in enumerate(column) if v is not None]
+    present = ([i for i, v in enumerate(column) if v is not None] if None in column
+               else list(range(len(column))))
     if dim is None and present:
         dim = len(column[present[0]]) // BYTES_PER_DIM
     dropped: list[tuple[int, RecordError]] = []
     width = (dim or 0) * BYTES_PER_DIM
-    if any(len(column[i]) != width for i in present):
+    if present and set(map(len, map(column.__getitem__, present))) != {width}:
         for i in present:
             if len(column[i]) != width:
                 dropped.append((i, RecordError(f"features.{name}", f"vector of {len(column[i]) // 4} "
