@@ -77,8 +77,8 @@ class RecordColumns:
     """Per feature column, the set of its value types, where validation found it (a hint for
     the profile, which then skips its own type scan; a column absent here is scanned)."""
     vector_drops: list[tuple[int, RecordError]] = field(default_factory=list, repr=False, compare=False)
-    """Vectors validation dropped (record index in the validated batch, why): the records
-    kept their other values (:func:`validate_columns`)."""
+    """Vectors validation dropped (record index in the message, why): their records are kept
+    without them (:func:`validate_columns`)."""
 
     def __len__(self) -> int:
         return len(self.prediction_id)
