@@ -19,6 +19,7 @@ from detectors.drift.class_rate import class_rate_test
 from detectors.drift.embedding.centroid import centroid_shift_test
 from detectors.drift.embedding.mmd import mmd_test
 from detectors.drift.embedding.norm import norm_shift_test
+from detectors.drift.embedding.nulls import vector_null_rate_test
 from detectors.drift.embedding.projections import projection_drift_test
 from detectors.drift.js import js_test
 from detectors.drift.ks import ks_test
@@ -69,6 +70,7 @@ MULTIVARIATE_CHECKS: dict[str, Callable[..., Any]] = {
 }
 #: Checks on a pair of VectorProfiles (vector features).
 VECTOR_CHECKS: dict[str, Callable[..., Any]] = {
+    "null_rate": vector_null_rate_test,
     "centroid_shift": centroid_shift_test,
     "projection_drift": projection_drift_test,
     "mmd": mmd_test,
@@ -83,7 +85,7 @@ CHECKS_BY_TARGET: dict[str, tuple[str, ...]] = {
                 "wasserstein", "mean_shift", "variance_shift"),
     "categorical": ("null_rate", "type_mismatch", "chi2", "psi", "js", "new_category",
                     "vanished_category", "cardinality"),
-    "vector": ("centroid_shift", "projection_drift", "mmd", "norm_shift"),
+    "vector": ("null_rate", "centroid_shift", "projection_drift", "mmd", "norm_shift"),
     "score": ("psi", "ks", "js", "wasserstein", "mean_shift", "variance_shift"),
     "prediction": ("chi2", "psi", "js", "class_rate"),
     "multivariate": ("reconstruction_error", "correlation"),

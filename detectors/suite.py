@@ -100,14 +100,15 @@ def _multivariate(ref: CoMoments, cur: CoMoments | None, p: TestPlan,
 
 def _vector(name: str, ref: VectorProfile, cur: VectorProfile | None, missing: int, p: TestPlan,
             alpha: float) -> list[TestResult]:
-    """The vector checks; a window without the feature's vectors, or with vectors of another
-    dimension or projection, is insufficient data for each."""
-    if cur is None or not ref.compatible(cur):
-        why = ("no vectors in the window" if cur is None else
-               f"the window's vectors have dimension {cur.dim}, the baseline's {ref.dim}")
-        n = missing if cur is None else cur.count
-        return [insufficient(c, name, n if cur is not None else 0, ref.count, why)
-                for c in p.checks if c in VECTOR_CHECKS]
+    """The vector checks; a window without the feature's vectors has all its records missing
+    (its null rate is tested, its distribution checks lack data); one with vectors of another
+    dimension or projection is insufficient data for each check."""
+    if cur is None:
+        cur = VectorProfile(ref.dim, ref.k, ref.seed)
+        cur.add_nulls(missing)
+    if not ref.compatible(cur):
+        why = f"the window's vectors have dimension {cur.dim}, the baseline's {ref.dim}"
+        return [insufficient(c, name, cur.count, ref.count, why) for c in p.checks if c in VECTOR_CHECKS]
     return [
         _guarded(VECTOR_CHECKS[c], c, name, cur.count, ref.count, ref, cur, name,
                  floor=p.floors[c], alpha=alpha, applied=p.applied.get(c))

@@ -18,6 +18,7 @@ from sketches.profile import WindowProfile
 from sketches.vector import VectorProfile
 
 VECTOR = sorted(VECTOR_CHECKS)
+DISTRIBUTION = [c for c in VECTOR if c != "null_rate"]
 
 
 def profile(x: np.ndarray, tag: str = "p") -> VectorProfile:
@@ -104,7 +105,7 @@ def test_cauchy_combination_of_equal_and_of_one_tiny_p():
     assert cauchy_combination(np.ones(4)) == 1.0
 
 
-@pytest.mark.parametrize("check", VECTOR)
+@pytest.mark.parametrize("check", DISTRIBUTION)
 def test_same_distribution_is_ok_and_a_moved_one_drifts(check):
     rng = np.random.default_rng(6)
     a, b = rng.standard_normal((3000, 50)), rng.standard_normal((1000, 50))
@@ -134,6 +135,16 @@ def test_constant_vectors_never_give_nan(check):
     f(profile(np.ones((300, 12))), profile(np.full((200, 12), 2.0)))  # a finite result (or drift)
 
 
+def test_a_rise_of_missing_vectors_is_a_null_rate_change_and_a_fall_is_not():
+    rng = np.random.default_rng(9)
+    ref, cur = profile(rng.standard_normal((2000, 6))), profile(rng.standard_normal((700, 6)))
+    ref.add_nulls(20)
+    cur.add_nulls(300)
+    r = VECTOR_CHECKS["null_rate"](ref, cur)
+    assert r.status == Status.DRIFT and r.effect_size == pytest.approx(300 / 1000 - 20 / 2020)
+    assert VECTOR_CHECKS["null_rate"](cur, ref).status == Status.OK
+
+
 def test_a_moved_constant_is_a_certain_centroid_shift():
     r = centroid_shift_test(profile(np.ones((300, 12))), profile(np.full((200, 12), 2.0)))
     assert r.status == Status.DRIFT and r.p_value == 0.0
@@ -160,5 +171,6 @@ def test_the_suite_runs_the_vector_checks_of_a_baselines_vector_feature():
     empty = WindowProfile("m", 0, 300)
     ids = [f"e{i}" for i in range(50)]
     empty.add_columns(RecordColumns("m", ["1"] * 50, ids, [0.0] * 50, {"s": [1.0] * 50}))
-    missing = [r for r in evaluate_window(empty, base) if r.feature == "emb"]
-    assert len(missing) == 4 and all(r.reason == "no vectors in the window" for r in missing)
+    missing = {r.check: r for r in evaluate_window(empty, base) if r.feature == "emb"}
+    assert missing["null_rate"].status == Status.DRIFT and missing["null_rate"].effect_size == 1.0
+    assert all(r.status == Status.INSUFFICIENT_DATA for c, r in missing.items() if c != "null_rate")

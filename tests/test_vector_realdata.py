@@ -77,7 +77,8 @@ async def test_a_source_change_of_real_tweets_alerts_on_the_embedding_and_nothin
     assert starts == [T0 + w * 300 for w in range(BEFORE + AFTER)]
     for start in starts:
         statuses = {c: r["status"] for c, r in by_window[start].items()}
-        assert statuses.keys() == {"centroid_shift", "projection_drift", "mmd", "norm_shift"}
+        assert statuses.keys() == {"null_rate", "centroid_shift", "projection_drift", "mmd", "norm_shift"}
+        assert statuses["null_rate"] == "ok"
         if start >= shift_start:  # the new source: its centroid moved
             assert statuses["centroid_shift"] == "drift", by_window[start]["centroid_shift"]
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
@@ -90,7 +91,7 @@ async def test_a_source_change_of_real_tweets_alerts_on_the_embedding_and_nothin
     assert all(a["window_start"] >= shift_start for a in alerts), alerts  # nothing before the change
     assert any(a["check"] == "centroid_shift" for a in embedding_alerts)
     assert {r["check"] for r in drift["windows"][0]["features"]["embedding"]} == {
-        "centroid_shift", "projection_drift", "mmd", "norm_shift"}
+        "null_rate", "centroid_shift", "projection_drift", "mmd", "norm_shift"}
     assert page.status_code == 200 and 'id="check-centroid_shift"' in page.text
     assert "the distribution drawn is that of its norms" in page.text
     [w] = profiles["windows"]
