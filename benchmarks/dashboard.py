@@ -56,7 +56,10 @@ from service.alerting.store import AlertStore  # noqa: E402
 from service.api.app import create_app  # noqa: E402
 from service.embedded import redis_server  # noqa: E402
 from service.profiles.checkpoints import ClosedWindow  # noqa: E402
-from service.profiles.keys import window_member
+from service.profiles.keys import (
+    WINDOWS_STREAM,  # noqa: E402
+    window_member,
+)
 from service.profiles.store import Store
 from service.registry import ModelConfig  # noqa: E402
 from service.settings import Settings  # noqa: E402
@@ -124,7 +127,7 @@ async def populate(store: Store, settings: Settings, models: int, windows: int, 
                     time.time(),
                 )
             written += 1
-    await store.r.delete("fw:windows")  # no detector reads the window-closed events here
+    await store.r.delete(WINDOWS_STREAM)  # no detector reads the window-closed events here
     return {"windows_written": written}
 
 
@@ -139,7 +142,7 @@ async def bench(args: argparse.Namespace) -> dict:
         server.start()
         try:
             settings = Settings(redis_url=f"redis://127.0.0.1:{server.port}/0", window_seconds=WINDOW)
-            store = Store(settings.redis_url)
+            store = Store(settings.redis_url, settings.redis_cluster)
             t0 = time.perf_counter()
             written = await populate(store, settings, args.models, args.windows, args.seed)
             build = time.perf_counter() - t0

@@ -230,7 +230,7 @@ def _day(ts: float) -> str:
 
 async def _main(settings: Settings, data: list[RealData]) -> list[dict[str, Any]]:
     stop = asyncio.Event()
-    store = Store(settings.redis_url)
+    store = Store(settings.redis_url, settings.redis_cluster)
     api = ApiServer(settings, store, port=0)
     roles = asyncio.create_task(run_roles(settings, ("aggregator", "detector", "api"), stop, api))
     try:

@@ -196,3 +196,141 @@ def embedded_infrastructure(data_dir: Path):
     finally:
         broker.stop()
         redis.stop()
+
+
+def _redis_cli() -> str:
+    """The ``redis-cli`` shipped beside :func:`_redis_binary`'s server."""
+    return str(Path(_redis_binary()).with_name("redis-cli"))
+
+
+def _redis_info(port: int, section: str, timeout: float = 2.0) -> dict[str, str]:
+    """``INFO section`` (or ``CLUSTER INFO`` for ``section="cluster-info"``) of the Redis on
+    127.0.0.1:port as a dict; empty when it does not answer."""
+    import redis
+
+    try:
+        with redis.Redis(port=port, socket_timeout=timeout, socket_connect_timeout=timeout) as r:
+            if section == "cluster-info":
+                raw = r.execute_command("CLUSTER INFO")
+                if isinstance(raw, dict):
+                    return {str(k): str(v) for k, v in raw.items()}
+                text = raw.decode() if isinstance(raw, bytes) else str(raw)
+                return dict(line.split(":", 1) for line in text.split() if ":" in line)
+            return {k: str(v) for k, v in r.info(section).items()}
+    except (redis.RedisError, OSError):
+        return {}
+
+
+def _free_cluster_port() -> int:
+    """A free port below 55536 whose cluster bus port (port + 10000) is free too."""
+    while True:
+        port = free_port()
+        if port + 10_000 > 65_535:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 10_000))
+            except OSError:
+                continue
+        return port
+
+
+@dataclass
+class LocalRedisCluster:
+    """A Redis Cluster of ``masters`` masters with ``replicas`` replicas each, as child
+    processes of the packaged ``redis-server`` on free local ports (one folder per node in
+    ``data_dir``, append-only persistence), created with ``redis-cli --cluster create``.
+
+    ``node_timeout_ms`` is the cluster's ``cluster-node-timeout``: how long a master may be
+    unreachable before its replica is promoted (low here, so failover tests are quick).
+    """
+
+    data_dir: Path
+    masters: int = 3
+    replicas: int = 1
+    node_timeout_ms: int = 1_000
+    nodes: list[ChildProcess] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        """``redis://`` URL of one node (the cluster client discovers the others)."""
+        return f"redis://127.0.0.1:{self.nodes[0].port}/0"
+
+    def node(self, port: int) -> ChildProcess:
+        return next(n for n in self.nodes if n.port == port)
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the nodes, create the cluster, and block until every node reports
+        ``cluster_state:ok`` with all slots served and every replica in sync.
+
+        Raises
+        ------
+        TimeoutError
+            The cluster did not form within ``timeout`` seconds.
+        subprocess.CalledProcessError
+            ``redis-cli --cluster create`` failed.
+        """
+        for _ in range(self.masters * (1 + self.replicas)):
+            port = _free_cluster_port()
+            folder = self.data_dir / str(port)
+            folder.mkdir(parents=True, exist_ok=True)
+            argv = [
+                _redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
+                "--appendonly", "yes", "--save", "", "--protected-mode", "no",
+                "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                "--cluster-node-timeout", str(self.node_timeout_ms),
+            ]
+            node = ChildProcess("redis", argv, port, cwd=folder)
+            node.start(timeout)
+            self.nodes.append(node)
+        subprocess.run(
+            [_redis_cli(), "--cluster", "create", *(f"127.0.0.1:{n.port}" for n in self.nodes),
+             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+            check=True, capture_output=True, timeout=timeout,
+        )
+        self.wait_ok(timeout)
+
+    def healthy(self) -> bool:
+        """Every live node sees ``cluster_state:ok``, all 16384 slots served, ``masters``
+        masters each with ``replicas`` replicas whose link to their master is up."""
+        live = [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
+        masters = 0
+        for n in live:
+            info = _redis_info(n.port, "cluster-info")
+            if info.get("cluster_state") != "ok" or info.get("cluster_slots_ok") != "16384":
+                return False
+            repl = _redis_info(n.port, "replication")
+            if repl.get("role") == "master":
+                masters += 1
+                if int(repl.get("connected_slaves", "0")) < self.replicas:
+                    return False
+            elif repl.get("master_link_status") != "up":
+                return False
+        return masters == self.masters
+
+    def wait_ok(self, timeout: float = 60.0) -> None:
+        """Block until :meth:`healthy` (a condition, polled).
+
+        Raises
+        ------
+        TimeoutError
+        """
+        deadline = time.monotonic() + timeout
+        while not self.healthy():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the Redis Cluster in {self.data_dir} is not healthy after {timeout}s")
+            time.sleep(0.1)
+
+    def master_ports(self) -> list[int]:
+        return [n.port for n in self.nodes if n.proc is not None and n.proc.poll() is None
+                and _redis_info(n.port, "replication").get("role") == "master"]
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
+
+
+def redis_cluster(data_dir: Path, masters: int = 3, replicas: int = 1,
+                  node_timeout_ms: int = 1_000) -> LocalRedisCluster:
+    """A local Redis Cluster (not started): :class:`LocalRedisCluster`."""
+    return LocalRedisCluster(data_dir, masters, replicas, node_timeout_ms)

@@ -25,6 +25,10 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         None, description="Redis URL; unset: `run`/`demo` start an embedded Redis"
     )
+    redis_cluster: bool = Field(
+        False, description="redis_url names one node of a Redis Cluster (the client finds the others); "
+                           "false: a standalone Redis server"
+    )
     data_dir: Path = Field(Path(".fleetwatch"), description="Folder for embedded Redis and broker data")
     embedded_broker_storage: Literal["disk", "memory"] = Field(
         "disk", description="Log storage of the embedded broker: disk keeps it in data_dir across restarts "

@@ -1,6 +1,12 @@
 """Fixtures: a real Kafka-protocol broker (Tansu) and a real Redis server, started
 once per test session as child processes (or taken from FLEETWATCH_KAFKA_BOOTSTRAP /
-FLEETWATCH_REDIS_URL when set)."""
+FLEETWATCH_REDIS_URL when set).
+
+``FLEETWATCH_TEST_REDIS=cluster`` runs the integration tests on a local Redis Cluster
+instead (three masters, three replicas: :class:`service.embedded.LocalRedisCluster`), or,
+with ``FLEETWATCH_REDIS_URL``, on the cluster that URL names a node of. A test module can
+do the same for its own tests by overriding ``redis_url`` and ``redis_is_cluster``
+(tests/test_redis_cluster.py)."""
 
 from __future__ import annotations
 
@@ -15,17 +21,39 @@ import pytest
 import pytest_asyncio
 
 from service.api.server import ApiServer
-from service.embedded import create_bucket, kafka_broker, kafka_broker_s3, redis_server, s3_server
+from service.embedded import (
+    create_bucket,
+    kafka_broker,
+    kafka_broker_s3,
+    redis_cluster,
+    redis_server,
+    s3_server,
+)
 from service.profiles.keys import profile_key, window_index_key, window_member
 from service.profiles.store import Store
+from service.runtime.redis_client import flush
 from service.settings import Settings
 from sketches.profile import WindowProfile
 
 
 @pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory):
+def redis_is_cluster() -> bool:
+    """The integration tests run on a Redis Cluster (``FLEETWATCH_TEST_REDIS=cluster``)."""
+    return os.environ.get("FLEETWATCH_TEST_REDIS", "standalone") == "cluster"
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory, redis_is_cluster: bool):
     if url := os.environ.get("FLEETWATCH_REDIS_URL"):
         yield url
+        return
+    if redis_is_cluster:
+        cluster = redis_cluster(Path(tmp_path_factory.mktemp("redis-cluster")))
+        try:
+            cluster.start()
+            yield cluster.url
+        finally:
+            cluster.stop()
         return
     server = redis_server(Path(tmp_path_factory.mktemp("redis")))
     server.start()
@@ -67,12 +95,13 @@ def restartable_broker(s3_endpoint: str, tmp_path_factory: pytest.TempPathFactor
 
 
 @pytest.fixture
-def settings(kafka_bootstrap: str, redis_url: str) -> Settings:
+def settings(kafka_bootstrap: str, redis_url: str, redis_is_cluster: bool) -> Settings:
     """Settings with topics and groups unique to the test."""
     tag = uuid.uuid4().hex[:8]
     return Settings(
         kafka_bootstrap=kafka_bootstrap,
         redis_url=redis_url,
+        redis_cluster=redis_is_cluster,
         predictions_topic=f"pred-{tag}",
         dead_letter_topic=f"dlq-{tag}",
         aggregator_group=f"agg-{tag}",
@@ -86,8 +115,8 @@ def settings(kafka_bootstrap: str, redis_url: str) -> Settings:
 
 @pytest_asyncio.fixture
 async def store(settings: Settings):
-    s = Store(settings.redis_url)
-    await s.r.flushdb()
+    s = Store(settings.redis_url, settings.redis_cluster)
+    await flush(s.r)
     yield s
     await s.close()
 
@@ -111,7 +140,7 @@ async def put_window(store: Store, profile: WindowProfile, version: str = "1") -
     member = window_member(profile.window_seconds, profile.window_start, version)
     await store.r.set(profile_key(profile.model_id, member), profile.to_bytes())
     await store.r.zadd(window_index_key(profile.model_id), {member: profile.window_start})
-    await store.r.sadd("fw:models", profile.model_id)
+    await store.r.sadd("{fw}:models", profile.model_id)
     return member
 
 

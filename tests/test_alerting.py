@@ -77,7 +77,7 @@ async def test_two_of_three_fires_once_collects_evidence_and_auto_resolves(store
     [incident] = await alerts.incidents(0, 10)
     assert incident["group_key"] == "feature:x" and [x["id"] for x in incident["alerts"]] == [a["id"]]
     events = [(e[b"kind"], e[b"alert_id"].decode(), e[b"incident_id"].decode())
-              for _id, e in await store.r.xrange("fw:alert-events")]
+              for _id, e in await store.r.xrange("{fw}:alert-events")]
     assert events == [(b"fired", a["id"], incident["id"]), (b"resolved", a["id"], incident["id"])]
     # A new breach pair after the resolution is a new alert in a new incident.
     await apply(p, "m", 7, {("x", "psi"): BREACH})
@@ -94,8 +94,8 @@ async def test_a_window_applied_twice_or_out_of_order_changes_nothing(store):
     for i in range(12):
         await apply(p, "m", i, plan[i])
     in_order = view(await AlertStore(store.r).alerts(None, 0, 100))
-    fdr = {k: await store.r.hgetall(k) for k in (f"fw:fdr:{T0 // 86_400}:used",
-                                                  f"fw:fdr:{T0 // 86_400}:disc")}
+    fdr = {k: await store.r.hgetall(k) for k in (f"{{fw}}:fdr:{T0 // 86_400}:used",
+                                                  f"{{fw}}:fdr:{T0 // 86_400}:disc")}
     assert {a[4] for a in in_order} == {"resolved", "firing"} and len(in_order) == 2
 
     await store.r.flushdb()
@@ -109,7 +109,7 @@ async def test_a_window_applied_twice_or_out_of_order_changes_nothing(store):
     assert view(await AlertStore(store.r).alerts(None, 0, 100)) == in_order
     # The FDR gate counted every window's tests and discoveries exactly once.
     assert {k: await store.r.hgetall(k) for k in fdr} == fdr
-    assert sum(int(v) for v in fdr[f"fw:fdr:{T0 // 86_400}:used"].values()) == 12 * 2
+    assert sum(int(v) for v in fdr[f"{{fw}}:fdr:{T0 // 86_400}:used"].values()) == 12 * 2
 
 
 async def test_three_replicas_decide_exactly_like_one(store, redis_url):
@@ -140,8 +140,8 @@ async def test_three_replicas_decide_exactly_like_one(store, redis_url):
             for s in stores:
                 await s.close()
         alerts = AlertStore(store.r)
-        fdr = {k: await store.r.hgetall(k) for k in (f"fw:fdr:{T0 // 86_400}:used",
-                                                      f"fw:fdr:{T0 // 86_400}:disc")}
+        fdr = {k: await store.r.hgetall(k) for k in (f"{{fw}}:fdr:{T0 // 86_400}:used",
+                                                      f"{{fw}}:fdr:{T0 // 86_400}:disc")}
         return view(await alerts.alerts(None, 0, 10_000)), fdr
 
     one = await run(1)
@@ -269,7 +269,7 @@ async def test_fdr_gate_shares_slot_capacity_and_rewards_old_discoveries(store):
     # An hour-long window spans 12 slots: its level is 12x, and it claims each slot.
     hourly = await gate.gate("f", T0 + 86_400 + 12 * W, 12 * W, [0.5] * 3)
     assert hourly.granted == 3 and hourly.level == params.level(3, 3, 0, 10, span=12)
-    used = await store.r.hgetall(f"fw:fdr:{T0 // 86_400 + 1}:used")
+    used = await store.r.hgetall(f"{{fw}}:fdr:{T0 // 86_400 + 1}:used")
     assert {int(k): int(v) for k, v in used.items()} == {2: 1, **{s: 3 for s in range(12, 24)}}
 
 

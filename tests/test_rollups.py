@@ -35,7 +35,7 @@ async def put_windows(store, n: int, seed: int = 0) -> dict[int, WindowProfile]:
             await store.r.set(profile_key(MODEL, member), p.to_bytes())
             await store.r.zadd(window_index_key(MODEL), {member: start})
             out[(i, version)] = p
-    await store.r.sadd("fw:models", MODEL)
+    await store.r.sadd("{fw}:models", MODEL)
     return out
 
 

@@ -143,7 +143,7 @@ def config_errors(role: str, kind: str) -> float:
 async def poison(store, model_id: str) -> None:
     await store.r.set(config_key(model_id), POISONED_CONFIG)
     await store.r.set(f"fw:{{{model_id}}}:detcfg", POISONED_DETECTOR)
-    await store.r.sadd("fw:models", model_id)
+    await store.r.sadd("{fw}:models", model_id)
 
 
 async def test_roles_and_the_listing_survive_a_poisoned_config(settings, store):

@@ -162,7 +162,7 @@ async def test_index_is_filled_in_for_data_stored_before_it(settings, store):
     """Configurations and open alerts written by a version without the index."""
     await store.put_model_config("old", config(2))
     await store.r.hdel(FLEET_COLUMNS, "old")
-    await store.r.sadd("fw:models", "implicit")  # created by its records: no configuration
+    await store.r.sadd("{fw}:models", "implicit")  # created by its records: no configuration
     p, alerts = policy(store), AlertStore(store.r)
     for w in range(2):
         await apply(p, "old", w, {("x", "psi"): BREACH}, config(2))

@@ -173,7 +173,7 @@ async def test_incident_log_lists_all_its_notifications_whatever_the_outbox_hold
         await apply(p, "m1", w, {("x", "psi"): BREACH})
     [incident] = await AlertStore(store.r).incidents(0, 10)
     outbox = Outbox(store.r, retention=timedelta(seconds=600))
-    guard = Guard("fw:test:guard", "", {}, "fw:test:due", "g", None)
+    guard = Guard("{fw}:test:guard", "", {}, "{fw}:test:due", "g", None)
     assert await outbox.commit(guard, items(incident["id"], 3, 1_000.0, receivers=3))
     assert await outbox.commit(dataclasses.replace(guard, version="1"), items("other", 2_100, 2_000.0))
     # the first is delivered on its second attempt, the second dead-lettered; the third
@@ -191,7 +191,7 @@ async def test_incident_log_lists_all_its_notifications_whatever_the_outbox_hold
     assert "2 (1 retry)" in log and "HTTP 500" in log
     assert await outbox.finish(third, "tok", "delivered", 1_003.0, 1)
     assert 0 < await store.r.ttl(incident_index_key(incident["id"])) <= 600  # expires with the items
-    await store.r.delete(f"fw:outbox:item:{first.id}")  # expired
+    await store.r.delete(f"{{fw}}:outbox:item:{first.id}")  # expired
     assert [i.id for i in await outbox.for_incident(incident["id"])] == [second.id, third.id]
     assert await store.r.zcard(incident_index_key(incident["id"])) == 2
 

@@ -38,18 +38,20 @@ Keys (model keys hash-tagged ``{m}``):
 
 from __future__ import annotations
 
-ALERTS = "fw:alerts"
-INCIDENTS = "fw:incidents"
-OPEN = "fw:open"  # SET of alert ids firing or acknowledged (for /metrics)
-OPEN_INDEX = "fw:open:alerts"  # HASH the same ids -> OpenAlert JSON (the fleet overview)
+from service.profiles.keys import GLOBAL
+
+ALERTS = "{fw}:alerts"
+INCIDENTS = "{fw}:incidents"
+OPEN = "{fw}:open"  # SET of alert ids firing or acknowledged (for /metrics)
+OPEN_INDEX = "{fw}:open:alerts"  # HASH the same ids -> OpenAlert JSON (the fleet overview)
 #: Alert lifecycle events for notifiers: ``kind`` (fired, resolved, acknowledged),
 #: ``alert_id``, ``incident_id``. Capped: a notifier down for long loses the oldest.
-EVENTS = "fw:alert-events"
-SILENCES = "fw:silences"
+EVENTS = "{fw}:alert-events"
+SILENCES = "{fw}:silences"
 #: The SCAN pattern of the FDR gate's per-epoch ``used`` counters.
-FDR_USED_PATTERN = "fw:fdr:*:used"
+FDR_USED_PATTERN = "{fw}:fdr:*:used"
 #: HASH model -> tests its latest gated window submitted to each slot (sizes a cold start).
-FDR_DEMAND = "fw:fdr:demand"
+FDR_DEMAND = "{fw}:fdr:demand"
 
 
 def series_key(m: str) -> str:
@@ -71,19 +73,19 @@ def gate_key(m: str, member: str) -> str:
 
 
 def alert_key(alert_id: str) -> str:
-    return f"fw:alert:{alert_id}"
+    return f"{GLOBAL}alert:{alert_id}"
 
 
 def model_alerts_key(m: str) -> str:
-    return f"fw:{{{m}}}:alerts"
+    return f"{GLOBAL}alerts:{m}"
 
 
 def incident_key(incident_id: str) -> str:
-    return f"fw:incident:{incident_id}"
+    return f"{GLOBAL}incident:{incident_id}"
 
 
 def incident_spans_key(group: str) -> str:
-    return f"fw:incident:spans:{group}"
+    return f"{GLOBAL}incident:spans:{group}"
 
 
 def fdr_key(epoch: int, name: str) -> str:
@@ -92,6 +94,6 @@ def fdr_key(epoch: int, name: str) -> str:
     Examples
     --------
     >>> fdr_key(3, "used")
-    'fw:fdr:3:used'
+    '{fw}:fdr:3:used'
     """
-    return f"fw:fdr:{epoch}:{name}"
+    return f"{GLOBAL}fdr:{epoch}:{name}"

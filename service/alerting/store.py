@@ -134,13 +134,13 @@ end
 if best == nil then
   best = ARGV[9] ~= '' and ARGV[9] or ARGV[2]
   if ARGV[9] == '' then
-    redis.call('SET', 'fw:incident:' .. best, ARGV[3], 'NX')
+    redis.call('SET', ARGV[11] .. best, ARGV[3], 'NX')
     redis.call('ZADD', KEYS[2], 'NX', ARGV[4], best)
   end
 end
 redis.call('HSET', KEYS[1], best, string.format('%d:%d', math.min(blo, lo), math.max(bhi, hi)))
 redis.call('EXPIRE', KEYS[1], ARGV[10])
-redis.call('SADD', 'fw:incident:' .. best .. ':alerts', ARGV[1])
+redis.call('SADD', ARGV[11] .. best .. ':alerts', ARGV[1])
 return best
 """
 
@@ -444,7 +444,7 @@ class AlertStore:
             keys=[incident_spans_key(group), INCIDENTS],
             args=[alert_id, incident["id"], json.dumps(incident), incident["created_at"],
                   int(span[0]), int(span[1]), int(gap), int(span[0]) - SPAN_MEMORY_SECONDS,
-                  joined or "", SPAN_MEMORY_SECONDS])
+                  joined or "", SPAN_MEMORY_SECONDS, incident_key("")])
         return raw.decode()
 
     async def incident(self, incident_id: str) -> dict[str, Any] | None:

@@ -81,7 +81,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
             log.info("no FLEETWATCH_METRICS_TOKEN: /metrics serves fleet-level series only, never the "
                      "series labelled by model (docs/api.md, 'Metrics exposure')")
         own = store is None
-        app.state.store = Store(settings.redis_url) if own else store
+        app.state.store = Store(settings.redis_url, settings.redis_cluster) if own else store
         try:
             yield
         finally:

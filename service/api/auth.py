@@ -53,10 +53,11 @@ from pydantic import Field
 
 from detectors.strict import LAX, StrictModel
 from service.api.errors import UNAVAILABLE_RESPONSE, ApiError, ErrorBody
+from service.profiles.keys import GLOBAL
 from service.stored import Unreadable, encode_stored, read_stored
 
-KEYS = "fw:apikeys"
-LAST_USED = "fw:apikeys:used"
+KEYS = f"{GLOBAL}apikeys"
+LAST_USED = f"{GLOBAL}apikeys:used"
 TOKEN_PREFIX = "fwk_"
 SECRET_BYTES = 32
 LAST_USED_RESOLUTION = 60.0

@@ -40,6 +40,7 @@ from service.cohorts.keys import (
 )
 from service.cohorts.lua import ADMIT, JOIN, PREDICT, SETTLE_SLICES, script_arg
 from service.cohorts.slices import slice_id
+from service.runtime.redis_client import run_scripts
 from sketches.slices import OTHER
 
 STATS = ("joined", "duplicate", "relabeled", "unknown", "late", "invalid")
@@ -105,27 +106,25 @@ class CohortStore:
         cap = await self.admit_slices(model_id, preds, max_slice_values, slice_stale_seconds) \
             if any(p.slices for p in preds) else {}
         counters = codec.prediction_counters(preds)
-        async with self.r.pipeline(transaction=False) as pipe:
-            for p, inc in zip(preds, counters, strict=True):
-                sids = sorted({slice_id(k, cap[k, v]) for k, v in p.slices})
-                fields = {**codec.prediction_fields(p), "w": str(p.window_start), "t": repr(p.event_time)}
-                if sids:
-                    fields["sl"] = json.dumps(sids)
-                args: list[Any] = [ttl, cohort_ttl, p.window_start, len(fields)]
-                for f, v in fields.items():
-                    args += [f, v]
-                args.append(len(inc))
-                for f, v in inc.items():
-                    args += [f, script_arg(v)]
-                args += sids
-                await self._predict(
-                    keys=[pred_key(model_id, p.prediction_id), starts_key(model_id),
-                          window_slices_key(model_id, p.window_start), slices_pending_key(model_id),
-                          cohort_key(model_id, p.window_start),
-                          *(cohort_key(model_id, p.window_start, s) for s in sids)],
-                    args=args, client=pipe)
-            pipe.hget(stats_key(model_id), "watermark")
-            *created, watermark = await pipe.execute()
+        calls = []
+        for p, inc in zip(preds, counters, strict=True):
+            sids = sorted({slice_id(k, cap[k, v]) for k, v in p.slices})
+            fields = {**codec.prediction_fields(p), "w": str(p.window_start), "t": repr(p.event_time)}
+            if sids:
+                fields["sl"] = json.dumps(sids)
+            args: list[Any] = [ttl, cohort_ttl, p.window_start, len(fields)]
+            for f, v in fields.items():
+                args += [f, v]
+            args.append(len(inc))
+            for f, v in inc.items():
+                args += [f, script_arg(v)]
+            args += sids
+            calls.append(([pred_key(model_id, p.prediction_id), starts_key(model_id),
+                           window_slices_key(model_id, p.window_start), slices_pending_key(model_id),
+                           cohort_key(model_id, p.window_start),
+                           *(cohort_key(model_id, p.window_start, s) for s in sids)], args))
+        created = await run_scripts(self.r, self._predict, calls)
+        watermark = await self.r.hget(stats_key(model_id), "watermark")
         top = max(p.event_time for p in preds) if progress is None else progress
         if watermark is None or float(watermark) < top:
             await self.r.hset(stats_key(model_id), "watermark", repr(top))
@@ -167,42 +166,43 @@ class CohortStore:
             reads = await self._read_each([pred_key(model_id, labels[i][0]) for i in pending], "hmget", names)
             calls: list[tuple[int, str | None]] = []
             counted: Counter[str] = Counter()
-            async with self.r.pipeline(transaction=False) as pipe:
-                for i, values in zip(pending, reads, strict=True):
-                    pid, new, label_time = labels[i]
-                    raw = dict(zip(names, values, strict=True))
-                    if raw["w"] is None or any(raw[f] is None for f in codec.stored):
-                        outcomes[i] = "missing"
-                        continue
-                    if label_time - float(raw["t"]) > horizon:
-                        outcomes[i] = "late"
-                        counted["late"] += 1
-                        continue
-                    stored = {f: raw[f].decode() for f in codec.stored}
-                    previous = None if raw["y"] is None else raw["y"].decode()
-                    try:
-                        inc = codec.label_counters(stored, new)
-                        if previous is not None:
-                            inc = minus(inc, codec.label_counters(stored, previous))
-                    except ValueError:
-                        outcomes[i] = "invalid"
-                        counted["invalid"] += 1
-                        continue
-                    if previous is None:
-                        inc["nl"] = 1
-                    args: list[Any] = ["" if previous is None else previous, new]
-                    for f, v in inc.items():
-                        args += [f, script_arg(v)]
-                    w = int(raw["w"])
-                    sids = json.loads(raw["sl"]) if raw["sl"] else []
-                    await self._join(keys=[pred_key(model_id, pid), stats_key(model_id),
-                                           cohort_key(model_id, w),
-                                           *(cohort_key(model_id, w, s) for s in sids)],
-                                     args=args, client=pipe)
-                    calls.append((i, previous))
-                for outcome, n in counted.items():
-                    pipe.hincrby(stats_key(model_id), outcome, n)
-                got = await pipe.execute()
+            joins = []
+            for i, values in zip(pending, reads, strict=True):
+                pid, new, label_time = labels[i]
+                raw = dict(zip(names, values, strict=True))
+                if raw["w"] is None or any(raw[f] is None for f in codec.stored):
+                    outcomes[i] = "missing"
+                    continue
+                if label_time - float(raw["t"]) > horizon:
+                    outcomes[i] = "late"
+                    counted["late"] += 1
+                    continue
+                stored = {f: raw[f].decode() for f in codec.stored}
+                previous = None if raw["y"] is None else raw["y"].decode()
+                try:
+                    inc = codec.label_counters(stored, new)
+                    if previous is not None:
+                        inc = minus(inc, codec.label_counters(stored, previous))
+                except ValueError:
+                    outcomes[i] = "invalid"
+                    counted["invalid"] += 1
+                    continue
+                if previous is None:
+                    inc["nl"] = 1
+                args: list[Any] = ["" if previous is None else previous, new]
+                for f, v in inc.items():
+                    args += [f, script_arg(v)]
+                w = int(raw["w"])
+                sids = json.loads(raw["sl"]) if raw["sl"] else []
+                joins.append(([pred_key(model_id, pid), stats_key(model_id), cohort_key(model_id, w),
+                               *(cohort_key(model_id, w, s) for s in sids)], args))
+                calls.append((i, previous))
+            got = await run_scripts(self.r, self._join, joins)
+            if counted:
+                async with self.r.pipeline(transaction=False) as pipe:
+                    for outcome, n in counted.items():
+                        pipe.hincrby(stats_key(model_id), outcome, n)
+                    await pipe.execute()
             pending = []
             for (i, previous), g in zip(calls, got, strict=False):
                 if g == -2:  # changed since read: read again

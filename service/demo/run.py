@@ -229,7 +229,7 @@ async def _main(settings: Settings, done: Callable[[dict[str, Any], str], None],
     """Run the pipeline, replay the flights and call ``done(result, dashboard URL)``; with
     ``serve``, keep the pipeline and the dashboard up until SIGINT / SIGTERM."""
     stop = asyncio.Event()
-    store = Store(settings.redis_url)
+    store = Store(settings.redis_url, settings.redis_cluster)
     api = ApiServer(settings, store, port=settings.api_port if serve else 0)
     # Served, the notifier runs too: receivers added while the dashboard is up get paged.
     served = ("aggregator", "detector", "notifier", "api") if serve else ("aggregator", "detector", "api")

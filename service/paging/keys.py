@@ -32,28 +32,30 @@ receivers: :mod:`service.paging.receiver_store`):
 
 from __future__ import annotations
 
-ITEM_PREFIX = "fw:outbox:item:"
-OUTBOX_DUE = "fw:outbox:due"
-GROUPS_DUE = "fw:notify:due"
-RECEIVERS = "fw:receivers"
+from service.profiles.keys import GLOBAL
+
+ITEM_PREFIX = f"{GLOBAL}outbox:item:"
+OUTBOX_DUE = f"{GLOBAL}outbox:due"
+GROUPS_DUE = f"{GLOBAL}notify:due"
+RECEIVERS = f"{GLOBAL}receivers"
 
 
 def outbox_index_key(state: str) -> str:
     """ZSET of the outbox items in ``state`` (pending, delivered, dead)."""
-    return f"fw:outbox:{state}"
+    return f"{GLOBAL}outbox:{state}"
 
 
 def outbox_queue_key(receiver_id: str, incident_id: str) -> str:
-    return f"fw:outbox:q:{receiver_id}:{incident_id}"
+    return f"{GLOBAL}outbox:q:{receiver_id}:{incident_id}"
 
 
 def incident_index_key(incident_id: str) -> str:
     """ZSET of an incident's notifications by creation time."""
-    return f"fw:outbox:incident:{incident_id}"
+    return f"{GLOBAL}outbox:incident:{incident_id}"
 
 
 def ratelimit_key(receiver_id: str) -> str:
-    return f"fw:ratelimit:{receiver_id}"
+    return f"{GLOBAL}ratelimit:{receiver_id}"
 
 
 def notify_group_key(receiver_id: str, incident_id: str) -> str:
@@ -62,6 +64,6 @@ def notify_group_key(receiver_id: str, incident_id: str) -> str:
     Examples
     --------
     >>> notify_group_key("oncall", "9a7b")
-    'fw:notify:oncall:9a7b'
+    '{fw}:notify:oncall:9a7b'
     """
-    return f"fw:notify:{receiver_id}:{incident_id}"
+    return f"{GLOBAL}notify:{receiver_id}:{incident_id}"

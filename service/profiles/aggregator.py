@@ -3,7 +3,10 @@
 Exactly-once in effect on at-least-once delivery: per partition, the open
 windows' partial profiles, the per-model watermarks and the next Kafka offset
 are checkpointed to Redis in one atomic script together with the windows that
-closed since the last checkpoint. On (re)assignment a partition's checkpoint
+closed since the last checkpoint, which are then published to their models' keys
+(each model's hash slot) by steps that are safe to repeat
+(:mod:`service.profiles.checkpoints`); a checkpoint interrupted midway is completed
+by the partition's next owner. On (re)assignment a partition's checkpoint
 is loaded and the consumer seeks to its offset, so a crash at any line replays
 exactly the records the stored state does not cover. A fencing epoch per
 partition stops a replica that lost a partition from overwriting its new
@@ -196,6 +199,11 @@ class Aggregator:
                 continue
             cp = await self.outage.call(lambda tp=tp: self.store.acquire_partition(self.topic, tp.partition),
                                         "acquire partition")
+            published = await self.outage.call(lambda tp=tp, cp=cp: self.store.publish_pending(
+                self.topic, tp.partition, cp, self.settings.retention_window_seconds), "publish windows")
+            if published:
+                log.info("partition %d: %d window(s) closed by an interrupted checkpoint published",
+                         tp.partition, len(published))
             state = PartitionState(tp.partition, cp)
             state.continuity = LogContinuity(state.offset, state.tail,
                                              self.settings.log_rewind_confirm_seconds)

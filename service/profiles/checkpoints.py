@@ -12,6 +12,7 @@ from service import metrics
 from service.profiles.keys import (
     MODELS,
     OPEN_FIELD,
+    PUBLISH_FIELD,
     WINDOWS_STREAM,
     dead_field,
     partition_key,
@@ -20,27 +21,58 @@ from service.profiles.keys import (
     profile_key,
     window_index_key,
 )
+from service.runtime.redis_client import run_scripts
 
-# Atomically: check the fencing epoch, update the partition checkpoint (offset,
-# watermarks, open partial profiles) and publish closed windows (profile, index,
-# pending for the alert policy, window-closed event).
+# The checkpoint protocol (docs/profiles.md, "Checkpoints"): a partition's open windows span
+# many models, hence many Redis Cluster hash slots, so one checkpoint is four steps, each
+# atomic in one slot, each safe to repeat:
+#
+# 1. _CHECKPOINT, the partition's key: check the fencing epoch; update the checkpoint
+#    (offset, watermarks, open partial profiles) and record each window closed since the
+#    last one in a ``pub:`` field (its profile). The offset moves with the closed windows'
+#    profiles, so from here nothing is lost and nothing is read twice.
+# 2. _PUBLISH, each closed window's model: store the profile, index it, mark it pending for
+#    the alert policy, unless the model's index holds it already (a repeated step 2 after
+#    the policy applied the window must not make it pending again).
+# 3. _ANNOUNCE, the fleet's slot: list the models, append the window-closed events.
+# 4. _SETTLE, the partition's key (fenced): drop the ``pub:`` fields.
+#
+# A crash between two steps leaves ``pub:`` fields behind; whoever acquires the partition
+# next repeats steps 2-4 for them before consuming. Step 2 is then a no-op for the windows
+# it had stored; step 3 may append an event twice, which the detector counts and applies
+# once (as for any event redelivered to another detector).
 _CHECKPOINT = """
 if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return 0 end
-local ttl = ARGV[2]
-local i = 3
+local i = 2
 local n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]); i = i + 2 end
 n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do redis.call('HDEL', KEYS[1], ARGV[i]); i = i + 1 end
-n = tonumber(ARGV[i]); i = i + 1
-for j = 1, n do
-  redis.call('SET', KEYS[1 + 3 * j], ARGV[i + 3], 'EX', ttl)
-  redis.call('ZADD', KEYS[2 + 3 * j], ARGV[i + 2], ARGV[i + 1])
-  redis.call('ZADD', KEYS[3 + 3 * j], ARGV[i + 2], ARGV[i + 1])
-  redis.call('SADD', KEYS[2], ARGV[i])
-  redis.call('XADD', KEYS[3], '*', 'model', ARGV[i], 'member', ARGV[i + 1])
-  i = i + 4
+return 1
+"""
+
+# KEYS: profile, index, pending. ARGV: member, start, profile, ttl.
+_PUBLISH = """
+if redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
+return 1
+"""
+
+# KEYS: model set, window-closed stream. ARGV: model, member pairs.
+_ANNOUNCE = """
+for i = 1, #ARGV, 2 do
+  redis.call('SADD', KEYS[1], ARGV[i])
+  redis.call('XADD', KEYS[2], '*', 'model', ARGV[i], 'member', ARGV[i + 1])
 end
+return 1
+"""
+
+# KEYS: partition. ARGV: epoch, then the ``pub:`` fields to drop.
+_SETTLE = """
+if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return 0 end
+for i = 2, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
 return 1
 """
 
@@ -72,6 +104,17 @@ class ClosedWindow:
     profile: bytes
 
 
+def publish_field(w: ClosedWindow) -> str:
+    """The partition checkpoint's field holding a closed window until it is published.
+
+    Examples
+    --------
+    >>> publish_field(ClosedWindow("fraud", "300:600:v1", 600, b""))
+    'pub:["fraud", "300:600:v1", 600]'
+    """
+    return PUBLISH_FIELD + json.dumps([w.model_id, w.member, w.start])
+
+
 class CheckpointStore:
     """The aggregator half of :class:`~service.profiles.store.Store`: fenced partition
     checkpoints that publish closed windows atomically, and the ``fw:windows`` stream the
@@ -79,6 +122,9 @@ class CheckpointStore:
 
     r: aioredis.Redis
     _checkpoint: Any
+    _publish: Any
+    _announce: Any
+    _settle: Any
 
     # -- aggregator checkpoints -----------------------------------------------------
     async def acquire_partition(self, topic: str, partition: int) -> PartitionCheckpoint:
@@ -104,25 +150,49 @@ class CheckpointStore:
         closed: list[ClosedWindow],
         retention_seconds: int,
     ) -> bool:
-        """Atomically persist a partition's state and publish its closed windows.
+        """Persist a partition's state and publish its closed windows (the protocol above):
+        once this returns True, the windows are stored and announced and the partition's
+        offset covers their records; if it raises midway (Redis unavailable), calling it
+        again, or :meth:`publish_pending` by the partition's next owner, completes it.
 
         Returns
         -------
         bool
             False if another aggregator has taken the partition (fenced out).
         """
-        keys = [partition_key(topic, partition), MODELS, WINDOWS_STREAM]
-        args: list[Any] = [epoch, retention_seconds, len(updates)]
-        for k, v in updates.items():
+        key = partition_key(topic, partition)
+        pub = {publish_field(w): w.profile for w in closed}
+        args: list[Any] = [epoch, len(updates) + len(pub)]
+        for k, v in (updates | pub).items():
             args += [k, v]
         args.append(len(deletes))
         args += deletes
-        args.append(len(closed))
-        for w in closed:
-            keys += [profile_key(w.model_id, w.member), window_index_key(w.model_id),
-                     pending_key(w.model_id)]
-            args += [w.model_id, w.member, w.start, w.profile]
-        return bool(await self._checkpoint(keys=keys, args=args))
+        if not await self._checkpoint(keys=[key], args=args):
+            return False
+        await self._publish_closed(key, epoch, closed, retention_seconds)
+        return True
+
+    async def publish_pending(self, topic: str, partition: int, cp: PartitionCheckpoint,
+                              retention_seconds: int) -> list[ClosedWindow]:
+        """Complete a checkpoint interrupted after step 1 (``pub:`` fields of ``cp``, the
+        state just acquired): store, index and announce those windows; the windows."""
+        closed = [ClosedWindow(m, member, start, v) for name, v in cp.fields.items()
+                  if name.startswith(PUBLISH_FIELD)
+                  for m, member, start in [json.loads(name[len(PUBLISH_FIELD):])]]
+        await self._publish_closed(partition_key(topic, partition), cp.epoch, closed, retention_seconds)
+        return closed
+
+    async def _publish_closed(self, key: str, epoch: int, closed: list[ClosedWindow],
+                              retention_seconds: int) -> None:
+        """Steps 2-4 of the protocol for ``closed``."""
+        if not closed:
+            return
+        await run_scripts(self.r, self._publish, [
+            ([profile_key(w.model_id, w.member), window_index_key(w.model_id), pending_key(w.model_id)],
+             [w.member, w.start, w.profile, retention_seconds]) for w in closed])
+        await self._announce(keys=[MODELS, WINDOWS_STREAM],
+                             args=[x for w in closed for x in (w.model_id, w.member)])
+        await self._settle(keys=[key], args=[epoch, *(publish_field(w) for w in closed)])
 
     async def dropped_records(self, topic: str, model_ids: list[str]) -> dict[str, DroppedRecords]:
         """Records of each model dead-lettered as late or as too far in the future, over

@@ -15,16 +15,8 @@ import redis.asyncio as aioredis
 
 from service.profiles.keys import FLEET_COLUMNS, FLEET_LATEST, MODELS, config_key, heat_key, window_index_key
 from service.registry import ModelConfig
+from service.runtime.redis_client import mget
 from service.stored import read_stored
-
-# Fill in a model's fleet columns from the configuration read earlier (ARGV[2], '' for
-# none) unless it changed since or the columns are there: put_model_config writes both
-# at once, so a repair never overwrites newer columns. KEYS: columns hash, config.
-# ARGV: model, config as read, columns JSON.
-_FILL_COLUMNS = """
-if (redis.call('GET', KEYS[2]) or '') ~= ARGV[2] then return 0 end
-return redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[3])
-"""
 
 
 @dataclass(frozen=True)
@@ -138,7 +130,6 @@ class FleetStore:
     """The fleet-overview half of :class:`~service.profiles.store.Store`."""
 
     r: aioredis.Redis
-    _fill_columns: Any
 
     # -- reads of the dashboard ------------------------------------------------------------
     async def fleet_index(self) -> FleetIndex:
@@ -161,14 +152,16 @@ class FleetStore:
         return FleetIndex(ids, columns, latest)
 
     async def _fill_fleet_columns(self, model_ids: list[str]) -> dict[str, ModelColumns]:
-        raws = await self.r.mget([config_key(m) for m in model_ids])
+        raws = await mget(self.r, [config_key(m) for m in model_ids])
         out = {}
         async with self.r.pipeline(transaction=False) as p:
             for m, raw in zip(model_ids, raws, strict=True):
                 got = None if raw is None else read_stored(ModelConfig, raw, role="api", kind="model", key=m)
                 out[m] = ModelColumns.of(got) if isinstance(got, ModelConfig) else ModelColumns()
-                await self._fill_columns(keys=[FLEET_COLUMNS, config_key(m)],
-                                         args=[m, raw or b"", out[m].to_json()], client=p)
+                # Only where none are: put_model_config writes the configuration first and
+                # its columns after, so a repair from an older configuration is either
+                # refused here or overwritten by that write; it never outlives it.
+                p.hsetnx(FLEET_COLUMNS, m, out[m].to_json())
             await p.execute()
         return out
 

@@ -1,9 +1,14 @@
 """The Redis keys of profiles: every key this package (and the detector's status) writes.
 
-Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
+Key layout for Redis Cluster: what must change atomically shares one hash slot. A model's
+keys are tagged ``{model_id}`` (``fw:{m}:...``); fleet-wide keys are tagged ``{fw}``
+(:data:`GLOBAL`, one slot); a partition checkpoint ``fw:agg:{topic}:{partition}`` is one
+key (its own slot). No script or transaction spans two of these; the aggregator's
+checkpoint, which spans many models, is a protocol of single-slot steps
+(:mod:`service.profiles.checkpoints`).
 
 ==================================  ==============================================
-``fw:models``                       SET of model ids
+``{fw}:models``                       SET of model ids
 ``fw:{m}:config``                   JSON :class:`ModelConfig`
 ``fw:{m}:ref``                      reference profile (bytes)
 ``fw:{m}:edges``                    the reference's bin edges per numeric feature (MessagePack,
@@ -14,9 +19,10 @@ Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
 ``fw:{m}:p:{len}:{start}:{ver}``    closed window or rollup profile (bytes, expires after
                                     its granularity's retention)
 ``fw:{m}:idx:{len}``                ZSET rollups of ``len`` seconds (1 h, 1 d) by start
-``fw:agg:{topic}:{partition}``      HASH: epoch, offset, watermarks, open partial profiles
+``fw:agg:{topic}:{partition}``      HASH: epoch, offset, watermarks, open partial profiles,
+                                    closed windows not yet published (``pub:`` fields)
 ``fw:{m}:pending``                  ZSET closed windows the alert policy has not applied
-``fw:windows``                      STREAM of window-closed events (model, member)
+``{fw}:windows``                      STREAM of window-closed events (model, member)
 ``fw:{m}:status``                    HASH the detector's per-model counters: ``evaluated``,
                                     ``skipped:{reason}``, ``records``, ``abandoned``,
                                     ``last_window``, ``last_window_start``, ``last_baseline``,
@@ -24,18 +30,18 @@ Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
                                     record: :mod:`service.alerting.store`)
 ``fw:{m}:counted``                  ZSET windows already counted in ``status``, by start
                                     (a window evaluated twice counts once)
-``fw:implicit``                     SET of the models created implicitly (by records of a
+``{fw}:implicit``                     SET of the models created implicitly (by records of a
                                     model never registered)
-``fw:implicit:{minute}``            models created implicitly in that minute (expires)
+``{fw}:implicit:{minute}``            models created implicitly in that minute (expires)
 ``fw:{m}:counts``                   HASH member -> record count: the dashboard's cache of the
                                     counts of closed windows (profiles never change once closed)
 ``fw:{m}:heat:{member}``            JSON the window's heatmap cells
                                     (:func:`~service.profiles.fleet.heat_cells`), written with its
                                     results and expiring with them
-``fw:fleet:columns``                HASH model -> JSON :class:`~service.profiles.fleet.ModelColumns`
+``{fw}:fleet:columns``                HASH model -> JSON :class:`~service.profiles.fleet.ModelColumns`
                                     (owner, tier, window length, upstream sources), written with
                                     the configuration
-``fw:fleet:latest``                 HASH model -> JSON :class:`~service.profiles.fleet.LatestWindow`:
+``{fw}:fleet:latest``                 HASH model -> JSON :class:`~service.profiles.fleet.LatestWindow`:
                                     its latest window with results (member, start, status)
 ``fw:{m}:res:{member}``             JSON test results of one window (the drift API's)
 ``fw:{m}:detcfg``                   JSON detector configuration (its set fields)
@@ -43,7 +49,7 @@ Key layout (model keys hash-tagged ``{model_id}`` for Redis Cluster):
                                     trailing or seasonal baseline, cached
 ==================================  ==============================================
 
-``fw:models`` and the two ``fw:fleet:`` hashes are the fleet overview's index: what it
+``{fw}:models`` and the two ``fw:fleet:`` hashes are the fleet overview's index: what it
 filters and sorts on for every model is read in one round trip instead of one command per
 model.
 
@@ -56,16 +62,25 @@ from __future__ import annotations
 
 import json
 
-MODELS = "fw:models"
+#: Prefix of every fleet-wide key (model list, fleet index, window-closed events, alerts,
+#: incidents, FDR gate, silences, outbox, receivers, API keys): the hash tag ``{fw}`` puts
+#: them all in one Redis Cluster hash slot, so a script or transaction over several of them
+#: stays atomic on a cluster. A model's keys are ``fw:{m}:...``, a partition checkpoint
+#: ``fw:agg:...``: neither pattern can match a fleet-wide key.
+GLOBAL = "{fw}:"
+MODELS = "{fw}:models"
 #: Prefix of an open window's field in a partition checkpoint (``service.profiles.aggregator``).
 OPEN_FIELD = b"open:"
+#: Prefix of a closed window's field in a partition checkpoint until it is published to its
+#: model's keys (``service.profiles.checkpoints``).
+PUBLISH_FIELD = "pub:"
 #: Field of a partition checkpoint counting one model's records dead-lettered under one
 #: reason (other than late and future, counted in ``late:{m}`` and ``fut:{m}``).
 DEAD_FIELD = "dl:"
-WINDOWS_STREAM = "fw:windows"
-FLEET_COLUMNS = "fw:fleet:columns"
-FLEET_LATEST = "fw:fleet:latest"
-IMPLICIT = "fw:implicit"
+WINDOWS_STREAM = "{fw}:windows"
+FLEET_COLUMNS = "{fw}:fleet:columns"
+FLEET_LATEST = "{fw}:fleet:latest"
+IMPLICIT = "{fw}:implicit"
 #: Characters special in a Redis glob pattern (escaped to match a model id literally).
 _GLOB_SPECIAL = str.maketrans({c: "\\" + c for c in "*?[]\\^"})
 

@@ -12,6 +12,7 @@ import redis.asyncio as aioredis
 
 from detectors.config import DetectorConfig
 from service import metrics
+from service.alerting.keys import model_alerts_key
 from service.profiles.fleet import ModelColumns
 from service.profiles.keys import (
     FLEET_COLUMNS,
@@ -27,6 +28,7 @@ from service.profiles.keys import (
     status_key,
 )
 from service.registry import ModelConfig
+from service.runtime.redis_client import mget
 from service.stored import Unreadable, encode_stored, read_stored
 
 log = logging.getLogger("service.profiles.store")
@@ -99,10 +101,12 @@ class ModelStore:
 
     # -- models -----------------------------------------------------------------
     async def put_model_config(self, model_id: str, config: ModelConfig) -> None:
-        """Store a model's configuration, with its columns in the fleet index (one
-        transaction)."""
+        """Store a model's configuration, then its columns in the fleet index and its place in
+        the model list (one transaction in the fleet's hash slot). The configuration is
+        written first: columns missing after a crash in between are filled in from it by the
+        next fleet read (:meth:`~service.profiles.fleet.FleetStore.fleet_index`)."""
+        await self.r.set(config_key(model_id), encode_stored(config))
         async with self.r.pipeline(transaction=True) as p:
-            p.set(config_key(model_id), encode_stored(config))
             p.hset(FLEET_COLUMNS, model_id, ModelColumns.of(config).to_json())
             p.sadd(MODELS, model_id)
             await p.execute()
@@ -114,7 +118,7 @@ class ModelStore:
         ids = list(model_ids)
         if not ids:
             return {}
-        raw = await self.r.mget([config_key(m) for m in ids])
+        raw = await mget(self.r, [config_key(m) for m in ids])
         return {
             m: None if v is None else read_stored(ModelConfig, v, role=role, kind="model", key=m)
             for m, v in zip(ids, raw, strict=True)
@@ -164,7 +168,7 @@ class ModelStore:
         logs and counts it."""
         if not model_ids:
             return {}
-        raw = await self.r.mget([config_key(m) for m in model_ids])
+        raw = await mget(self.r, [config_key(m) for m in model_ids])
         out: dict[str, dict[str, Any] | None] = {}
         for m, v in zip(model_ids, raw, strict=True):
             try:
@@ -205,6 +209,7 @@ class ModelStore:
             p.srem(IMPLICIT, model_id)
             p.hdel(FLEET_COLUMNS, model_id)
             p.hdel(FLEET_LATEST, model_id)
+            p.unlink(model_alerts_key(model_id))
             await p.execute()
         return DeletedModel(existed, n)
 
@@ -253,10 +258,8 @@ class ModelStore:
     async def put_detector_config(self, model_id: str, config: DetectorConfig) -> None:
         """Store a model's detector configuration, its set fields only (and register the
         model)."""
-        async with self.r.pipeline(transaction=True) as p:
-            p.set(detector_config_key(model_id), encode_stored(config, exclude_unset=True))
-            p.sadd(MODELS, model_id)
-            await p.execute()
+        await self.r.set(detector_config_key(model_id), encode_stored(config, exclude_unset=True))
+        await self.r.sadd(MODELS, model_id)
 
     async def detector_config(self, model_id: str) -> str | None:
         """A model's detector configuration JSON, or None when it has none."""

@@ -22,33 +22,39 @@ from service.profiles.keys import (
 #: how many windows' counts are kept then (the sparklines show ``ui_recent_windows``).
 COUNTS_TRIM_AT, COUNTS_KEPT = 2_048, 1_024
 
-# Store one window's results and its heatmap cells (same expiry), and make it the model's
-# latest window in the fleet index unless a later one (by start, then member) is there
-# already: windows evaluated out of order (replicas, a redelivered event) never move it
-# back. With the window's record count (ARGV[8], '' when unknown) it is cached in the
+# Store one window's results and its heatmap cells (same expiry), in the model's hash
+# slot. With the window's record count (ARGV[5], '' when unknown) it is cached in the
 # model's counts; past COUNTS_TRIM_AT cached counts, those of all but the index's newest
-# COUNTS_KEPT windows are dropped. KEYS: results, heat, fleet latest, counts, index.
-# ARGV: results JSON, ttl, heat JSON, model, start, member, latest JSON, count.
+# COUNTS_KEPT windows are dropped. KEYS: results, heat, counts, index. ARGV: results JSON,
+# ttl, heat JSON, member, count.
 _PUT_RESULTS = """
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 redis.call('SET', KEYS[2], ARGV[3], 'EX', ARGV[2])
-if ARGV[8] ~= '' then
-  redis.call('HSET', KEYS[4], ARGV[6], ARGV[8])
-  if redis.call('HLEN', KEYS[4]) > COUNTS_TRIM_AT then
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[3], ARGV[4], ARGV[5])
+  if redis.call('HLEN', KEYS[3]) > COUNTS_TRIM_AT then
     local keep = {}
-    for _, m in ipairs(redis.call('ZRANGE', KEYS[5], -COUNTS_KEPT, -1)) do keep[m] = true end
-    for _, m in ipairs(redis.call('HKEYS', KEYS[4])) do
-      if not keep[m] then redis.call('HDEL', KEYS[4], m) end
+    for _, m in ipairs(redis.call('ZRANGE', KEYS[4], -COUNTS_KEPT, -1)) do keep[m] = true end
+    for _, m in ipairs(redis.call('HKEYS', KEYS[3])) do
+      if not keep[m] then redis.call('HDEL', KEYS[3], m) end
     end
   end
 end
-local raw = redis.call('HGET', KEYS[3], ARGV[4])
-local start = tonumber(ARGV[5])
+return 1
+"""
+
+# Then (the fleet's hash slot) make the window the model's latest in the fleet index unless
+# a later one (by start, then member) is there already: windows evaluated out of order
+# (replicas, a redelivered event) never move it back. KEYS: fleet latest. ARGV: model,
+# start, member, latest JSON.
+_PUT_LATEST = """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+local start = tonumber(ARGV[2])
 if raw then
   local old = cjson.decode(raw)
-  if old.start > start or (old.start == start and old.member > ARGV[6]) then return 0 end
+  if old.start > start or (old.start == start and old.member > ARGV[3]) then return 0 end
 end
-redis.call('HSET', KEYS[3], ARGV[4], ARGV[7])
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
 return 1
 """
 
@@ -58,23 +64,26 @@ class ResultStore:
 
     r: aioredis.Redis
     _put_results: Any
+    _put_latest: Any
 
     # -- detector results ---------------------------------------------------------------
     async def put_results(self, model_id: str, member: str, results: list[dict[str, Any]],
                           retention_seconds: int, count: int | None = None) -> None:
         """Store the test results of one window (served by the drift API) with its heatmap
-        cells, and make it the model's latest window in the fleet index unless a later
-        window is there (one atomic script: the index never names results not stored).
+        cells (one script in the model's hash slot), then make it the model's latest window in
+        the fleet index unless a later window is there (one script in the fleet's slot): in
+        that order, so the index never names results not stored; a crash in between leaves
+        the index at the model's previous window until its next results.
         ``count``: the window's record count, cached for the dashboard's volume charts
         (:meth:`window_counts_many`), so they need not read the profile."""
         start = parse_member(member)[1]
         latest = LatestWindow(member, start, window_status(results))
         await self._put_results(
-            keys=[results_key(model_id, member), heat_key(model_id, member), FLEET_LATEST,
-                  counts_key(model_id), window_index_key(model_id)],
-            args=[json.dumps(results, default=str), retention_seconds,
-                  orjson.dumps(heat_cells(results)), model_id, start, member, latest.to_json(),
-                  "" if count is None else count])
+            keys=[results_key(model_id, member), heat_key(model_id, member), counts_key(model_id),
+                  window_index_key(model_id)],
+            args=[json.dumps(results, default=str), retention_seconds, orjson.dumps(heat_cells(results)),
+                  member, "" if count is None else count])
+        await self._put_latest(keys=[FLEET_LATEST], args=[model_id, start, member, latest.to_json()])
 
     async def results(self, model_id: str, member: str) -> list[dict[str, Any]] | None:
         raw = await self.r.get(results_key(model_id, member))

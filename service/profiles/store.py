@@ -11,24 +11,32 @@ index). The keys are listed in :mod:`service.profiles.keys`.
 
 from __future__ import annotations
 
-import redis.asyncio as aioredis
-from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
-from redis.exceptions import ClusterDownError, MasterDownError, OutOfMemoryError, ReadOnlyError, TryAgainError
+from redis.exceptions import (
+    AskError,
+    ClusterDownError,
+    MasterDownError,
+    MovedError,
+    OutOfMemoryError,
+    ReadOnlyError,
+    SlotNotCoveredError,
+    TryAgainError,
+)
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from service.profiles.checkpoints import _CHECKPOINT, CheckpointStore
-from service.profiles.fleet import _FILL_COLUMNS, FleetStore
+from service.profiles.checkpoints import _ANNOUNCE, _CHECKPOINT, _PUBLISH, _SETTLE, CheckpointStore
+from service.profiles.fleet import FleetStore
 from service.profiles.models import _ADMIT, _COUNT_WINDOW, ModelStore
-from service.profiles.results import _PUT_RESULTS, COUNTS_KEPT, COUNTS_TRIM_AT, ResultStore
+from service.profiles.results import _PUT_LATEST, _PUT_RESULTS, COUNTS_KEPT, COUNTS_TRIM_AT, ResultStore
 from service.profiles.windows import WindowStore
+from service.runtime.redis_client import connect
 
 #: Errors that mean Redis cannot serve now (down, unreachable, loading, failing over, out of
-#: memory) rather than a wrong request: the API answers them 503 with Retry-After.
+#: memory; on a cluster, a slot moving or a master failing over) rather than a wrong
+#: request: the API answers them 503 with Retry-After.
 UNAVAILABLE: tuple[type[Exception], ...] = (
     RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError, MasterDownError,
-    ReadOnlyError, OutOfMemoryError,
+    ReadOnlyError, OutOfMemoryError, MovedError, AskError, SlotNotCoveredError,
 )
 
 
@@ -38,24 +46,24 @@ class Store(ModelStore, WindowStore, CheckpointStore, ResultStore, FleetStore):
     Parameters
     ----------
     url : str
-        ``redis://host:port/db``.
+        ``redis://host:port/db``: the server, or any one node of a Redis Cluster.
+    cluster : bool
+        ``url`` is a node of a Redis Cluster (setting ``redis_cluster``);
+        :func:`service.runtime.redis_client.connect`.
     """
 
-    def __init__(self, url: str) -> None:
-        # A dropped connection (Redis restarted, failover) is retried on a fresh one;
-        # every write below is idempotent, so a retried command changes nothing.
-        self.r = aioredis.Redis.from_url(
-            url, socket_timeout=10, socket_connect_timeout=5,
-            retry=Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
-            retry_on_error=[RedisConnectionError, RedisTimeoutError],
-        )
+    def __init__(self, url: str, cluster: bool = False) -> None:
+        self.r = connect(url, cluster)
         self._checkpoint = self.r.register_script(_CHECKPOINT)
+        self._publish = self.r.register_script(_PUBLISH)
+        self._announce = self.r.register_script(_ANNOUNCE)
+        self._settle = self.r.register_script(_SETTLE)
         self._admit = self.r.register_script(_ADMIT)
         self._count_window = self.r.register_script(_COUNT_WINDOW)
         self._put_results = self.r.register_script(
             _PUT_RESULTS.replace("COUNTS_TRIM_AT", str(COUNTS_TRIM_AT))
             .replace("COUNTS_KEPT", str(COUNTS_KEPT)))
-        self._fill_columns = self.r.register_script(_FILL_COLUMNS)
+        self._put_latest = self.r.register_script(_PUT_LATEST)
 
     async def close(self) -> None:
         await self.r.aclose()

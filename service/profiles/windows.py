@@ -24,6 +24,7 @@ from service.profiles.keys import (
     reference_key,
     window_index_key,
 )
+from service.runtime.redis_client import mget
 from sketches.bins import edge_set_from_bytes, edge_set_to_bytes
 from sketches.profile import WindowProfile
 from sketches.window import WindowGrid
@@ -58,7 +59,8 @@ class WindowStore:
     async def put_reference(self, model_id: str, profile: WindowProfile,
                             floors: LearnedFloors | None = None) -> None:
         """Store a reference profile, its bin edges and the floors learned from it (None:
-        none, any stored ones are removed) in one transaction."""
+        none, any stored ones are removed) in one transaction (the model's hash slot), then
+        list the model."""
         async with self.r.pipeline(transaction=True) as p:
             p.set(reference_key(model_id), profile.to_bytes())
             p.set(edges_key(model_id), edge_set_to_bytes(profile.edge_set()))
@@ -66,8 +68,8 @@ class WindowStore:
                 p.delete(floors_key(model_id))
             else:
                 p.set(floors_key(model_id), json.dumps(floors.to_dict()))
-            p.sadd(MODELS, model_id)
             await p.execute()
+        await self.r.sadd(MODELS, model_id)
 
     async def edge_sets(self, model_ids: Iterable[str]) -> dict[str, dict[str, np.ndarray]]:
         """Each model's bin edges (empty when it has no reference, or when the stored edges do
@@ -76,7 +78,7 @@ class WindowStore:
         if not ids:
             return {}
         out = {}
-        for m, v in zip(ids, await self.r.mget([edges_key(m) for m in ids]), strict=True):
+        for m, v in zip(ids, await mget(self.r, [edges_key(m) for m in ids]), strict=True):
             try:
                 out[m] = {} if v is None else edge_set_from_bytes(v)
             except (ValueError, TypeError, AttributeError, msgpack.UnpackException):

@@ -132,7 +132,7 @@ async def run_roles(settings: Settings, roles: Iterable[str], stop: asyncio.Even
     role is stopped and the error raised. Each shuts down gracefully."""
     from service.profiles.store import Store
 
-    store = Store(settings.redis_url)
+    store = Store(settings.redis_url, settings.redis_cluster)
     try:
         tasks = await start_roles(settings, store, roles, stop, built)
         done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

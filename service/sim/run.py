@@ -428,7 +428,7 @@ def _nan(x: float | None) -> float:
 
 async def _main(settings: Settings, scenario: inc.Scenario, opts: SimOptions) -> dict[str, Any]:
     stop = asyncio.Event()
-    store = Store(settings.redis_url)
+    store = Store(settings.redis_url, settings.redis_cluster)
     api = ApiServer(settings, store, port=0)
     children = RoleProcesses(settings, settings.data_dir)
     children.start()
