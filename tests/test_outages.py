@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
+from collections.abc import Callable
 
 from service.embedded import kafka_broker, redis_server
 from service.kafka import ensure_topics
@@ -21,11 +22,19 @@ OUTAGE_SECONDS = 30
 async def test_redis_outage_pauses_consumption_and_loses_nothing(settings, tmp_path):
     redis = redis_server(tmp_path / "redis")
     redis.start()
+    settings = settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{redis.port}/0"})
+    # graceful stop: the AOF is flushed, as on a planned restart or failover
+    await outage_loses_nothing(settings, redis.stop, redis.start)
+
+
+async def outage_loses_nothing(settings, down: Callable[[], None], up: Callable[[], None]) -> None:
+    """Aggregate while traffic flows; ``down()`` Redis for :data:`OUTAGE_SECONDS`, then
+    ``up()``: nothing was consumed meanwhile, and every record is counted once. Stops Redis
+    with ``down`` at the end."""
     settings = settings.model_copy(update={
-        "redis_url": f"redis://127.0.0.1:{redis.port}/0", "max_poll_records": 1000,
-        "allowed_lateness_seconds": 60, "idle_close_seconds": 5.0,
+        "max_poll_records": 1000, "allowed_lateness_seconds": 60, "idle_close_seconds": 5.0,
     })
-    store = Store(settings.redis_url)
+    store = Store(settings.redis_url, settings.redis_cluster)
     records = workload(60_000, windows=3, seed=5)
     first, second = records[:20_000], records[20_000:]
     try:
@@ -46,7 +55,7 @@ async def test_redis_outage_pauses_consumption_and_loses_nothing(settings, tmp_p
                     await asyncio.sleep(0.8)
 
             producer = asyncio.create_task(traffic())
-            redis.stop()  # graceful: the AOF is flushed, as on a planned restart or failover
+            down()
             t_down = time.monotonic()
             await asyncio.sleep(5)  # the outage itself: let the aggregator hit the wall
             stalled_at = sample("fleetwatch_records_aggregated_total")
@@ -55,13 +64,13 @@ async def test_redis_outage_pauses_consumption_and_loses_nothing(settings, tmp_p
             # Nothing consumed while Redis was down beyond what was in flight.
             assert sample("fleetwatch_records_aggregated_total") == stalled_at
             assert sample("fleetwatch_redis_errors_total") > errors_at
-            redis.start()
+            up()
             await producer
             await wait_for(lambda: all_windows_stored(store, records), timeout=120)
         await assert_matches(store, records)
     finally:
         await store.close()
-        redis.stop()
+        down()
 
 
 async def test_broker_hang_then_resume_loses_and_double_counts_nothing(settings, store, tmp_path):

@@ -18,6 +18,7 @@ from redis.exceptions import (
     MovedError,
     OutOfMemoryError,
     ReadOnlyError,
+    RedisClusterException,
     SlotNotCoveredError,
     TryAgainError,
 )
@@ -37,6 +38,8 @@ from service.runtime.redis_client import connect
 UNAVAILABLE: tuple[type[Exception], ...] = (
     RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError, MasterDownError,
     ReadOnlyError, OutOfMemoryError, MovedError, AskError, SlotNotCoveredError,
+    # the cluster client's "cannot be connected" when no node of its slot map answers
+    RedisClusterException,
 )
 
 
