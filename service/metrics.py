@@ -55,6 +55,16 @@ DEAD_LETTERS_LOST = Counter(
     "Dead letters given up on: not retriable, or still failing after dead_letter_retry_seconds",
 )
 WINDOWS_CLOSED = Counter("fleetwatch_windows_closed_total", "Window profiles closed and stored")
+WINDOWS_REPUBLISHED = Counter(
+    "fleetwatch_windows_republished_total",
+    "Closed windows stored again by the next checkpoint because their model's keys lost them "
+    "(a Redis Cluster failover before replication)",
+)
+CHECKPOINTS_ROLLED_BACK = Counter(
+    "fleetwatch_checkpoints_rolled_back_total",
+    "Partition checkpoints found older than the aggregator wrote them (a failover before replication), "
+    "rewritten whole",
+)
 OPEN_WINDOWS = Gauge("fleetwatch_open_windows", "Window profiles held open by this aggregator")
 WINDOWS_FLUSHED = Counter(
     "fleetwatch_windows_flushed_total", "Open windows closed by a flush request (POST /v1/models/{id}/flush)"

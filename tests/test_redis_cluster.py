@@ -13,8 +13,10 @@ import pytest
 
 from service.embedded import LocalRedisCluster, redis_cluster
 from tests.test_checkpoint_steps import (  # noqa: F401 (collected here, on the cluster)
+    test_a_checkpoint_a_failover_rolled_back_is_refused_then_rewritten_whole,
     test_a_checkpoint_interrupted_after_any_step_is_completed_by_the_next_owner,
     test_a_fenced_out_owner_neither_checkpoints_nor_publishes,
+    test_a_window_a_failover_lost_is_published_again_by_the_next_checkpoint,
 )
 from tests.test_crash_safety import (  # noqa: F401
     proc_settings,

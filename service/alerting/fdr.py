@@ -3,18 +3,18 @@
 Keys, per epoch ``e`` (expire after 8 epochs):
 
 ============================  =================================================
-``fw:fdr:{e}:grant``          HASH window id -> ``"granted:rewarded:capacity"``
+``{fw}:fdr:{e}:grant``        HASH window id -> ``"granted:rewarded:capacity"``
                               (reserved)
-``fw:fdr:{e}:used``           HASH slot -> tests granted in the slot (a window
+``{fw}:fdr:{e}:used``         HASH slot -> tests granted in the slot (a window
                               spanning k slots is granted the same in each)
-``fw:fdr:{e}:req``            HASH slot -> tests submitted to the slot (granted
+``{fw}:fdr:{e}:req``          HASH slot -> tests submitted to the slot (granted
                               or not)
-``fw:fdr:{e}:cap``            HASH slot -> the slot's capacity, fixed when the
+``{fw}:fdr:{e}:cap``          HASH slot -> the slot's capacity, fixed when the
                               slot is first touched
-``fw:fdr:{e}:peak``           STRING the largest ``req`` of a slot of the epoch
-``fw:fdr:{e}:disc``           HASH slot -> discoveries in the slot
-``fw:fdr:{e}:done``           HASH window id -> discoveries (committed)
-``fw:fdr:demand``             HASH model -> tests its latest gated window submitted
+``{fw}:fdr:{e}:peak``         STRING the largest ``req`` of a slot of the epoch
+``{fw}:fdr:{e}:disc``         HASH slot -> discoveries in the slot
+``{fw}:fdr:{e}:done``         HASH window id -> discoveries (committed)
+``{fw}:fdr:demand``           HASH model -> tests its latest gated window submitted
                               to each of its slots (sizes a cold start)
 ============================  =================================================
 
@@ -194,7 +194,7 @@ async def declared_demand(r: aioredis.Redis, model_id: str | None, per_slot: int
     """The tests the registered fleet submits to one slot, as far as the gate knows.
 
     The sum over the registered models (``fw:models``) and ``model_id`` of what each
-    submitted to each of its slots when last gated (``fw:fdr:demand``), counting
+    submitted to each of its slots when last gated (``{fw}:fdr:demand``), counting
     ``per_slot`` (the window being gated) for ``model_id`` and for every model not
     gated yet. It depends only on the fleet's registry and its test counts, never on
     p-values, so a capacity sized with it keeps the guarantee.

@@ -13,24 +13,24 @@ Keys (model keys hash-tagged ``{m}``):
 ``fw:{m}:gate:{member}``         JSON the FDR gate's answer for one window (batch level,
                                  granted, reward, per test discovered / breach), kept
                                  8 days for the dashboard's window view
-``fw:alert:{id}``                HASH ``body`` (JSON alert written by the policy,
+``{fw}:alert:{id}``              HASH ``body`` (JSON alert written by the policy,
                                  compare-and-set on the model's ``seq`` so a stale
                                  view never overwrites), ``created_at``,
                                  ``incident_id``, and the user's acknowledgement and
                                  resolution fields
-``fw:alerts`` / ``fw:{m}:alerts``  ZSET alert ids by creation time
-``fw:incident:{id}``             JSON incident (key, source, created_at)
-``fw:incident:{id}:alerts``      SET every alert of the incident
-``fw:incident:spans:{key}``      HASH incident id -> ``lo:hi``: the event-time span
+``{fw}:alerts`` / ``{fw}:alerts:{m}`` ZSET alert ids by creation time
+``{fw}:incident:{id}``           JSON incident (key, source, created_at)
+``{fw}:incident:{id}:alerts``    SET every alert of the incident
+``{fw}:incident:spans:{key}``    HASH incident id -> ``lo:hi``: the event-time span
                                  (seconds) of each recent incident of a group key
-``fw:incidents``                 ZSET incident ids by creation time
-``fw:alert-events``              STREAM alert lifecycle events for notifiers
-``fw:open``                      SET alerts not resolved
-``fw:silences``                  HASH silence id -> JSON silence (:mod:`service.alerting.silences`)
-``fw:fdr:{epoch}:{name}``        the online FDR gate's counters of one epoch (:mod:`service.alerting.fdr`)
-``fw:fdr:demand``                HASH model -> tests per slot of its latest gated window
-``fw:open:alerts``               HASH alert id -> JSON :class:`~service.alerting.store.OpenAlert` (model,
-                                 severity, incident) of every alert in ``fw:open``,
+``{fw}:incidents``               ZSET incident ids by creation time
+``{fw}:alert-events``            STREAM alert lifecycle events for notifiers
+``{fw}:open``                    SET alerts not resolved
+``{fw}:silences``                HASH silence id -> JSON silence (:mod:`service.alerting.silences`)
+``{fw}:fdr:{epoch}:{name}``      the online FDR gate's counters of one epoch (:mod:`service.alerting.fdr`)
+``{fw}:fdr:demand``              HASH model -> tests per slot of its latest gated window
+``{fw}:open:alerts``             HASH alert id -> JSON :class:`~service.alerting.store.OpenAlert` (model,
+                                 severity, incident) of every alert in ``{fw}:open``,
                                  written with it: the fleet overview's health of every
                                  model in one read
 ===============================  ===================================================

@@ -3,7 +3,7 @@
 Key layout:
 
 ==================  ===============================================
-``fw:silences``     HASH silence id -> JSON :class:`Silence`
+``{fw}:silences``   HASH silence id -> JSON :class:`Silence`
 ==================  ===============================================
 
 Silences are few (people create them), so every read loads the hash and

@@ -145,9 +145,9 @@ return best
 """
 
 
-# Open or close an alert in fw:open and fw:open:alerts at once. An alert a user resolved
-# (its hash has resolved_by) is never opened again, whoever writes it later. KEYS: fw:open,
-# fw:open:alerts, the alert's hash. ARGV: id, '1' to open, OpenAlert JSON, then for a
+# Open or close an alert in {fw}:open and {fw}:open:alerts at once. An alert a user resolved
+# (its hash has resolved_by) is never opened again, whoever writes it later. KEYS: {fw}:open,
+# {fw}:open:alerts, the alert's hash. ARGV: id, '1' to open, OpenAlert JSON, then for a
 # close: field/value pairs of the user's resolution, set in the same step.
 _SET_OPEN = """
 if ARGV[2] == '1' and redis.call('HEXISTS', KEYS[3], 'resolved_by') == 0 then
@@ -378,8 +378,8 @@ class AlertStore:
         return out
 
     async def set_open(self, alert: dict[str, Any], is_open: bool) -> None:
-        """Mark ``alert`` (as stored, with its incident) open or not, in ``fw:open`` and the
-        overview's ``fw:open:alerts`` at once; an alert a user resolved stays closed."""
+        """Mark ``alert`` (as stored, with its incident) open or not, in ``{fw}:open`` and the
+        overview's ``{fw}:open:alerts`` at once; an alert a user resolved stays closed."""
         await self._set_open(keys=[OPEN, OPEN_INDEX, alert_key(alert["id"])],
                              args=[alert["id"], int(is_open), OpenAlert.of(alert).to_json()])
 
@@ -397,9 +397,9 @@ class AlertStore:
 
     async def open_index(self) -> dict[str, OpenAlert]:
         """Every alert not resolved, by id, as the fleet overview reads them: two commands
-        whatever their number. Alerts in ``fw:open`` missing from ``fw:open:alerts``
+        whatever their number. Alerts in ``{fw}:open`` missing from ``{fw}:open:alerts``
         (opened before it existed) are read in full once and written to it (or, when a
-        user resolved them, taken out of ``fw:open``)."""
+        user resolved them, taken out of ``{fw}:open``)."""
         async with self.r.pipeline(transaction=False) as p:
             p.smembers(OPEN)
             p.hgetall(OPEN_INDEX)

@@ -7,9 +7,9 @@ A key is a random token shown once, when it is created::
 Redis holds only the SHA-256 of the whole token, never the token:
 
 ======================  ==========================================================
-``fw:apikeys``          HASH key id -> JSON :class:`StoredKey` (name, scope,
+``{fw}:apikeys``        HASH key id -> JSON :class:`StoredKey` (name, scope,
                         created_at, revoked_at, ``token_sha256``)
-``fw:apikeys:used``     HASH key id -> last use, Unix seconds (written at most
+``{fw}:apikeys:used``   HASH key id -> last use, Unix seconds (written at most
                         once per ``LAST_USED_RESOLUTION`` seconds per key)
 ======================  ==========================================================
 

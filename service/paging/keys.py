@@ -4,29 +4,29 @@ Keys (outbox: :mod:`service.paging.outbox`; groups: :mod:`service.paging.notifie
 receivers: :mod:`service.paging.receiver_store`):
 
 ===============================  ==================================================
-``fw:outbox:item:{id}``          HASH one notification: ``receiver_id``,
+``{fw}:outbox:item:{id}``        HASH one notification: ``receiver_id``,
                                  ``receiver_kind``, ``incident_id``, ``action``,
                                  ``body`` (JSON, without credentials), ``state``
                                  (pending | delivered | dead), ``attempts``,
                                  ``created_at``, ``due``, ``last_error``,
                                  ``finished_at``, ``lease`` (the claim's token)
-``fw:outbox:due``                ZSET ids ready to send, by due time (Unix s); a
+``{fw}:outbox:due``              ZSET ids ready to send, by due time (Unix s); a
                                  claim moves its items to the lease's end
-``fw:outbox:q:{receiver}:{inc}`` LIST pending ids of one receiver and incident, in
-                                 order; only the head is in ``fw:outbox:due``, so
+``{fw}:outbox:q:{receiver}:{inc}`` LIST pending ids of one receiver and incident, in
+                                 order; only the head is in ``{fw}:outbox:due``, so
                                  a resolve never overtakes its trigger
-``fw:outbox:pending``            ZSET pending ids by creation time
-``fw:outbox:delivered``,         ZSET finished ids by finishing time (the newest
-``fw:outbox:dead``               ``keep`` kept; their hashes expire after
+``{fw}:outbox:pending``          ZSET pending ids by creation time
+``{fw}:outbox:delivered``,       ZSET finished ids by finishing time (the newest
+``{fw}:outbox:dead``             ``keep`` kept; their hashes expire after
                                  ``retention``)
-``fw:outbox:incident:{inc}``     ZSET every notification of one incident, by
+``{fw}:outbox:incident:{inc}``   ZSET every notification of one incident, by
                                  creation time (the incident page's log), written
                                  with the item; it expires ``retention`` after the
                                  last of them finished, like their hashes
-``fw:ratelimit:{receiver}``      ZSET the receiver's sends in the last window
-``fw:notify:{receiver}:{inc}``   HASH one (receiver, incident) group's notification state
-``fw:notify:due``                ZSET groups due for a flush, by due time
-``fw:receivers``                 HASH receiver id -> JSON receiver
+``{fw}:ratelimit:{receiver}``    ZSET the receiver's sends in the last window
+``{fw}:notify:{receiver}:{inc}``   HASH one (receiver, incident) group's notification state
+``{fw}:notify:due``              ZSET groups due for a flush, by due time
+``{fw}:receivers``               HASH receiver id -> JSON receiver
 ===============================  ==================================================
 """
 

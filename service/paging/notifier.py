@@ -2,7 +2,7 @@
 
 Three loops share one Redis:
 
-1. **Consume** ``fw:alert-events`` (``service.alerting.store.EVENTS``) with a
+1. **Consume** ``{fw}:alert-events`` (``service.alerting.store.EVENTS``) with a
    consumer group, as the detector consumes windows: entries another notifier
    read but did not acknowledge within the lease are reclaimed (XAUTOCLAIM),
    new ones read (XREADGROUP), and each is acknowledged and deleted once

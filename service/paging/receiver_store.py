@@ -3,7 +3,7 @@
 Key layout:
 
 ==================  ==================================================
-``fw:receivers``    HASH receiver id -> JSON :class:`Receiver` (with its
+``{fw}:receivers``  HASH receiver id -> JSON :class:`Receiver` (with its
                     secret and routing key: the API never returns them)
 ==================  ==================================================
 

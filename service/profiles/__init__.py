@@ -3,7 +3,7 @@
 This package owns the profile side of Redis and the stage that fills it. The
 aggregator consumes ``fw.predictions``, keeps one open accumulator per model,
 version and window, and on each watermark closes the windows that are due into
-Redis profiles and announces them on the ``fw:windows`` stream; its Kafka
+Redis profiles and announces them on the ``{fw}:windows`` stream; its Kafka
 checkpoint lives in Redis beside the profiles, so a restart resumes where the
 last flush left. Rollups merge closed windows into hour and day profiles, and
 the reference turns a training set into a model's reference profile and bin

@@ -4,9 +4,9 @@ Exactly-once in effect on at-least-once delivery: per partition, the open
 windows' partial profiles, the per-model watermarks and the next Kafka offset
 are checkpointed to Redis in one atomic script together with the windows that
 closed since the last checkpoint, which are then published to their models' keys
-(each model's hash slot) by steps that are safe to repeat
-(:mod:`service.profiles.checkpoints`); a checkpoint interrupted midway is completed
-by the partition's next owner. On (re)assignment a partition's checkpoint
+(each model's hash slot) by steps that are safe to repeat, and verified there by the
+next checkpoint (:mod:`service.profiles.checkpoints`); a checkpoint interrupted midway
+is completed by the partition's next owner. On (re)assignment a partition's checkpoint
 is loaded and the consumer seeks to its offset, so a crash at any line replays
 exactly the records the stored state does not cover. A fencing epoch per
 partition stops a replica that lost a partition from overwriting its new
@@ -53,6 +53,7 @@ from sdk.vectors import drop_reason
 from sdk.wire import decode_batch, encode_columns
 from service import metrics
 from service.kafka import DeadLetters, key_error, produced_at
+from service.profiles.checkpoints import RolledBack
 from service.profiles.continuity import GAP, REPLACED, SHORTER, LogContinuity
 from service.profiles.control import FlushRequest, decode_control, is_control
 from service.profiles.partition import (
@@ -205,6 +206,7 @@ class Aggregator:
                 log.info("partition %d: %d window(s) closed by an interrupted checkpoint published",
                          tp.partition, len(published))
             state = PartitionState(tp.partition, cp)
+            state.published = published
             state.continuity = LogContinuity(state.offset, state.tail,
                                              self.settings.log_rewind_confirm_seconds)
             self.partitions[tp.partition] = state
@@ -528,14 +530,27 @@ class Aggregator:
                             self.settings.max_open_windows, self._caught_up(state),
                             await self._backfill_idle(state))
         updates = state.updates()
-        if not updates and not state.deleted and not state.closed:
+        if not updates and not state.deleted and not state.closed and not state.published:
             return
         await self._dead.flush()  # dead letters are durable before offsets move
         with metrics.CHECKPOINT_SECONDS.time():
-            ok = await self.outage.call(lambda: self.store.checkpoint(
-                self.topic, state.partition, state.epoch, updates, state.deleted, state.closed,
-                self.settings.retention_window_seconds), "checkpoint")
-        if not ok:
+            try:
+                published = await self.outage.call(lambda: self.store.checkpoint(
+                    self.topic, state.partition, state.epoch, updates, state.deleted, state.closed,
+                    self.settings.retention_window_seconds, state.published, state.seq), "checkpoint")
+            except RolledBack:
+                # A failover lost the partition's last checkpoints: what Redis holds is older
+                # than this process's state, so write the whole state over it.
+                metrics.CHECKPOINTS_ROLLED_BACK.inc()
+                log.warning("partition %d: its checkpoint in Redis lost writes (a failover before "
+                            "replication): rewriting the whole state (%d open windows)",
+                            state.partition, len(state.open))
+                full = state.updates(full=True)
+                published = await self.outage.call(lambda: self.store.checkpoint(
+                    self.topic, state.partition, state.epoch, full, [], state.closed,
+                    self.settings.retention_window_seconds, state.published, state.seq, full=True),
+                    "checkpoint")
+        if published is None:
             log.warning("partition %d fenced: another aggregator owns it", state.partition)
             self.partitions.pop(state.partition, None)
             return
@@ -543,6 +558,8 @@ class Aggregator:
         for w in state.closed:
             log.info("window closed model=%s window=%s", w.model_id, w.member)
         state.clear_pending()
+        state.published = published
+        state.seq += 1
         if state.offset is not None:
             with contextlib.suppress(Exception):
                 await self._consumer.commit({TopicPartition(self.topic, state.partition): state.offset})

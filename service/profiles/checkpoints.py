@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,27 +24,50 @@ from service.profiles.keys import (
 )
 from service.runtime.redis_client import run_scripts
 
-# The checkpoint protocol (docs/profiles.md, "Checkpoints"): a partition's open windows span
-# many models, hence many Redis Cluster hash slots, so one checkpoint is four steps, each
-# atomic in one slot, each safe to repeat:
+log = logging.getLogger("fleetwatch.aggregator")
+
+# The checkpoint protocol (docs/operations.md, "Redis Cluster"): a partition's open windows
+# span many models, hence many Redis Cluster hash slots, so one checkpoint is three steps,
+# each atomic in one slot, each safe to repeat:
 #
 # 1. _CHECKPOINT, the partition's key: check the fencing epoch; update the checkpoint
-#    (offset, watermarks, open partial profiles) and record each window closed since the
-#    last one in a ``pub:`` field (its profile). The offset moves with the closed windows'
-#    profiles, so from here nothing is lost and nothing is read twice.
+#    (offset, watermarks, open partial profiles), record each window closed since the
+#    last checkpoint in a ``pub:`` field (its profile), and drop the ``pub:`` fields of the
+#    previous checkpoint's windows once they are verified in their models' indexes. The
+#    offset moves with the closed windows' profiles, so from here nothing is lost and
+#    nothing is read twice.
 # 2. _PUBLISH, each closed window's model: store the profile, index it, mark it pending for
 #    the alert policy, unless the model's index holds it already (a repeated step 2 after
-#    the policy applied the window must not make it pending again).
-# 3. _ANNOUNCE, the fleet's slot: list the models, append the window-closed events.
-# 4. _SETTLE, the partition's key (fenced): drop the ``pub:`` fields.
+#    the policy applied the window must not make it pending again). Answers 1 (stored
+#    now), 2 (stored before, still pending) or 0 (stored before, applied by the policy).
+# 3. _ANNOUNCE, the fleet's slot: list the models, append the window-closed events of the
+#    windows step 2 answered 1 or 2 for.
 #
-# A crash between two steps leaves ``pub:`` fields behind; whoever acquires the partition
-# next repeats steps 2-4 for them before consuming. Step 2 is then a no-op for the windows
-# it had stored; step 3 may append an event twice, which the detector counts and applies
-# once (as for any event redelivered to another detector).
+# A window's ``pub:`` field outlives its publication by one checkpoint: the next checkpoint
+# first reads every such window back from its model's index, publishes again any that is
+# missing (a Redis Cluster failover lost the write: its master died before the replica
+# had it; counted in fleetwatch_windows_republished_total) and only then drops the field.
+# A crash leaves ``pub:`` fields behind; whoever acquires the partition next repeats steps 2
+# and 3 for them before consuming: step 2 is a no-op for the windows already stored and
+# step 3 announces again those still pending, which the detector counts and applies once
+# (as an event redelivered after a detector died).
+#
+# Step 1 also compares the checkpoint's sequence number (field ``seq``, one more per
+# checkpoint) with the one the aggregator wrote last: a different one means the key lost
+# writes (a failover before replication rolled it back), and the aggregator rewrites the
+# partition's whole state instead (ARGV[3] '1': every field but the epoch replaced).
 _CHECKPOINT = """
 if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return 0 end
-local i = 2
+local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
+if ARGV[3] == '1' then
+  for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+    if f ~= 'epoch' then redis.call('HDEL', KEYS[1], f) end
+  end
+elseif ARGV[2] ~= '' and seq ~= tonumber(ARGV[2]) then
+  return -1
+end
+if ARGV[2] ~= '' then redis.call('HSET', KEYS[1], 'seq', tonumber(ARGV[2]) + 1) end
+local i = 4
 local n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]); i = i + 2 end
 n = tonumber(ARGV[i]); i = i + 1
@@ -53,7 +77,10 @@ return 1
 
 # KEYS: profile, index, pending. ARGV: member, start, profile, ttl.
 _PUBLISH = """
-if redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
+if redis.call('ZSCORE', KEYS[2], ARGV[1]) then
+  if redis.call('ZSCORE', KEYS[3], ARGV[1]) then return 2 end
+  return 0
+end
 redis.call('SET', KEYS[1], ARGV[3], 'EX', ARGV[4])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
@@ -69,13 +96,6 @@ end
 return 1
 """
 
-# KEYS: partition. ARGV: epoch, then the ``pub:`` fields to drop.
-_SETTLE = """
-if redis.call('HGET', KEYS[1], 'epoch') ~= ARGV[1] then return 0 end
-for i = 2, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
-return 1
-"""
-
 
 @dataclass
 class PartitionCheckpoint:
@@ -84,6 +104,12 @@ class PartitionCheckpoint:
     epoch: int
     offset: int | None = None
     fields: dict[str, bytes] = field(default_factory=dict)
+    seq: int = 0  # checkpoints written (the next one expects this many)
+
+
+class RolledBack(Exception):
+    """The partition's checkpoint in Redis is not the one this aggregator wrote last: the
+    key lost writes (a failover before replication). Rewrite the whole state (``full``)."""
 
 
 @dataclass(frozen=True)
@@ -117,14 +143,13 @@ def publish_field(w: ClosedWindow) -> str:
 
 class CheckpointStore:
     """The aggregator half of :class:`~service.profiles.store.Store`: fenced partition
-    checkpoints that publish closed windows atomically, and the ``fw:windows`` stream the
+    checkpoints that publish closed windows atomically, and the ``{fw}:windows`` stream the
     detector consumes."""
 
     r: aioredis.Redis
     _checkpoint: Any
     _publish: Any
     _announce: Any
-    _settle: Any
 
     # -- aggregator checkpoints -----------------------------------------------------
     async def acquire_partition(self, topic: str, partition: int) -> PartitionCheckpoint:
@@ -137,7 +162,8 @@ class CheckpointStore:
         return PartitionCheckpoint(
             epoch=epoch,
             offset=None if offset is None else int(offset),
-            fields={k.decode(): v for k, v in raw.items()},
+            fields={k.decode(): v for k, v in raw.items() if k != b"seq"},
+            seq=int(raw.get(b"seq", 0)),
         )
 
     async def checkpoint(
@@ -149,50 +175,95 @@ class CheckpointStore:
         deletes: list[str],
         closed: list[ClosedWindow],
         retention_seconds: int,
-    ) -> bool:
-        """Persist a partition's state and publish its closed windows (the protocol above):
-        once this returns True, the windows are stored and announced and the partition's
-        offset covers their records; if it raises midway (Redis unavailable), calling it
-        again, or :meth:`publish_pending` by the partition's next owner, completes it.
+        published: list[ClosedWindow] | None = None,
+        seq: int | None = None,
+        full: bool = False,
+    ) -> list[ClosedWindow] | None:
+        """Persist a partition's state and publish its closed windows (the protocol above).
+
+        Parameters
+        ----------
+        closed : list of ClosedWindow
+            Windows closed since the last checkpoint.
+        published : list of ClosedWindow, optional
+            What the previous call returned: windows published by the previous checkpoint,
+            verified now (published again if their model lost them) and forgotten.
+        seq : int, optional
+            Checkpoints of the partition written so far (``PartitionCheckpoint.seq`` plus
+            the successful calls since); None: not compared.
+        full : bool
+            ``updates`` is the partition's whole state: replace every field with it (and
+            with ``published``'s ``pub:`` fields, verified again next time).
+
+        Raises
+        ------
+        RolledBack
+            ``seq`` is not the stored one (nothing written): call again with the whole
+            state and ``full``.
 
         Returns
         -------
-        bool
-            False if another aggregator has taken the partition (fenced out).
+        list of ClosedWindow or None
+            None if another aggregator has taken the partition (fenced out: nothing
+            written). Else the windows to pass as ``published`` next time. If this raises
+            midway (Redis unavailable), calling it again with the same arguments, or
+            :meth:`publish_pending` by the partition's next owner, completes it.
         """
-        key = partition_key(topic, partition)
-        pub = {publish_field(w): w.profile for w in closed}
-        args: list[Any] = [epoch, len(updates) + len(pub)]
+        published = published or []
+        lost = await self._missing(published)
+        if lost:
+            metrics.WINDOWS_REPUBLISHED.inc(len(lost))
+            log.warning("partition %d: %d published window(s) missing from their models' keys (lost by "
+                        "a failover before replication): published again: %s", partition, len(lost),
+                        ", ".join(f"{w.model_id} {w.member}" for w in lost[:10]))
+            await self._publish_closed(lost, retention_seconds)
+        kept = published if full else lost  # verified again by the next checkpoint
+        pub = {publish_field(w): w.profile for w in [*kept, *closed]}
+        args: list[Any] = [epoch, "" if seq is None else seq, int(full), len(updates) + len(pub)]
         for k, v in (updates | pub).items():
             args += [k, v]
-        args.append(len(deletes))
-        args += deletes
-        if not await self._checkpoint(keys=[key], args=args):
-            return False
-        await self._publish_closed(key, epoch, closed, retention_seconds)
-        return True
+        drop = [] if full else [publish_field(w) for w in published if w not in lost]
+        args.append(len(deletes) + len(drop))
+        args += [*deletes, *drop]
+        done = await self._checkpoint(keys=[partition_key(topic, partition)], args=args)
+        if done == 0:
+            return None
+        if done == -1:
+            raise RolledBack(f"partition {partition} of {topic}: checkpoint {seq} expected")
+        await self._publish_closed(closed, retention_seconds)
+        return [*kept, *closed]
 
     async def publish_pending(self, topic: str, partition: int, cp: PartitionCheckpoint,
                               retention_seconds: int) -> list[ClosedWindow]:
-        """Complete a checkpoint interrupted after step 1 (``pub:`` fields of ``cp``, the
-        state just acquired): store, index and announce those windows; the windows."""
+        """Complete the checkpoints of ``cp`` (the state just acquired): store, index and
+        announce the windows of its ``pub:`` fields (steps 2 and 3); the windows (to pass
+        as ``published`` to the next :meth:`checkpoint`)."""
         closed = [ClosedWindow(m, member, start, v) for name, v in cp.fields.items()
                   if name.startswith(PUBLISH_FIELD)
                   for m, member, start in [json.loads(name[len(PUBLISH_FIELD):])]]
-        await self._publish_closed(partition_key(topic, partition), cp.epoch, closed, retention_seconds)
+        await self._publish_closed(closed, retention_seconds)
         return closed
 
-    async def _publish_closed(self, key: str, epoch: int, closed: list[ClosedWindow],
-                              retention_seconds: int) -> None:
-        """Steps 2-4 of the protocol for ``closed``."""
+    async def _missing(self, windows: list[ClosedWindow]) -> list[ClosedWindow]:
+        """The windows of ``windows`` their model's index does not hold."""
+        if not windows:
+            return []
+        async with self.r.pipeline(transaction=False) as p:
+            for w in windows:
+                p.zscore(window_index_key(w.model_id), w.member)
+            scores = await p.execute()
+        return [w for w, score in zip(windows, scores, strict=True) if score is None]
+
+    async def _publish_closed(self, closed: list[ClosedWindow], retention_seconds: int) -> None:
+        """Steps 2 and 3 of the protocol for ``closed``."""
         if not closed:
             return
-        await run_scripts(self.r, self._publish, [
+        stored = await run_scripts(self.r, self._publish, [
             ([profile_key(w.model_id, w.member), window_index_key(w.model_id), pending_key(w.model_id)],
              [w.member, w.start, w.profile, retention_seconds]) for w in closed])
-        await self._announce(keys=[MODELS, WINDOWS_STREAM],
-                             args=[x for w in closed for x in (w.model_id, w.member)])
-        await self._settle(keys=[key], args=[epoch, *(publish_field(w) for w in closed)])
+        announce = [x for w, n in zip(closed, stored, strict=True) if n for x in (w.model_id, w.member)]
+        if announce:
+            await self._announce(keys=[MODELS, WINDOWS_STREAM], args=announce)
 
     async def dropped_records(self, topic: str, model_ids: list[str]) -> dict[str, DroppedRecords]:
         """Records of each model dead-lettered as late or as too far in the future, over

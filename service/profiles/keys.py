@@ -8,7 +8,7 @@ checkpoint, which spans many models, is a protocol of single-slot steps
 (:mod:`service.profiles.checkpoints`).
 
 ==================================  ==============================================
-``{fw}:models``                       SET of model ids
+``{fw}:models``                     SET of model ids
 ``fw:{m}:config``                   JSON :class:`ModelConfig`
 ``fw:{m}:ref``                      reference profile (bytes)
 ``fw:{m}:edges``                    the reference's bin edges per numeric feature (MessagePack,
@@ -22,7 +22,7 @@ checkpoint, which spans many models, is a protocol of single-slot steps
 ``fw:agg:{topic}:{partition}``      HASH: epoch, offset, watermarks, open partial profiles,
                                     closed windows not yet published (``pub:`` fields)
 ``fw:{m}:pending``                  ZSET closed windows the alert policy has not applied
-``{fw}:windows``                      STREAM of window-closed events (model, member)
+``{fw}:windows``                    STREAM of window-closed events (model, member)
 ``fw:{m}:status``                    HASH the detector's per-model counters: ``evaluated``,
                                     ``skipped:{reason}``, ``records``, ``abandoned``,
                                     ``last_window``, ``last_window_start``, ``last_baseline``,
@@ -30,18 +30,18 @@ checkpoint, which spans many models, is a protocol of single-slot steps
                                     record: :mod:`service.alerting.store`)
 ``fw:{m}:counted``                  ZSET windows already counted in ``status``, by start
                                     (a window evaluated twice counts once)
-``{fw}:implicit``                     SET of the models created implicitly (by records of a
+``{fw}:implicit``                   SET of the models created implicitly (by records of a
                                     model never registered)
-``{fw}:implicit:{minute}``            models created implicitly in that minute (expires)
+``{fw}:implicit:{minute}``          models created implicitly in that minute (expires)
 ``fw:{m}:counts``                   HASH member -> record count: the dashboard's cache of the
                                     counts of closed windows (profiles never change once closed)
 ``fw:{m}:heat:{member}``            JSON the window's heatmap cells
                                     (:func:`~service.profiles.fleet.heat_cells`), written with its
                                     results and expiring with them
-``{fw}:fleet:columns``                HASH model -> JSON :class:`~service.profiles.fleet.ModelColumns`
+``{fw}:fleet:columns``              HASH model -> JSON :class:`~service.profiles.fleet.ModelColumns`
                                     (owner, tier, window length, upstream sources), written with
                                     the configuration
-``{fw}:fleet:latest``                 HASH model -> JSON :class:`~service.profiles.fleet.LatestWindow`:
+``{fw}:fleet:latest``               HASH model -> JSON :class:`~service.profiles.fleet.LatestWindow`:
                                     its latest window with results (member, start, status)
 ``fw:{m}:res:{member}``             JSON test results of one window (the drift API's)
 ``fw:{m}:detcfg``                   JSON detector configuration (its set fields)

@@ -184,7 +184,7 @@ class ModelStore:
         windows, results, cached baselines, alert-policy series, cohorts, joined
         predictions, label counters, status) and its place in the model sets.
 
-        Alerts (``fw:alert:{id}``) and incidents are fleet-wide history and are kept, as
+        Alerts (``{fw}:alert:{id}``) and incidents are fleet-wide history and are kept, as
         are the aggregator's checkpoints: records of the model still in flight (open
         windows, the topic's backlog) create it again as an implicit model.
         """

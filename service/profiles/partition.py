@@ -110,12 +110,15 @@ class PartitionState:
     def __init__(self, partition: int, cp: PartitionCheckpoint) -> None:
         self.partition = partition
         self.epoch = cp.epoch
+        self.seq = cp.seq  # checkpoints written (service.profiles.checkpoints)
         self.offset = cp.offset
         self.open: dict[WindowKey, WindowProfile] = {}
         self.clocks: dict[str, ModelClock] = defaultdict(ModelClock)
         self.dirty: set[WindowKey] = set()
         self.dirty_clocks: set[str] = set()
         self.closed: list[ClosedWindow] = []
+        # published by the last checkpoint, verified and forgotten by the next (checkpoints.py)
+        self.published: list[ClosedWindow] = []
         self.deleted: list[str] = []
         self.features: dict[str, set[str]] = defaultdict(set)  # feature names seen per model
         # per model, the dimension of each undeclared vector feature (fixed by its first vector)
@@ -194,12 +197,18 @@ class PartitionState:
             self._close(key)
         return len(keys)
 
-    def updates(self) -> dict[str, bytes | str | int]:
+    def updates(self, full: bool = False) -> dict[str, bytes | str | int]:
+        """The checkpoint's fields changed since the last checkpoint, or (``full``) all of
+        them: the whole state, for a checkpoint that replaces what Redis holds."""
+        if full:
+            self.dirty, self.dirty_clocks, self.dirty_dead = set(self.open), set(self.clocks), set(self.dead)
         out: dict[str, bytes | str | int] = {}
         if self.offset is not None:
             out["offset"] = self.offset
         if self.last_msg is not None:
             out[_TAIL] = LogMark.of(self.last_msg).to_json()
+        elif full and self.tail is not None:
+            out[_TAIL] = self.tail.to_json()
         # Rewritten every interval while open: zlib level 1, and digests' buffered values are
         # written as they are rather than compressed at every checkpoint (read back as buffered).
         for key in self.dirty:

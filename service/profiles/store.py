@@ -25,7 +25,7 @@ from redis.exceptions import (
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from service.profiles.checkpoints import _ANNOUNCE, _CHECKPOINT, _PUBLISH, _SETTLE, CheckpointStore
+from service.profiles.checkpoints import _ANNOUNCE, _CHECKPOINT, _PUBLISH, CheckpointStore
 from service.profiles.fleet import FleetStore
 from service.profiles.models import _ADMIT, _COUNT_WINDOW, ModelStore
 from service.profiles.results import _PUT_LATEST, _PUT_RESULTS, COUNTS_KEPT, COUNTS_TRIM_AT, ResultStore
@@ -60,7 +60,6 @@ class Store(ModelStore, WindowStore, CheckpointStore, ResultStore, FleetStore):
         self._checkpoint = self.r.register_script(_CHECKPOINT)
         self._publish = self.r.register_script(_PUBLISH)
         self._announce = self.r.register_script(_ANNOUNCE)
-        self._settle = self.r.register_script(_SETTLE)
         self._admit = self.r.register_script(_ADMIT)
         self._count_window = self.r.register_script(_COUNT_WINDOW)
         self._put_results = self.r.register_script(
