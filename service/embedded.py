@@ -290,25 +290,28 @@ class LocalRedisCluster:
         )
         self.wait_ok(timeout)
 
-    def healthy(self) -> bool:
-        """Every live node sees ``cluster_state:ok``, all 16384 slots served, ``masters``
-        masters each with ``replicas`` replicas whose link to their master is up."""
-        live = [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
+    def live(self) -> list[ChildProcess]:
+        return [n for n in self.nodes if n.proc is not None and n.proc.poll() is None]
+
+    def healthy(self, replicated: bool = True) -> bool:
+        """Every live node sees ``cluster_state:ok`` with all 16384 slots served, by
+        ``masters`` live masters; ``replicated``: each with ``replicas`` replicas whose link
+        to it is up (False: after a failover, the promoted replicas have none)."""
         masters = 0
-        for n in live:
+        for n in self.live():
             info = _redis_info(n.port, "cluster-info")
             if info.get("cluster_state") != "ok" or info.get("cluster_slots_ok") != "16384":
                 return False
             repl = _redis_info(n.port, "replication")
             if repl.get("role") == "master":
                 masters += 1
-                if int(repl.get("connected_slaves", "0")) < self.replicas:
+                if replicated and int(repl.get("connected_slaves", "0")) < self.replicas:
                     return False
-            elif repl.get("master_link_status") != "up":
+            elif replicated and repl.get("master_link_status") != "up":
                 return False
         return masters == self.masters
 
-    def wait_ok(self, timeout: float = 60.0) -> None:
+    def wait_ok(self, timeout: float = 60.0, replicated: bool = True) -> None:
         """Block until :meth:`healthy` (a condition, polled).
 
         Raises
@@ -316,14 +319,14 @@ class LocalRedisCluster:
         TimeoutError
         """
         deadline = time.monotonic() + timeout
-        while not self.healthy():
+        while not self.healthy(replicated):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the Redis Cluster in {self.data_dir} is not healthy after {timeout}s")
             time.sleep(0.1)
 
     def master_ports(self) -> list[int]:
-        return [n.port for n in self.nodes if n.proc is not None and n.proc.poll() is None
-                and _redis_info(n.port, "replication").get("role") == "master"]
+        """Ports of the live masters."""
+        return [n.port for n in self.live() if _redis_info(n.port, "replication").get("role") == "master"]
 
     def stop(self) -> None:
         for n in self.nodes:

@@ -7,21 +7,34 @@ The whole suite runs on a cluster with ``FLEETWATCH_TEST_REDIS=cluster``."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
 
 from service.embedded import LocalRedisCluster, redis_cluster
+from service.kafka import ensure_topics
+from service.profiles.keys import MODELS as MODELS_KEY
+from service.profiles.keys import config_key, counted_key, pending_key
+from service.profiles.store import Store
+from tests.conftest import wait_for
+from tests.roles import running
 from tests.test_checkpoint_steps import (  # noqa: F401 (collected here, on the cluster)
     test_a_checkpoint_a_failover_rolled_back_is_refused_then_rewritten_whole,
     test_a_checkpoint_interrupted_after_any_step_is_completed_by_the_next_owner,
     test_a_fenced_out_owner_neither_checkpoints_nor_publishes,
     test_a_window_a_failover_lost_is_published_again_by_the_next_checkpoint,
 )
+from tests.test_crash_safety import MODELS as CRASH_MODELS
 from tests.test_crash_safety import (  # noqa: F401
+    all_windows_stored,
+    assert_matches,
+    committed_offsets,
     proc_settings,
+    produce,
     test_sigkill_at_random_moments_loses_and_double_counts_nothing,
     test_three_replicas_with_a_rebalance_mid_window_equal_one,
+    workload,
 )
 from tests.test_end_to_end import test_injected_shift_raises_an_alert_on_the_api  # noqa: F401
 from tests.test_outages import outage_loses_nothing
@@ -72,3 +85,61 @@ async def test_a_cluster_outage_pauses_consumption_and_loses_nothing(settings, t
 
     settings = settings.model_copy(update={"redis_url": own.url})
     await outage_loses_nothing(settings, own.stop, up)
+
+
+async def test_a_master_sigkilled_mid_ingest_fails_over_and_every_window_counts_exactly(settings, tmp_path):
+    """A master holding models' windows and partition checkpoints is SIGKILLed while
+    records flow; its replica is promoted (cluster-node-timeout 1 s) and the aggregator and
+    detector resume by themselves. Every window's count is then exact, and every window is
+    counted by the detector (evaluated, or skipped when it has no baseline yet) and applied
+    by the alert policy; a write the replica had not received is
+    found and written again (fleetwatch_windows_republished_total,
+    fleetwatch_checkpoints_rolled_back_total), never left wrong."""
+    own = redis_cluster(tmp_path / "cluster", node_timeout_ms=1_000)
+    own.start()
+    settings = settings.model_copy(update={
+        "redis_url": own.url, "allowed_lateness_seconds": 60, "idle_close_seconds": 5.0,
+        "max_poll_records": 1000,
+    })
+    store = Store(settings.redis_url, settings.redis_cluster)
+    records = workload(40_000, windows=3, seed=9)
+    await store.ping()  # the client reads the slot map
+    fleet_master = store.r.get_node_from_key(MODELS_KEY).port
+    victim = next(p for m in CRASH_MODELS
+                  if (p := store.r.get_node_from_key(config_key(m)).port) != fleet_master)
+    try:
+        await ensure_topics(settings)
+        async with running(settings, store, "aggregator", "detector"):
+            await produce(settings, records[:15_000])
+
+            async def checkpointed() -> bool:
+                return await committed_offsets(store, settings) > 0
+
+            await wait_for(checkpointed, timeout=60)
+            rest = [records[i:i + 1000] for i in range(15_000, len(records), 1000)]
+            producer = asyncio.create_task(produce_slowly(settings, rest))
+            own.node(victim).kill()
+            await asyncio.to_thread(own.wait_ok, 60, False)  # its replica serves its slots
+            assert victim not in own.master_ports() and len(own.master_ports()) == 3
+            await producer
+            await wait_for(lambda: all_windows_stored(store, records), timeout=180)
+
+            async def applied() -> bool:  # every window counted by the detector, none pending
+                for m in CRASH_MODELS:
+                    members = await store.window_members(m, 0, float("inf"))
+                    counted = {k.decode() for k in await store.r.zrange(counted_key(m), 0, -1)}
+                    if counted != set(members) or await store.r.zcard(pending_key(m)):
+                        return False
+                return True
+
+            await wait_for(applied, timeout=120)
+        await assert_matches(store, records)
+    finally:
+        await store.close()
+        own.stop()
+
+
+async def produce_slowly(settings, slices) -> None:
+    for s in slices:
+        await produce(settings, s)
+        await asyncio.sleep(0.5)
