@@ -1,7 +1,8 @@
 """The pipeline on a real local Redis Cluster (three masters, three replicas): the
-crash-safety, rebalance, Redis-outage and end-to-end scenarios of the suite, run here
-against the cluster (the scenarios' own code, imported: the ``redis_url`` and
-``redis_is_cluster`` fixtures below make every fixture they use cluster-backed).
+crash-safety, rebalance, Redis-outage, end-to-end and scale-out scenarios of the suite,
+and a master's failover, run here against the cluster (the scenarios' own code,
+imported: the ``redis_url`` and ``redis_is_cluster`` fixtures below make every fixture
+they use cluster-backed).
 
 The whole suite runs on a cluster with ``FLEETWATCH_TEST_REDIS=cluster``."""
 
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from service.embedded import LocalRedisCluster, redis_cluster
+from service.embedded import LocalRedisCluster, redis_cluster, redis_server
 from service.kafka import ensure_topics
 from service.profiles.keys import MODELS as MODELS_KEY
 from service.profiles.keys import config_key, counted_key, pending_key
@@ -38,6 +39,7 @@ from tests.test_crash_safety import (  # noqa: F401
 )
 from tests.test_end_to_end import test_injected_shift_raises_an_alert_on_the_api  # noqa: F401
 from tests.test_outages import outage_loses_nothing
+from tests.test_scale import assert_same_answers, references, run_pipeline, scale_settings, shifted_workload
 
 pytestmark = pytest.mark.integration
 
@@ -143,3 +145,22 @@ async def produce_slowly(settings, slices) -> None:
     for s in slices:
         await produce(settings, s)
         await asyncio.sleep(0.5)
+
+
+async def test_three_aggregators_and_three_detectors_on_the_cluster_equal_one_of_each_on_one_redis(
+        settings, tmp_path):
+    """tests/test_scale.py's comparison, the 3 + 3 run on the cluster, the 1 + 1 run on one
+    Redis: the same window profiles and the same alerts (ids, windows, states, evidence,
+    incidents)."""
+    server = redis_server(tmp_path / "redis")
+    server.start()
+    try:
+        base = scale_settings(settings)
+        records, refs = shifted_workload(), references()
+        alone = base.model_copy(update={"redis_url": f"redis://127.0.0.1:{server.port}/0",
+                                        "redis_cluster": False})
+        one = await run_pipeline(alone, "one", 1, 1, 1, records, refs, tmp_path)
+        many = await run_pipeline(base, "many", 0, 3, 3, records, refs, tmp_path)
+        assert_same_answers(one, many, records)
+    finally:
+        server.stop()

@@ -27,6 +27,7 @@ from service.embedded import free_port
 from service.kafka import ensure_topics
 from service.profiles.reference import build_reference
 from service.profiles.store import Store
+from service.runtime.redis_client import flush
 from service.settings import Settings
 from tests.conftest import wait_for
 from tests.processes import role_process
@@ -106,7 +107,8 @@ async def snapshot(store: Store) -> tuple[dict, set]:
 async def run_pipeline(base: Settings, name: str, db: int, aggregators: int, detectors: int,
                        records: list[PredictionRecord], refs: dict, log_dir: Path):
     """Run the workload through `aggregators` + `detectors` processes; return the
-    stored profiles and alerts, and records aggregated / windows evaluated per process."""
+    stored profiles and alerts, and records aggregated / windows evaluated per process.
+    On a Redis Cluster (``base.redis_cluster``) ``db`` must be 0."""
     s = base.model_copy(update={
         "redis_url": with_db(base.redis_url, db),
         "predictions_topic": f"{base.predictions_topic}-{name}",
@@ -114,10 +116,10 @@ async def run_pipeline(base: Settings, name: str, db: int, aggregators: int, det
         "aggregator_group": f"{base.aggregator_group}-{name}",
         "detector_group": f"{base.detector_group}-{name}",
     })
-    store = Store(s.redis_url)
+    store = Store(s.redis_url, s.redis_cluster)
     procs: list[tuple[str, int, object, Path]] = []
     try:
-        await store.r.flushdb()
+        await flush(store.r)
         for m, ref in refs.items():
             await store.put_reference(m, ref)
         await ensure_topics(s)
@@ -152,23 +154,33 @@ async def run_pipeline(base: Settings, name: str, db: int, aggregators: int, det
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         codes = [p.wait(30) for _role, _port, p, _log in procs]
-        await store.r.flushdb()
+        await flush(store.r)
         await store.close()
     assert codes == [0] * len(procs), codes
     return result, work
 
 
 async def test_three_aggregators_and_three_detectors_equal_one_of_each(settings, tmp_path):
-    base = settings.model_copy(update={
+    base = scale_settings(settings)
+    records, refs = shifted_workload(), references()
+    # One run after the other: both on the same broker and Redis server.
+    one = await run_pipeline(base, "one", 1, 1, 1, records, refs, tmp_path)
+    many = await run_pipeline(base, "many", 2, 3, 3, records, refs, tmp_path)
+    assert_same_answers(one, many, records)
+
+
+def scale_settings(settings: Settings) -> Settings:
+    return settings.model_copy(update={
         "allowed_lateness_seconds": 60, "idle_close_seconds": 2.0,
         "checkpoint_interval_seconds": 0.3, "kafka_session_timeout_ms": 3000,
         "kafka_heartbeat_interval_ms": 500, "topic_partitions": 4,
     })
-    records, refs = shifted_workload(), references()
-    # One run after the other: both on the same broker and Redis server.
-    (one, one_work) = await run_pipeline(base, "one", 1, 1, 1, records, refs, tmp_path)
-    (many, many_work) = await run_pipeline(base, "many", 2, 3, 3, records, refs, tmp_path)
 
+
+def assert_same_answers(one, many, records: list[PredictionRecord]) -> None:
+    """The scaled-out run (``many``: 3 + 3) spread the work and stored the same profiles
+    and alerts as ``one`` (1 + 1), and those alerts are on the workload's shifts."""
+    (one, one_work), (many, many_work) = one, many
     # The scaled-out run really spread the work (else it would prove nothing).
     aggregated = [v for (role, _), v in many_work.items() if role == "aggregate"]
     evaluated = [v for (role, _), v in many_work.items() if role == "detect"]
