@@ -17,6 +17,7 @@ from service.alerting.keys import OPEN, OPEN_INDEX
 from service.alerting.policy import resolve_by_user
 from service.alerting.store import AlertStore, OpenAlert
 from service.api.app import create_app
+from service.profiles import fleet
 from service.profiles.fleet import ModelColumns
 from service.profiles.keys import FLEET_COLUMNS, FLEET_LATEST, config_key, window_member
 from service.profiles.results import COUNTS_KEPT, COUNTS_TRIM_AT
@@ -158,7 +159,7 @@ async def test_open_index_follows_the_policy_and_the_users_resolution(store):
     assert await alerts.open_index() == {}
 
 
-async def test_index_is_filled_in_for_data_stored_before_it(settings, store):
+async def test_index_is_filled_in_for_data_stored_before_it(settings, store, monkeypatch):
     """Configurations and open alerts written by a version without the index."""
     await store.put_model_config("old", config(2))
     await store.r.hdel(FLEET_COLUMNS, "old")
@@ -174,13 +175,16 @@ async def test_index_is_filled_in_for_data_stored_before_it(settings, store):
     assert ModelColumns.from_json(await store.r.hget(FLEET_COLUMNS, "old")) == index.columns["old"]
     assert (await alerts.open_index())[a["id"]].model_id == "old"
     assert await store.r.hexists(OPEN_INDEX, a["id"])
-    # a repair never overwrites columns written since the configuration was read
-    await store.r.hdel(FLEET_COLUMNS, "old")
+    # a repair never overwrites columns written since it read the configuration
     raw = await store.r.get(config_key("old"))
     await store.put_model_config("old", config(0))
-    assert await store._fill_columns(keys=[FLEET_COLUMNS, config_key("old")],
-                                     args=["old", raw, ModelColumns().to_json()]) == 0
-    assert (await store.fleet_index()).columns["old"].owner == "ads"
+
+    async def read_before_the_write(_r, _keys):
+        return [raw]
+
+    monkeypatch.setattr(fleet, "mget", read_before_the_write)
+    assert (await store._fill_fleet_columns(["old"]))["old"].owner == "search"  # what it read
+    assert ModelColumns.from_json(await store.r.hget(FLEET_COLUMNS, "old")).owner == "ads"
 
 
 @pytest.mark.parametrize("health", ["critical", "no data"])
