@@ -360,7 +360,7 @@ async def test_a_cold_start_sizes_its_slots_from_the_registered_fleet_whatever_t
     submitted, the others as many as the window being gated."""
     params = EpochSpending(alpha=0.05, slot_seconds=W)
     gate = FdrGate(store.r, params)
-    await store.r.sadd("fw:models", "a", "b", "c")
+    await store.r.sadd("{fw}:models", "a", "b", "c")
     ahead = [await gate.gate(f"a:{s}", T0 + s * W, W, [0.5] * 30, model_id="a") for s in range(6)]
     assert {d.capacity for d in ahead} == {params.capacity(90)} and all(d.granted == 30 for d in ahead)
     rest = [await gate.gate(f"{m}:{s}", T0 + s * W, W, [0.5] * 30, model_id=m)
