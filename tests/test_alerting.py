@@ -20,6 +20,7 @@ from service.alerting.store import AlertStore
 from service.profiles.keys import window_member
 from service.profiles.store import Store
 from service.registry import FeatureDeclaration, ModelConfig
+from service.runtime.redis_client import flush
 
 T0 = 1_700_006_400 - 1_700_006_400 % 86_400  # an epoch (UTC day) start
 W = 300
@@ -98,7 +99,7 @@ async def test_a_window_applied_twice_or_out_of_order_changes_nothing(store):
                                                   f"{{fw}}:fdr:{T0 // 86_400}:disc")}
     assert {a[4] for a in in_order} == {"resolved", "firing"} and len(in_order) == 2
 
-    await store.r.flushdb()
+    await flush(store.r)
     p = policy(store)
     for i in range(12):  # closed by the aggregator, in order
         await p.alerts.mark_pending("m", window("m", i).member, window("m", i).start)
@@ -112,7 +113,7 @@ async def test_a_window_applied_twice_or_out_of_order_changes_nothing(store):
     assert sum(int(v) for v in fdr[f"{{fw}}:fdr:{T0 // 86_400}:used"].values()) == 12 * 2
 
 
-async def test_three_replicas_decide_exactly_like_one(store, redis_url):
+async def test_three_replicas_decide_exactly_like_one(store, redis_url, redis_is_cluster):
     rng = random.Random(11)
     models = [f"m{j}" for j in range(12)]
     # Breaches in runs, plus borderline p-values the FDR gate must decide on.
@@ -122,8 +123,8 @@ async def test_three_replicas_decide_exactly_like_one(store, redis_url):
                                         for f in ("a", "b")}) for j, m in enumerate(models)}
 
     async def run(replicas: int) -> tuple[set, set]:
-        await store.r.flushdb()
-        stores = [Store(redis_url) for _ in range(replicas)]
+        await flush(store.r)
+        stores = [Store(redis_url, redis_is_cluster) for _ in range(replicas)]
         work = list(plan)
         rng.shuffle(work)
         for m, i in work:  # closed by the aggregator

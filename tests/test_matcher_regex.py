@@ -93,8 +93,8 @@ def test_each_stored_pattern_is_compiled_once():
 
 
 @pytest_asyncio.fixture
-async def http(redis_url: str):
-    store = Store(redis_url)
+async def http(redis_url: str, redis_is_cluster: bool):
+    store = Store(redis_url, redis_is_cluster)
     await store.r.delete(SILENCES, RECEIVERS)
     app = create_app(Settings(redis_url=redis_url, matcher_regex_max_length=32), store)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
@@ -144,10 +144,11 @@ async def test_the_length_limit_is_on_regular_expressions_only(http):
     assert (await http.post("/v1/silences", json=silence_body(ok))).status_code == 201
 
 
-async def test_stored_patterns_re2_refuses_read_back_as_matching_nothing(http, redis_url: str):
+async def test_stored_patterns_re2_refuses_read_back_as_matching_nothing(http, redis_url: str,
+                                                                       redis_is_cluster: bool):
     """A silence and a receiver stored by a release on Python's `re` (lookahead) still read
     back, list, show and delete; they silence and receive nothing, even negated."""
-    store = Store(redis_url)
+    store = Store(redis_url, redis_is_cluster)
     try:
         legacy = {"name": "owner", "value": "pay(?!ments)", "regex": True, "equal": False}
         silence = Silence.model_validate(

@@ -37,6 +37,7 @@ from service.paging.payloads import SIGNATURE_HEADER, verify_signature
 from service.paging.timing import GroupState, Timing, decide
 from service.profiles.store import Store
 from service.registry import FeatureDeclaration, ModelConfig
+from service.runtime.redis_client import flush
 from service.settings import Settings
 from tests.conftest import wait_for
 from tests.test_alerting import BREACH, HEALTHY, apply, policy
@@ -124,9 +125,9 @@ def cfg(redis_url: str) -> Settings:
 
 
 @pytest_asyncio.fixture
-async def rstore(redis_url: str):
-    s = Store(redis_url)
-    await s.r.flushdb()
+async def rstore(redis_url: str, redis_is_cluster: bool):
+    s = Store(redis_url, redis_is_cluster)
+    await flush(s.r)
     yield s
     await s.close()
 

@@ -22,7 +22,8 @@ OUTAGE_SECONDS = 30
 async def test_redis_outage_pauses_consumption_and_loses_nothing(settings, tmp_path):
     redis = redis_server(tmp_path / "redis")
     redis.start()
-    settings = settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{redis.port}/0"})
+    settings = settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{redis.port}/0",
+                                           "redis_cluster": False})
     # graceful stop: the AOF is flushed, as on a planned restart or failover
     await outage_loses_nothing(settings, redis.stop, redis.start)
 

@@ -79,7 +79,7 @@ async def test_every_role_of_fleetwatch_run_resumes_after_a_30_s_redis_outage(se
     tag = uuid.uuid4().hex[:8]
     api_port = free_port()
     settings = settings.model_copy(update={
-        "redis_url": f"redis://127.0.0.1:{redis.port}/0", "api_port": api_port,
+        "redis_url": f"redis://127.0.0.1:{redis.port}/0", "redis_cluster": False, "api_port": api_port,
         "labels_topic": f"lab-{tag}", "joiner_group": f"join-{tag}", "notifier_group": f"not-{tag}",
         "receiver_allow_nets": ["127.0.0.0/8"], "checkpoint_interval_seconds": 0.3,
         "idle_close_seconds": 3600.0, "performance_eval_interval_seconds": 1.0,

@@ -195,8 +195,8 @@ def test_spec_validation_names_the_field():
 
 
 @pytest_asyncio.fixture
-async def fw_store(redis_url: str):
-    s = Store(redis_url)
+async def fw_store(redis_url: str, redis_is_cluster: bool):
+    s = Store(redis_url, redis_is_cluster)
     await s.r.delete(SILENCES)
     yield s
     await s.r.delete(SILENCES)

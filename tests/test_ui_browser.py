@@ -25,6 +25,7 @@ from service.api.server import ApiServer
 from service.demo import run as demo
 from service.embedded import free_port
 from service.profiles.store import Store
+from service.runtime.redis_client import flush
 from service.runtime.roles import run_roles
 from service.settings import Settings
 from tests.conftest import wait_for
@@ -77,8 +78,8 @@ async def pipeline(kafka_bootstrap: str, redis_url: str):
         public_url=f"http://127.0.0.1:{port}",
         **demo.PIPELINE_SETTINGS,
     )
-    store = Store(settings.redis_url)
-    await store.r.flushdb()
+    store = Store(settings.redis_url, settings.redis_cluster)
+    await flush(store.r)
     sink = Sink()
     sink_task = asyncio.create_task(sink.server.serve())
     stop = asyncio.Event()
