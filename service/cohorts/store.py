@@ -259,7 +259,7 @@ class CohortStore:
         key = reference_cohort_key(model_id)
         async with self.r.pipeline(transaction=True) as p:
             if replace:
-                p.delete(key)
+                p.execute_command("DEL", key)  # queued on a cluster too
             for field, v in counters.items():
                 if isinstance(v, float):
                     p.hincrbyfloat(key, field, v)

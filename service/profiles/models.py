@@ -209,7 +209,7 @@ class ModelStore:
             p.srem(IMPLICIT, model_id)
             p.hdel(FLEET_COLUMNS, model_id)
             p.hdel(FLEET_LATEST, model_id)
-            p.unlink(model_alerts_key(model_id))
+            p.execute_command("UNLINK", model_alerts_key(model_id))  # queued on a cluster too
             await p.execute()
         return DeletedModel(existed, n)
 

@@ -65,7 +65,7 @@ class WindowStore:
             p.set(reference_key(model_id), profile.to_bytes())
             p.set(edges_key(model_id), edge_set_to_bytes(profile.edge_set()))
             if floors is None:
-                p.delete(floors_key(model_id))
+                p.execute_command("DEL", floors_key(model_id))  # queued on a cluster too
             else:
                 p.set(floors_key(model_id), json.dumps(floors.to_dict()))
             await p.execute()
