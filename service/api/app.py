@@ -33,6 +33,7 @@ from service.api.auth import Scope, document_scopes, include_secured, same_secre
 from service.api.errors import ApiError, ErrorBody
 from service.api.limits import BodySizeLimit, RouteLimit
 from service.profiles.store import Store
+from service.runtime.roles import upgrade_key_layout
 from service.settings import Settings
 from service.ui import routes as ui
 
@@ -82,6 +83,8 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
                      "series labelled by model (docs/api.md, 'Metrics exposure')")
         own = store is None
         app.state.store = Store(settings.redis_url, settings.redis_cluster) if own else store
+        if own:
+            await upgrade_key_layout(app.state.store, settings)
         try:
             yield
         finally:

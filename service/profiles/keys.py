@@ -210,3 +210,22 @@ def model_keys_pattern(m: str) -> str:
     'fw:{a\\\\*b}:*'
     """
     return f"fw:{{{m.translate(_GLOB_SPECIAL)}}}:*"
+
+
+def legacy_fleet_key(key: str) -> str | None:
+    """The name of ``key``, a key of the layout before fleet-wide keys were tagged
+    ``{fw}``, in today's layout; None if it is named as today (a model's key, a partition
+    checkpoint) or is not fleetwatch's.
+
+    Examples
+    --------
+    >>> [legacy_fleet_key(k) for k in ("fw:models", "fw:alert:9f", "fw:{fraud}:alerts",
+    ...                                "fw:{fraud}:config", "fw:agg:fw.predictions:3", "other")]
+    ['{fw}:models', '{fw}:alert:9f', '{fw}:alerts:fraud', None, None, None]
+    """
+    if not key.startswith("fw:") or key.startswith("fw:agg:"):
+        return None
+    rest = key[len("fw:"):]
+    if rest.startswith("{"):  # a model's key: only its alert index moved
+        return GLOBAL + "alerts:" + rest[1:-len("}:alerts")] if rest.endswith("}:alerts") else None
+    return GLOBAL + rest

@@ -11,6 +11,8 @@ index). The keys are listed in :mod:`service.profiles.keys`.
 
 from __future__ import annotations
 
+import contextlib
+
 from redis.exceptions import (
     AskError,
     ClusterDownError,
@@ -19,6 +21,7 @@ from redis.exceptions import (
     OutOfMemoryError,
     ReadOnlyError,
     RedisClusterException,
+    ResponseError,
     SlotNotCoveredError,
     TryAgainError,
 )
@@ -27,10 +30,11 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from service.profiles.checkpoints import _ANNOUNCE, _CHECKPOINT, _PUBLISH, CheckpointStore
 from service.profiles.fleet import FleetStore
+from service.profiles.keys import legacy_fleet_key
 from service.profiles.models import _ADMIT, _COUNT_WINDOW, ModelStore
 from service.profiles.results import _PUT_LATEST, _PUT_RESULTS, COUNTS_KEPT, COUNTS_TRIM_AT, ResultStore
 from service.profiles.windows import WindowStore
-from service.runtime.redis_client import connect
+from service.runtime.redis_client import connect, is_cluster
 
 #: Errors that mean Redis cannot serve now (down, unreachable, loading, failing over, out of
 #: memory; on a cluster, a slot moving or a master failing over) rather than a wrong
@@ -66,6 +70,26 @@ class Store(ModelStore, WindowStore, CheckpointStore, ResultStore, FleetStore):
             _PUT_RESULTS.replace("COUNTS_TRIM_AT", str(COUNTS_TRIM_AT))
             .replace("COUNTS_KEPT", str(COUNTS_KEPT)))
         self._put_latest = self.r.register_script(_PUT_LATEST)
+
+    async def upgrade_key_layout(self) -> int:
+        """Rename the fleet-wide keys of a Redis written before they were hash-tagged
+        (``fw:models`` -> ``{fw}:models``, ``fw:alert:<id>`` -> ``{fw}:alert:<id>``, a
+        model's alert index ``fw:{m}:alerts`` -> ``{fw}:alerts:<m>``, ...: everything but a
+        model's other keys and the partition checkpoints); the keys renamed. Run by every
+        role and the API at start; a key renamed meanwhile by another process is left to it.
+        Only a standalone Redis can hold the old layout (a cluster refused it), so a cluster
+        is not scanned."""
+        if is_cluster(self.r):
+            return 0
+        n = 0
+        async for raw in self.r.scan_iter(match="fw:*", count=1_000):
+            key = raw.decode(errors="surrogateescape")
+            new = legacy_fleet_key(key)
+            if new is None:
+                continue
+            with contextlib.suppress(ResponseError):  # renamed by another process meanwhile
+                n += bool(await self.r.renamenx(raw, new.encode(errors="surrogateescape")))
+        return n
 
     async def close(self) -> None:
         await self.r.aclose()

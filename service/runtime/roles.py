@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from service.settings import Settings
+
+log = logging.getLogger("fleetwatch.runtime")
 
 if TYPE_CHECKING:
     from service.profiles.store import Store
@@ -134,6 +137,7 @@ async def run_roles(settings: Settings, roles: Iterable[str], stop: asyncio.Even
 
     store = Store(settings.redis_url, settings.redis_cluster)
     try:
+        await upgrade_key_layout(store, settings)
         tasks = await start_roles(settings, store, roles, stop, built)
         done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         stop.set()
@@ -143,3 +147,13 @@ async def run_roles(settings: Settings, roles: Iterable[str], stop: asyncio.Even
                 raise t.exception()
     finally:
         await store.close()
+
+
+async def upgrade_key_layout(store, settings: Settings) -> None:
+    """Rename the keys of an older layout (:meth:`~service.profiles.store.Store.upgrade_key_layout`),
+    retried while Redis cannot serve; logged when it renamed any."""
+    from service.runtime.outage import RedisOutage
+
+    n = await RedisOutage(settings, "startup").call(store.upgrade_key_layout, "upgrade key layout")
+    if n:
+        log.info("renamed %d fleet-wide keys to the hash-tagged layout ({fw}:...)", n)
