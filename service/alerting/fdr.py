@@ -44,12 +44,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import redis.asyncio as aioredis
 
 from detectors.fdr.epoch import MAX_LOOKBACK_EPOCHS, EpochSpending
 from service import metrics
 from service.alerting.keys import FDR_DEMAND, FDR_USED_PATTERN, fdr_key
 from service.profiles.keys import MODELS
+from service.runtime.redis_client import Client
 from service.settings import Settings
 
 EPOCHS_KEPT = MAX_LOOKBACK_EPOCHS + 1
@@ -141,7 +141,7 @@ def spending(settings: Settings) -> EpochSpending:
 class FdrGate:
     """The fleet's online FDR gate, shared by every detector replica through Redis."""
 
-    def __init__(self, r: aioredis.Redis, params: EpochSpending) -> None:
+    def __init__(self, r: Client, params: EpochSpending) -> None:
         self.r = r
         self.params = params
         self._reserve = r.register_script(_RESERVE)
@@ -190,7 +190,7 @@ class FdrGate:
         return GateDecision(found, level, granted, rewarded, capacity)
 
 
-async def declared_demand(r: aioredis.Redis, model_id: str | None, per_slot: int) -> int:
+async def declared_demand(r: Client, model_id: str | None, per_slot: int) -> int:
     """The tests the registered fleet submits to one slot, as far as the gate knows.
 
     The sum over the registered models (``fw:models``) and ``model_id`` of what each
@@ -216,12 +216,12 @@ class SlotUse:
     submitted: int = 0  # tests submitted (granted or not: those beyond the capacity go unfunded)
 
 
-async def epochs(r: aioredis.Redis) -> list[int]:
+async def epochs(r: Client) -> list[int]:
     """The epochs whose gate counters are still kept, oldest first."""
     return sorted({int(k.decode().split(":")[2]) async for k in r.scan_iter(match=FDR_USED_PATTERN)})
 
 
-async def slot_use(r: aioredis.Redis, epoch: int) -> list[SlotUse]:
+async def slot_use(r: Client, epoch: int) -> list[SlotUse]:
     """Every slot of ``epoch`` that was submitted tests or made discoveries, in order."""
     async with r.pipeline(transaction=False) as p:
         for name in ("used", "disc", "cap", "req"):

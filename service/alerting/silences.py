@@ -23,8 +23,6 @@ import uuid
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import redis.asyncio as aioredis
-
 from detectors.policy.silence import (
     STORED_CONTEXT,
     Silence,
@@ -36,6 +34,7 @@ from detectors.policy.silence import (
     silencing,
 )
 from service.alerting.keys import SILENCES
+from service.runtime.redis_client import Client
 from service.stored import Unreadable, encode_stored, read_stored
 
 if TYPE_CHECKING:
@@ -106,13 +105,13 @@ class SilenceStore:
 
     Parameters
     ----------
-    r : redis.asyncio.Redis
+    r : service.runtime.redis_client.Client
         The client (``Store.r``).
     retention : timedelta
         How long an expired silence stays visible before it is purged.
     """
 
-    def __init__(self, r: aioredis.Redis, retention: timedelta = RETENTION, role: str = "api") -> None:
+    def __init__(self, r: Client, retention: timedelta = RETENTION, role: str = "api") -> None:
         self.r = r
         self.retention = retention
         self.role = role

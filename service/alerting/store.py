@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
 
 from service.alerting.keys import (
     ALERTS,
@@ -35,6 +34,7 @@ from service.alerting.keys import (
 )
 from service.alerting.silences import SilenceStore, muted_now
 from service.profiles.keys import pending_key, status_key
+from service.runtime.redis_client import Client
 
 log = logging.getLogger("fleetwatch.alerting")
 
@@ -209,7 +209,7 @@ def effective_state(alert: dict[str, Any]) -> str:
 
 
 class AlertStore:
-    """Alert-policy state over a ``redis.asyncio.Redis`` client.
+    """Alert-policy state over a ``redis.asyncio`` client client.
 
     Every alert read (:meth:`alert`, :meth:`alerts`, :meth:`open_alerts`, the alerts of
     :meth:`incident`) comes with the user's actions applied (:func:`effective_state`) and
@@ -218,7 +218,7 @@ class AlertStore:
     counts of unreadable stored silences.
     """
 
-    def __init__(self, r: aioredis.Redis, role: str = "api") -> None:
+    def __init__(self, r: Client, role: str = "api") -> None:
         self.r = r
         self.silences = SilenceStore(r, role=role)
         self._record = r.register_script(_RECORD.replace("PENDING_HORIZON", str(PENDING_HORIZON_SECONDS)))

@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated, Any
 
-import redis.asyncio as aioredis
 from fastapi import APIRouter, Depends, FastAPI, Request, Security
 from fastapi.routing import APIRoute
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer, SecurityScopes
@@ -54,6 +53,7 @@ from pydantic import Field
 from detectors.strict import LAX, StrictModel
 from service.api.errors import UNAVAILABLE_RESPONSE, ApiError, ErrorBody
 from service.profiles.keys import GLOBAL
+from service.runtime.redis_client import Client
 from service.stored import Unreadable, encode_stored, read_stored
 
 KEYS = f"{GLOBAL}apikeys"
@@ -127,7 +127,7 @@ class ApiKeyStore:
 
     Parameters
     ----------
-    r : redis.asyncio.Redis
+    r : service.runtime.redis_client.Client
         The client (``Store.r``).
 
     Notes
@@ -136,7 +136,7 @@ class ApiKeyStore:
     memory, as receivers and silences do.
     """
 
-    def __init__(self, r: aioredis.Redis) -> None:
+    def __init__(self, r: Client) -> None:
         self.r = r
 
     async def create(self, name: str, scope: Scope, now: float,

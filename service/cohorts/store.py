@@ -13,8 +13,6 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from detectors.performance.binary import BinaryCohort
 from service.cohorts.codec import (
     BinaryCodec,
@@ -40,16 +38,16 @@ from service.cohorts.keys import (
 )
 from service.cohorts.lua import ADMIT, JOIN, PREDICT, SETTLE_SLICES, script_arg
 from service.cohorts.slices import slice_id
-from service.runtime.redis_client import run_scripts
+from service.runtime.redis_client import Client, run_scripts
 from sketches.slices import OTHER
 
 STATS = ("joined", "duplicate", "relabeled", "unknown", "late", "invalid")
 
 
 class CohortStore:
-    """Joined predictions and cohort counters over a ``redis.asyncio.Redis`` client."""
+    """Joined predictions and cohort counters over a ``redis.asyncio`` client client."""
 
-    def __init__(self, r: aioredis.Redis) -> None:
+    def __init__(self, r: Client) -> None:
         self.r = r
         self._predict = r.register_script(PREDICT)
         self._join = r.register_script(JOIN)

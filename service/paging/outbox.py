@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
-import redis.asyncio as aioredis
 import tenacity
 
 from service.paging.keys import (
@@ -31,6 +30,7 @@ from service.paging.keys import (
     outbox_queue_key,
     ratelimit_key,
 )
+from service.runtime.redis_client import Client
 
 OutboxState = Literal["pending", "delivered", "dead"]
 STATES: tuple[str, ...] = ("pending", "delivered", "dead")
@@ -272,18 +272,18 @@ class OutboxItem:
 
 
 class Outbox:
-    """The outbox over a ``redis.asyncio.Redis`` client.
+    """The outbox over a ``redis.asyncio`` client client.
 
     Parameters
     ----------
-    r : redis.asyncio.Redis
+    r : service.runtime.redis_client.Client
     retention : timedelta
         How long a delivered or dead item stays readable.
     keep : int
         At most this many delivered (and dead) items are listed.
     """
 
-    def __init__(self, r: aioredis.Redis, retention: timedelta = RETENTION, keep: int = KEEP) -> None:
+    def __init__(self, r: Client, retention: timedelta = RETENTION, keep: int = KEEP) -> None:
         self.r = r
         self.retention = retention
         self.keep = keep

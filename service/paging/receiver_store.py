@@ -16,11 +16,10 @@ from __future__ import annotations
 import logging
 import uuid
 
-import redis.asyncio as aioredis
-
 from service.alerting.silences import STORED, read_matching
 from service.paging.keys import RECEIVERS
 from service.paging.receiver_config import Receiver, ReceiverSpec
+from service.runtime.redis_client import Client
 from service.stored import encode_stored
 
 log = logging.getLogger(__name__)
@@ -31,11 +30,11 @@ class ReceiverStore:
 
     Parameters
     ----------
-    r : redis.asyncio.Redis
+    r : service.runtime.redis_client.Client
         The client (``Store.r``).
     """
 
-    def __init__(self, r: aioredis.Redis, role: str = "api") -> None:
+    def __init__(self, r: Client, role: str = "api") -> None:
         self.r = r
         self.role = role
 

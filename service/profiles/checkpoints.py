@@ -22,7 +22,7 @@ from service.profiles.keys import (
     profile_key,
     window_index_key,
 )
-from service.runtime.redis_client import run_scripts
+from service.runtime.redis_client import Client, run_scripts
 
 log = logging.getLogger("fleetwatch.aggregator")
 
@@ -146,7 +146,7 @@ class CheckpointStore:
     checkpoints that publish closed windows atomically, and the ``{fw}:windows`` stream the
     detector consumes."""
 
-    r: aioredis.Redis
+    r: Client
     _checkpoint: Any
     _publish: Any
     _announce: Any

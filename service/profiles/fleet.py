@@ -11,11 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
 
 from service.profiles.keys import FLEET_COLUMNS, FLEET_LATEST, MODELS, config_key, heat_key, window_index_key
 from service.registry import ModelConfig
-from service.runtime.redis_client import mget
+from service.runtime.redis_client import Client, mget
 from service.stored import read_stored
 
 
@@ -129,7 +128,7 @@ class FleetIndex:
 class FleetStore:
     """The fleet-overview half of :class:`~service.profiles.store.Store`."""
 
-    r: aioredis.Redis
+    r: Client
 
     # -- reads of the dashboard ------------------------------------------------------------
     async def fleet_index(self) -> FleetIndex:

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
 
 from detectors.config import DetectorConfig
 from service import metrics
@@ -28,7 +27,7 @@ from service.profiles.keys import (
     status_key,
 )
 from service.registry import ModelConfig
-from service.runtime.redis_client import mget
+from service.runtime.redis_client import Client, mget
 from service.stored import Unreadable, encode_stored, read_stored
 
 log = logging.getLogger("service.profiles.store")
@@ -95,7 +94,7 @@ class ModelStore:
     """The model half of :class:`~service.profiles.store.Store`: what a model is configured
     as, which models exist, and each model's status counters."""
 
-    r: aioredis.Redis
+    r: Client
     _admit: Any
     _count_window: Any
 

@@ -6,7 +6,6 @@ import json
 from typing import Any
 
 import orjson
-import redis.asyncio as aioredis
 
 from service.profiles.fleet import LatestWindow, heat_cells, window_status
 from service.profiles.keys import (
@@ -17,6 +16,7 @@ from service.profiles.keys import (
     results_key,
     window_index_key,
 )
+from service.runtime.redis_client import Client
 
 #: Record counts cached per model (``fw:{m}:counts``) before the oldest are dropped, and
 #: how many windows' counts are kept then (the sparklines show ``ui_recent_windows``).
@@ -62,7 +62,7 @@ return 1
 class ResultStore:
     """The results half of :class:`~service.profiles.store.Store`."""
 
-    r: aioredis.Redis
+    r: Client
     _put_results: Any
     _put_latest: Any
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import msgpack
 import numpy as np
-import redis.asyncio as aioredis
 
 from detectors.policy.learned import LearnedFloors
 from service import metrics
@@ -24,7 +23,7 @@ from service.profiles.keys import (
     reference_key,
     window_index_key,
 )
-from service.runtime.redis_client import mget
+from service.runtime.redis_client import Client, mget
 from sketches.bins import edge_set_from_bytes, edge_set_to_bytes
 from sketches.profile import WindowProfile
 from sketches.window import WindowGrid
@@ -53,7 +52,7 @@ class WindowStore:
     """The profile half of :class:`~service.profiles.store.Store`: a model's reference and its
     closed windows' and rollups' profiles."""
 
-    r: aioredis.Redis
+    r: Client
 
     # -- reference profiles -------------------------------------------------------
     async def put_reference(self, model_id: str, profile: WindowProfile,
