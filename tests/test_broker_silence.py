@@ -107,9 +107,13 @@ class FakeStore:
     async def model_configs(self, model_ids, role):  # none stored: every model has the defaults
         return dict.fromkeys(model_ids)
 
-    async def checkpoint(self, topic, partition, epoch, updates, deleted, closed, retention) -> bool:
+    async def publish_pending(self, topic, partition, cp, retention) -> list:
+        return []
+
+    async def checkpoint(self, topic, partition, epoch, updates, deleted, closed, retention, published, seq,
+                         full=False) -> list:
         self.closed_at += [self.clock.t] * len(closed)
-        return True
+        return list(closed)
 
 
 def test_outage_between_checkpoints_delays_idle_close(monkeypatch):
