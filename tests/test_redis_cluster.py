@@ -39,6 +39,10 @@ from tests.test_crash_safety import (  # noqa: F401
 )
 from tests.test_end_to_end import test_injected_shift_raises_an_alert_on_the_api  # noqa: F401
 from tests.test_outages import outage_loses_nothing
+from tests.test_redis_client import (  # noqa: F401
+    test_mget_reads_keys_of_many_slots_in_order,
+    test_script_calls_of_one_key_run_in_their_order_and_answer_in_order,
+)
 from tests.test_scale import assert_same_answers, references, run_pipeline, scale_settings, shifted_workload
 
 pytestmark = pytest.mark.integration

@@ -81,29 +81,39 @@ async def flush(r: Client) -> None:
         await r.flushdb()
 
 
-#: Script calls in flight at once on a cluster (each node's pool holds 100 connections).
+#: Hash slots whose script calls are in flight at once on a cluster (each node's pool holds
+#: 100 connections).
 SCRIPT_CONCURRENCY = 32
-
 
 #: One script call: its keys (one hash slot) and its arguments.
 ScriptCall = tuple[Sequence[Any], Sequence[Any]]
 
 
 async def run_scripts(r: Client, script: Any, calls: Sequence[ScriptCall]) -> list[Any]:
-    """Run ``script`` once per ``(keys, args)`` of ``calls``; the answers, in order.
+    """Run ``script`` once per ``(keys, args)`` of ``calls``, in order; the answers, in order.
 
     Standalone: one pipeline (one round trip). A cluster client refuses scripts in a
-    pipeline, so there each call is sent by itself, :data:`SCRIPT_CONCURRENCY` at a time,
-    to the node of its keys' slot (each call's keys must share one slot). Not atomic as a
-    whole on either: each call is.
+    pipeline, so there the calls of one hash slot run one after the other, in their order
+    (a later call may depend on an earlier one's writes: a label and its relabel), and the
+    slots :data:`SCRIPT_CONCURRENCY` at a time. Each call's keys must share one slot. Not
+    atomic as a whole on either: each call is.
     """
     if not calls:
         return []
     if is_cluster(r):
-        out: list[Any] = []
-        for i in range(0, len(calls), SCRIPT_CONCURRENCY):
-            chunk = calls[i:i + SCRIPT_CONCURRENCY]
-            out += await asyncio.gather(*(script(keys=list(k), args=list(a)) for k, a in chunk))
+        by_slot: dict[int, list[int]] = {}
+        for i, (keys, _args) in enumerate(calls):
+            by_slot.setdefault(r.keyslot(keys[0]), []).append(i)
+        out: list[Any] = [None] * len(calls)
+        room = asyncio.Semaphore(SCRIPT_CONCURRENCY)
+
+        async def run_slot(indices: list[int]) -> None:
+            async with room:
+                for i in indices:
+                    keys, args = calls[i]
+                    out[i] = await script(keys=list(keys), args=list(args))
+
+        await asyncio.gather(*(run_slot(ix) for ix in by_slot.values()))
         return out
     async with r.pipeline(transaction=False) as p:
         for k, a in calls:
