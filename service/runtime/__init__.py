@@ -8,6 +8,8 @@ configured the same way everywhere.
 ``roles``           ``ROLES`` (name, sub-command, runner of each role), ``start_roles``, ``run_roles``
 ``infrastructure``  the configured or embedded broker and Redis, signals, the metrics port
 ``outage``          ``RedisOutage``: wait, count and retry while Redis cannot serve
+``redis_client``    ``connect``: the one Redis client of every role, standalone or Redis Cluster
+                    (``redis_cluster``), and what both answer alike (``mget``, ``run_scripts``)
 
 Nothing is imported here: a role imports :mod:`service.runtime.outage` without pulling in
 the others.
