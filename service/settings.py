@@ -27,7 +27,8 @@ class Settings(BaseSettings):
     )
     redis_cluster: bool = Field(
         False, description="redis_url names one node of a Redis Cluster (the client finds the others); "
-                           "false: a standalone Redis server"
+                           "false: a standalone Redis server. Ignored when redis_url is unset (the "
+                           "embedded Redis is one server)"
     )
     data_dir: Path = Field(Path(".fleetwatch"), description="Folder for embedded Redis and broker data")
     embedded_broker_storage: Literal["disk", "memory"] = Field(

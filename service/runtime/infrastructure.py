@@ -37,6 +37,7 @@ def infrastructure(settings: Settings) -> Iterator[Settings]:
             redis.start()
             children.append(redis)
             updates["redis_url"] = f"redis://127.0.0.1:{redis.port}/0"
+            updates["redis_cluster"] = False  # the embedded Redis is one server
         if settings.kafka_bootstrap is None:
             port = reusable_port(data_dir, KAFKA_BOOTSTRAP)
             if settings.embedded_broker_storage == "disk":  # the log survives restarts
