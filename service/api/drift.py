@@ -13,7 +13,7 @@ from service.api.deps import require_model, store_of
 from service.api.errors import ApiError, ErrorBody
 from service.api.model_routes import config_in_force, editable_detector_config, json_example
 from service.api.params import ModelId
-from service.detection.detector import evaluate_member, model_detector_config
+from service.profiles.evaluation import evaluate_member, model_detector_config
 from service.profiles.keys import parse_member
 from service.stored import Unreadable
 

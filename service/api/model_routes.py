@@ -33,7 +33,7 @@ from service.api.params import ModelId, Offset, limit_query
 from service.api.summary import TOP_CATEGORIES as TOP_PREDICTIONS
 from service.api.summary import feature_summary, numeric_summary, window_summary
 from service.cohorts import CohortStore
-from service.detection.detector import model_detector_config
+from service.profiles.evaluation import model_detector_config
 from service.profiles.keys import parse_member
 from service.profiles.reference import (
     FloorLearning,

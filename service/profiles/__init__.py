@@ -12,6 +12,8 @@ edges.
 ``aggregator``  the window loop: consume, accumulate, close, checkpoint
 ``store``       :class:`Store`: model configs, references, window profiles, checkpoints, status
 ``rollups``     hour and day profiles merged from closed windows
+``evaluation``  a stored window tested: detector configuration in force, baseline, checks
+                (the detector role and ``GET /v1/models/{id}/drift`` both use it)
 ``reference``   the reference profile (and bin edges) built from raw rows
 ``continuity``  whether a fetch continues the checkpoint's log or follows a gap or rewind
 ``control``     flush requests, the control records that travel on the prediction topic
