@@ -192,3 +192,55 @@ def non_finite_json():
           suppress_health_check=list(HealthCheck), derandomize=True)
 def test_api_conforms_to_its_schema(case, api_app):
     case.call_and_validate(app=api_app, checks=CHECKS)
+
+
+def _untyped(spec: dict[str, Any], node: Any, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether a response schema leaves its body (or the items of a list body) undescribed:
+    no schema, ``{}``, or an object with no properties (``dict[str, Any]``)."""
+    if not isinstance(node, dict) or not node:
+        return True
+    ref = node.get("$ref")
+    if ref is not None:
+        if ref in seen:
+            return False
+        return _untyped(spec, _get(spec, tuple(ref.removeprefix("#/").split("/"))), seen | {ref})
+    if "anyOf" in node or "oneOf" in node:
+        return any(_untyped(spec, n, seen) for n in node.get("anyOf", node.get("oneOf")))
+    if node.get("type") == "array":
+        return _untyped(spec, node.get("items"), seen)
+    if node.get("type") == "object" or "properties" in node or "additionalProperties" in node:
+        return not node.get("properties")
+    return "type" not in node and "enum" not in node and "const" not in node
+
+
+def test_every_answer_of_every_route_has_a_typed_schema():
+    spec = create_app(Settings.model_construct()).openapi()
+    untyped = []
+    for path, operations in spec["paths"].items():
+        for method, op in operations.items():
+            for status, response in op["responses"].items():
+                if not status.startswith("2") or status == "204":
+                    continue
+                for media, body in response.get("content", {"": {}}).items():
+                    if media == "application/json" and _untyped(spec, body.get("schema")):
+                        untyped.append(f"{method.upper()} {path} {status}")
+    assert untyped == [], "routes answering an undocumented body (declare response_model): " + ", ".join(untyped)
+
+
+def test_an_untyped_route_fails_the_schema_check():
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.get("/loose")
+    async def loose() -> dict[str, Any]:
+        return {}
+
+    @app.get("/loose-list")
+    async def loose_list() -> list[dict[str, Any]]:
+        return []
+
+    spec = app.openapi()
+    schemas = [op["get"]["responses"]["200"]["content"]["application/json"]["schema"]
+               for op in spec["paths"].values()]
+    assert [_untyped(spec, s) for s in schemas] == [True, True]

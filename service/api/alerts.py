@@ -7,17 +7,16 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from pydantic import Field
 
 from detectors.strict import StrictModel
 from service.alerting.models import Alert
 from service.alerting.policy import resolve_by_user
 from service.alerting.store import AlertStore
-from service.api.deps import AlertStoreDep, StoreDep, alerts_of, require_model
+from service.api.deps import AlertStoreDep, StoreDep, require_model
 from service.api.errors import ApiError, ErrorBody
-from service.api.model_routes import json_example
-from service.api.params import Offset, limit_query
+from service.api.params import Offset, json_example, limit_query
 
 router = APIRouter(prefix="/v1/alerts", tags=["alerts"])
 MAX_ALERTS_PAGE = 1_000
@@ -109,8 +108,7 @@ async def get_alert(alert_id: AlertId, alerts: AlertStoreDep) -> dict[str, Any]:
              response_model=Alert, response_model_exclude_unset=True,
              responses={200: json_example(ACKED_EXAMPLE),
                         404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
-async def ack_alert(alert_id: AlertId, body: UserAction, request: Request) -> dict[str, Any]:
-    alerts = alerts_of(request)
+async def ack_alert(alert_id: AlertId, body: UserAction, alerts: AlertStoreDep) -> dict[str, Any]:
     alert = await require_alert(alerts, alert_id)
     if alert["state"] == "resolved":
         raise ApiError(409, "alert_resolved", f"alert {alert_id!r} is resolved", "alert_id")
@@ -124,8 +122,7 @@ async def ack_alert(alert_id: AlertId, body: UserAction, request: Request) -> di
              response_model=Alert, response_model_exclude_unset=True,
              responses={200: json_example(RESOLVED_EXAMPLE),
                         404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
-async def resolve_alert(alert_id: AlertId, body: UserAction, request: Request) -> dict[str, Any]:
-    alerts = alerts_of(request)
+async def resolve_alert(alert_id: AlertId, body: UserAction, alerts: AlertStoreDep) -> dict[str, Any]:
     alert = await require_alert(alerts, alert_id)
     if alert["state"] == "resolved":
         raise ApiError(409, "alert_resolved", f"alert {alert_id!r} is already resolved", "alert_id")

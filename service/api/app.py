@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Any
+from typing import Literal
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from prometheus_client.registry import Collector
+from pydantic import BaseModel, Field
 from redis.exceptions import RedisError
 
 from service import metrics
@@ -24,7 +25,9 @@ from service.api import (
     keys,
     model_routes,
     performance,
+    profiles,
     receivers,
+    reference,
     silences,
     status,
 )
@@ -38,6 +41,13 @@ from service.settings import Settings
 from service.ui import routes as ui
 
 log = logging.getLogger(__name__)
+
+
+class Health(BaseModel):
+    """The answer of ``/healthz``: 200 while Redis answers, 503 otherwise."""
+
+    status: Literal["ok", "degraded"]
+    redis: bool = Field(..., description="Redis answered a PING")
 
 
 def metrics_registry(settings: Settings, authorization: str | None) -> Collector:
@@ -109,8 +119,8 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     # Every /v1 route needs an API key when settings.api_auth is on: GETs scope read,
     # other methods write, key management admin (service.api.auth). /healthz, /metrics
     # and the OpenAPI docs stay open.
-    for router in (model_routes.router, status.router, alerts.router, incidents.router, drift.router,
-                   performance.router,
+    for router in (model_routes.router, reference.router, profiles.router, status.router, alerts.router,
+                   incidents.router, drift.router, performance.router,
                    ingest.router, silences.router, receivers.router, receivers.notifications_router):
         include_secured(app, router)
     include_secured(app, flush_api.router)  # POST: write scope
@@ -120,10 +130,11 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     ui.install(app)
 
     @app.get("/healthz", tags=["ops"], summary="Liveness and Redis reachability (no API key needed)",
+             response_model=Health,
              responses={200: {"content": {"application/json": {"example": {"status": "ok", "redis": True}}}},
-                        503: {"description": "Redis unreachable", "content": {"application/json": {
-                            "example": {"status": "degraded", "redis": False}}}}})
-    async def healthz(request: Request) -> Any:
+                        503: {"model": Health, "description": "Redis unreachable", "content": {
+                            "application/json": {"example": {"status": "degraded", "redis": False}}}}})
+    async def healthz(request: Request) -> JSONResponse:
         try:
             ok = await request.app.state.store.ping()
         except Exception:

@@ -6,15 +6,17 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Query, Request
+from fastapi import APIRouter, Body, Path, Query
+from pydantic import BaseModel, Field
 
 from detectors.config import CheckOverrides, DetectorConfig
-from service.api.deps import require_model, store_of
+from service.api.deps import SettingsDep, StoreDep, config_in_force, editable_detector_config, require_model
 from service.api.errors import ApiError, ErrorBody
-from service.api.model_routes import config_in_force, editable_detector_config, json_example
-from service.api.params import ModelId
+from service.api.params import ModelId, json_example
 from service.profiles.evaluation import evaluate_member, model_detector_config
 from service.profiles.keys import parse_member
+from service.profiles.store import Store
+from service.settings import Settings
 from service.stored import Unreadable
 
 router = APIRouter(prefix="/v1/models", tags=["drift"])
@@ -44,6 +46,40 @@ FEATURE_OVERRIDE_EXAMPLES = {
 Feature = Annotated[str, Path(description="Feature name", openapi_examples={"feature": {"value": "amount"}})]
 
 
+class DriftWindow(BaseModel):
+    """One window (of one model version) of ``GET /v1/models/{id}/drift``."""
+
+    version: str
+    window_start: int
+    window_end: int
+    window_start_local: str = Field(..., description="window_start in the model's time zone (ISO 8601)")
+    source: str = Field(..., description="stored: the detector's results; computed: tested now (the "
+                                         "detector has not reached the window); none: it cannot be tested")
+    baseline: str | None = Field(..., description="What the window was compared with")
+    baseline_note: str | None = Field(None, description="Why that baseline (e.g. seasonal slots missing)")
+    pool_note: str | None = Field(None, description="Tested together with the windows before it")
+    features: dict[str, list[dict[str, Any]]] = Field(
+        ..., description="Feature -> its checks' results (check, statistic, effect_size, p_value, floor, "
+                         "status, reason, ...; docs/detectors.md)")
+    reason: str | None = Field(None, description="Why the window cannot be tested (no_profile, "
+                                                 "no_baseline); source none only")
+
+
+class DriftView(BaseModel):
+    model_id: str
+    windows: list[DriftWindow] = Field(..., description="The window's versions, by version")
+
+
+class DetectorConfigView(BaseModel):
+    """A model's detector configuration: its own and the one in force."""
+
+    model_id: str
+    config: dict[str, Any] | None = Field(..., description="The model's own settings, as stored (null "
+                                                           "when unreadable)")
+    config_error: str | None = Field(None, description="Why the stored configuration does not parse")
+    effective: DetectorConfig = Field(..., description="The service defaults with the model's own on top")
+
+
 def _by_feature(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
     for r in results:
@@ -58,16 +94,17 @@ def _by_feature(results: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
     description="One window (per model version), not a list: the results of every feature of it. "
                 "Unpaged; the number of results is bounded by the features profiled per model "
                 "(FLEETWATCH_MAX_FEATURES_PER_MODEL) times the checks.",
+    response_model=DriftView, response_model_exclude_unset=True,
     responses={200: json_example(DRIFT_EXAMPLE), 404: {"model": ErrorBody}, 422: {"model": ErrorBody}},
 )
 async def drift(
     model_id: ModelId,
-    request: Request,
+    store: StoreDep,
+    settings: SettingsDep,
     window: Annotated[datetime | None, Query(
         description="Window start (ISO 8601 or Unix s); default: the latest window")] = None,
     version: Annotated[str | None, Query(description="Only this model version")] = None,
-) -> dict[str, Any]:
-    store = store_of(request)
+) -> DriftView:
     await require_model(store, model_id)
     if window is None:
         members = await store.window_members(model_id, 0, float("inf"))
@@ -94,68 +131,76 @@ async def drift(
                          pool_note=stored[0].get("pool_note") if stored else None,
                          features=_by_feature(stored))
         else:
-            outcome = await evaluate_member(store, request.app.state.settings, model_id, member,
-                                            grid=cfg.window_grid)
+            outcome = await evaluate_member(store, settings, model_id, member, grid=cfg.window_grid)
             if isinstance(outcome, str):
                 entry.update(source="none", baseline=None, features={}, reason=outcome)
             else:
                 _current, baseline, _config, results, pooled = outcome
                 entry.update(source="computed", baseline=baseline.kind, baseline_note=baseline.note,
                              pool_note=pooled, features=_by_feature([asdict(r) for r in results]))
-        versions.append(entry)
-    return {"model_id": model_id, "windows": versions}
+        versions.append(DriftWindow(**entry))
+    return DriftView(model_id=model_id, windows=versions)
+
+
+async def detector_config_view(store: Store, settings: Settings, model_id: str) -> DetectorConfigView:
+    """What the detector-config routes answer."""
+    own = await store.own_detector_config(model_id) or DetectorConfig()
+    effective = await model_detector_config(store, settings, model_id)
+    unreadable = isinstance(own, Unreadable)
+    return DetectorConfigView(model_id=model_id,
+                              config=None if unreadable else own.model_dump(exclude_unset=True),
+                              config_error=own.error if unreadable else None, effective=effective)
 
 
 @router.get("/{model_id}/detector-config", summary="A model's detector configuration",
+            response_model=DetectorConfigView,
             responses={200: json_example(CONFIG_VIEW_EXAMPLE), 404: {"model": ErrorBody}})
-async def get_detector_config(model_id: ModelId, request: Request) -> dict[str, Any]:
-    store = store_of(request)
+async def get_detector_config(model_id: ModelId, store: StoreDep,
+                              settings: SettingsDep) -> DetectorConfigView:
     await require_model(store, model_id)
-    own = await store.own_detector_config(model_id) or DetectorConfig()
-    effective = await model_detector_config(store, request.app.state.settings, model_id)
-    unreadable = isinstance(own, Unreadable)
-    return {"model_id": model_id, "config": None if unreadable else own.model_dump(exclude_unset=True),
-            "config_error": own.error if unreadable else None, "effective": effective.model_dump()}
+    return await detector_config_view(store, settings, model_id)
 
 
 @router.put("/{model_id}/detector-config", summary="Set a model's detector configuration",
+            response_model=DetectorConfigView,
             responses={200: json_example(CONFIG_VIEW_EXAMPLE), 422: {"model": ErrorBody}})
 async def put_detector_config(
     model_id: ModelId,
     config: Annotated[DetectorConfig, Body(openapi_examples=DETECTOR_CONFIG_EXAMPLES)],
-    request: Request,
-) -> dict[str, Any]:
-    await store_of(request).put_detector_config(model_id, config)
-    return await get_detector_config(model_id, request)
+    store: StoreDep,
+    settings: SettingsDep,
+) -> DetectorConfigView:
+    await store.put_detector_config(model_id, config)
+    return await detector_config_view(store, settings, model_id)
 
 
 @router.put("/{model_id}/detector-config/features/{feature}",
-            summary="Set one feature's checks, alerting checks and floors",
+            summary="Set one feature's checks, alerting checks and floors", response_model=DetectorConfigView,
             responses={200: json_example(CONFIG_VIEW_EXAMPLE), 404: {"model": ErrorBody},
                        422: {"model": ErrorBody}})
 async def put_feature_config(
     model_id: ModelId,
     feature: Feature,
     overrides: Annotated[CheckOverrides, Body(openapi_examples=FEATURE_OVERRIDE_EXAMPLES)],
-    request: Request,
-) -> dict[str, Any]:
-    store = store_of(request)
+    store: StoreDep,
+    settings: SettingsDep,
+) -> DetectorConfigView:
     await require_model(store, model_id)
     config = await editable_detector_config(store, model_id)
     config.features[feature] = overrides
     config.model_fields_set.add("features")
     await store.put_detector_config(model_id, config)
-    return await get_detector_config(model_id, request)
+    return await detector_config_view(store, settings, model_id)
 
 
 @router.delete("/{model_id}/detector-config/features/{feature}",
-               summary="Remove one feature's overrides",
+               summary="Remove one feature's overrides", response_model=DetectorConfigView,
                responses={200: json_example(CONFIG_VIEW_EXAMPLE), 404: {"model": ErrorBody}})
-async def delete_feature_config(model_id: ModelId, feature: Feature, request: Request) -> dict[str, Any]:
-    store = store_of(request)
+async def delete_feature_config(model_id: ModelId, feature: Feature, store: StoreDep,
+                                settings: SettingsDep) -> DetectorConfigView:
     await require_model(store, model_id)
     config = await editable_detector_config(store, model_id)
     if config.features.pop(feature, None) is None:
         raise ApiError(404, "feature_not_configured", f"feature {feature!r} has no overrides", "feature")
     await store.put_detector_config(model_id, config)
-    return await get_detector_config(model_id, request)
+    return await detector_config_view(store, settings, model_id)

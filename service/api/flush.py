@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
-from service.api.deps import require_model, store_of
+from service.api.deps import SettingsDep, StoreDep, require_model
 from service.api.errors import UNAVAILABLE_RESPONSE, ErrorBody, unavailable
 from service.api.ingest import _producer
 from service.api.params import ModelId
@@ -28,14 +28,14 @@ class FlushAccepted(BaseModel):
     summary="Close the model's open windows now (after every record already sent)",
     responses={404: {"model": ErrorBody}, 503: UNAVAILABLE_RESPONSE},
 )
-async def flush(model_id: ModelId, request: Request) -> FlushAccepted:
-    await require_model(store_of(request), model_id)
+async def flush(model_id: ModelId, request: Request, store: StoreDep, settings: SettingsDep) -> FlushAccepted:
+    await require_model(store, model_id)
     producer = await _producer(request.app)
     key, value, headers = FlushRequest.now(model_id).encode()
     try:
-        meta = await producer.send_and_wait(request.app.state.settings.predictions_topic, value,
+        meta = await producer.send_and_wait(settings.predictions_topic, value,
                                             key=key, headers=headers)
     except Exception as exc:
         raise unavailable("broker_unavailable", f"Kafka did not take the flush request: {exc}",
-                          request.app.state.settings.api_retry_after_seconds) from None
+                          settings.api_retry_after_seconds) from None
     return FlushAccepted(model_id=model_id, partition=meta.partition, offset=meta.offset)

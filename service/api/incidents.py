@@ -12,8 +12,7 @@ from service.alerting.models import Incident
 from service.api.alerts import ALERT_EXAMPLE
 from service.api.deps import AlertStoreDep
 from service.api.errors import ApiError, ErrorBody
-from service.api.model_routes import json_example
-from service.api.params import Offset, limit_query
+from service.api.params import Offset, json_example, limit_query
 
 router = APIRouter(prefix="/v1/incidents", tags=["incidents"])
 MAX_INCIDENTS_PAGE = 500

@@ -33,7 +33,7 @@ from collections import Counter
 from typing import Any
 
 from fastapi import APIRouter, FastAPI, Request
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from detectors.strict import StrictModel
 from sdk.batching import split_messages
@@ -43,7 +43,7 @@ from sdk.vectors import drop_reason, is_vector, vector_bytes
 from sdk.wire import encode_columns
 from sdk.worker import resolve_compression
 from service.api.errors import UNAVAILABLE_RESPONSE, ApiError, ErrorBody, unavailable
-from service.api.model_routes import json_example
+from service.api.params import json_example
 from service.profiles.models import IMPLICIT_RATE_SECONDS
 
 router = APIRouter(prefix="/v1", tags=["ingest"])
@@ -221,9 +221,18 @@ async def close(app: FastAPI) -> None:
         await producer.stop()
 
 
+class IngestAccepted(BaseModel):
+    """What ``POST /v1/ingest`` produced."""
+
+    accepted: int = Field(..., description="Records produced")
+    messages: int = Field(..., description="Kafka messages they were produced in")
+    vectors_dropped: int = Field(0, description="Vector features dropped from their records (wrong "
+                                                "length, not numbers or not finite)")
+
+
 @router.post(
     "/ingest",
-    summary="Validate prediction records and produce them to Kafka",
+    summary="Validate prediction records and produce them to Kafka", response_model=IngestAccepted,
     responses={200: json_example({"accepted": 1, "messages": 1, "vectors_dropped": 0},
                                  "Records produced, Kafka messages, and vector features dropped from "
                                  "their records (wrong length, not numbers or not finite)"),
@@ -235,7 +244,7 @@ async def close(app: FastAPI) -> None:
                                                         "MINUTE allows (Retry-After: seconds)"},
                503: UNAVAILABLE_RESPONSE},
 )
-async def ingest(body: IngestBatch, request: Request) -> dict[str, Any]:
+async def ingest(body: IngestBatch, request: Request) -> IngestAccepted:
     dropped: dict[int, list[str]] = {}
     try:
         messages = await _refusable(body, request, dropped)
@@ -260,8 +269,8 @@ async def ingest(body: IngestBatch, request: Request) -> dict[str, Any]:
             await request.app.state.store.count_rejected(counts)
         except Exception as exc:  # the records were produced; the count is lost
             log.warning("vectors dropped by ingest not counted (redis: %s)", exc)
-    return {"accepted": sum(n for _k, _v, n in messages), "messages": len(messages),
-            "vectors_dropped": sum(map(len, dropped.values()))}
+    return IngestAccepted(accepted=sum(n for _k, _v, n in messages), messages=len(messages),
+                          vectors_dropped=sum(map(len, dropped.values())))
 
 
 async def _refusable(body: IngestBatch, request: Request, dropped: dict[int, list[str]]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import time
 from typing import Annotated
 
-from fastapi import APIRouter, Body, Path, Request
+from fastapi import APIRouter, Body, Path
 from pydantic import BaseModel, Field
 
 from detectors.strict import LAX, StrictModel
-from service.api.auth import ApiKeyStore, Principal, Scope, StoredKey
+from service.api.auth import Scope, StoredKey
+from service.api.deps import ApiKeyStoreDep, CurrentKey
 from service.api.errors import ApiError, ErrorBody
 from service.api.params import Offset, limit_query
 
@@ -61,10 +62,6 @@ class KeyCreated(KeyView):
         "token": "fwk_3f9c2a7b1d4e8f60_q0A3Jb6Yc1n4mYlqC2a1Xg0a9-8fRkS5d3V7wUe2HtI"}]}}
 
 
-def keys_of(request: Request) -> ApiKeyStore:
-    return ApiKeyStore(request.app.state.store.r)
-
-
 def _view(key: StoredKey, last_used: float | None = None) -> KeyView:
     return KeyView(id=key.id, name=key.name, scope=key.scope, created_at=key.created_at,
                    created_by=key.created_by, last_used_at=last_used, revoked=key.revoked_at is not None,
@@ -79,10 +76,10 @@ async def create_key(
                          "value": {"name": "fraud-model-server", "scope": "write"}},
         "dashboard": {"summary": "A read-only dashboard", "value": {"name": "grafana", "scope": "read"}},
     })],
-    request: Request,
+    keys: ApiKeyStoreDep,
+    principal: CurrentKey,
 ) -> KeyCreated:
-    principal: Principal | None = getattr(request.state, "principal", None)
-    key, token = await keys_of(request).create(body.name, body.scope, time.time(),
+    key, token = await keys.create(body.name, body.scope, time.time(),
                                                principal.key_id if principal else None)
     return KeyCreated(**_view(key).model_dump(), token=token)
 
@@ -90,11 +87,10 @@ async def create_key(
 @router.get("", summary="API keys, newest first (never their tokens)",
             responses={422: {"model": ErrorBody}})
 async def list_keys(
-    request: Request,
+    store: ApiKeyStoreDep,
     limit: Annotated[int, limit_query(MAX_KEYS_PAGE)] = 100,
     offset: Offset = 0,
 ) -> list[KeyView]:
-    store = keys_of(request)
     keys = await store.list(limit, offset)
     used = await store.last_used(k.id for k in keys)
     return [_view(k, used.get(k.id)) for k in keys]
@@ -105,9 +101,8 @@ async def list_keys(
 async def revoke_key(
     key_id: Annotated[str, Path(description="Key id",
                                 openapi_examples={"key": {"value": "3f9c2a7b1d4e8f60"}})],
-    request: Request,
+    store: ApiKeyStoreDep,
 ) -> KeyView:
-    store = keys_of(request)
     key = await store.revoke(key_id, time.time())
     if key is None:
         raise ApiError(404, "key_not_found", f"unknown API key {key_id!r}", "key_id")

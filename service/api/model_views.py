@@ -1,5 +1,6 @@
-"""The answers of the model resource (``GET``/``PATCH``/``DELETE /v1/models/{id}``, its
-reference and its status), as typed models so the OpenAPI schema documents them."""
+"""The answers of the model resource (``/v1/models``, one model, its reference, its
+profiles and its status), as typed models so the OpenAPI schema documents them, and
+:func:`model_view`, the model as ``GET /v1/models/{id}`` shows it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from detectors.policy.learned import LearnedFloors
-from service.registry import ModelConfig
+from service.profiles.evaluation import model_detector_config
+from service.profiles.store import Store
+from service.registry import ModelConfig, traffic_warnings
+from service.settings import Settings
+from service.stored import Unreadable
 
 
 class BinEdges(BaseModel):
@@ -100,6 +105,58 @@ class ModelView(BaseModel):
     reference: ReferenceBrief | None = Field(..., description="The reference profile, null without one")
     warnings: list[str] = Field(default_factory=list, description="What the configuration will not do "
                                 "well, e.g. windows expected to hold fewer records than a test needs")
+
+
+class ModelListed(BaseModel):
+    """A model of ``GET /v1/models``."""
+
+    model_id: str
+    config: ModelConfig | None = Field(..., description="The stored configuration (the defaults for a "
+                                                        "model created by its records; null when unreadable)")
+    config_error: str | None = Field(None, description="Why the stored configuration does not parse")
+    has_reference: bool
+    late_records: int = Field(..., description="Records dead-lettered as late")
+    future_records: int = Field(..., description="Records dead-lettered for an event time too far ahead")
+
+
+class ModelRegistered(BaseModel):
+    """The answer of ``POST /v1/models`` and ``PUT /v1/models/{id}``: the configuration stored."""
+
+    model_id: str
+    config: ModelConfig
+    warnings: list[str] = Field(default_factory=list, description="What the configuration will not do "
+                                "well, e.g. windows expected to hold fewer records than a test needs")
+
+
+class ReferenceUploaded(BaseModel):
+    """The answer of ``POST /v1/models/{id}/reference``: the reference stored."""
+
+    model_id: str
+    count: int = Field(..., description="Rows of the reference (merged ones included)")
+    features: list[str] = Field(..., description="Features of the reference ('' is the score)")
+    learned_floors: LearnedFloorsView | None = Field(
+        None, description="Floors learned from the rows' windows (null without a time_column)")
+
+
+class WindowSummary(BaseModel):
+    """One profile of ``GET /v1/models/{id}/profiles`` (its versions merged; docs/profiles.md)."""
+
+    window_start: int
+    window_end: int
+    window_start_local: str = Field(..., description="window_start in the model's time zone (ISO 8601)")
+    count: int
+    insufficient_data: bool = Field(..., description="The window holds no record")
+    versions: dict[str, int] = Field(..., description="Records per model version")
+    features: dict[str, dict[str, Any]] = Field(
+        ..., description="Per feature: kind, null rate, quantiles or top categories (docs/profiles.md)")
+    score: dict[str, Any] = Field(..., description="Summary of the score (count 0 without one)")
+    predictions: dict[str, int] = Field(default_factory=dict, description="Top predicted labels")
+
+
+class ProfilesView(BaseModel):
+    model_id: str
+    granularity: str = Field(..., description="window, hour or day: what the profiles are")
+    windows: list[WindowSummary] = Field(..., description="Oldest first")
 
 
 class DeletedView(BaseModel):
@@ -194,3 +251,32 @@ class ModelStatus(BaseModel):
     floors: FloorsView
     labels: LabelCounts | None = Field(..., description="Label join counters (null unless the model is "
                                                         "tier 1 with a performance configuration)")
+
+
+def config_warnings(config: ModelConfig, settings: Settings) -> list[str]:
+    """The warnings registration answers (:func:`service.registry.traffic_warnings`)."""
+    return traffic_warnings(config, settings.pool_min_records, settings.pool_max_windows)
+
+
+async def model_view(store: Store, settings: Settings, model_id: str) -> ModelView:
+    """A registered model as ``GET /v1/models/{id}`` answers it."""
+    stored = (await store.model_configs([model_id]))[model_id]
+    unreadable = isinstance(stored, Unreadable)
+    config = None if unreadable else stored or ModelConfig()
+    lineage: dict[str, list[str]] = {}
+    for name, decl in sorted((config.features if config else {}).items()):
+        if decl.source is not None:
+            lineage.setdefault(decl.source, []).append(name)
+    reference = await store.reference(model_id)
+    detector = await model_detector_config(store, settings, model_id)
+    status = await store.model_status(model_id)
+    learned = await store.learned_floors(model_id)
+    return ModelView(
+        model_id=model_id, registered=stored is not None, config=config,
+        config_error=stored.error if unreadable else None, lineage=dict(sorted(lineage.items())),
+        baseline=BaselineView(configured=detector.baseline.kind, last_used=status.get("last_baseline")),
+        floors=FloorsView(configured=detector.floors, learned=None if learned is None
+                          else learned_floors_view(learned)),
+        warnings=[] if config is None else config_warnings(config, settings),
+        reference=None if reference is None else ReferenceBrief(count=reference.count,
+                                                                features=sorted(reference.features)))

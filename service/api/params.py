@@ -1,5 +1,5 @@
-"""Parameters shared by the routers: paging (``limit``, ``offset``), the model id and
-the length limit of matcher regular expressions.
+"""Parameters shared by the routers: paging (``limit``, ``offset``), the model id, the
+length limit of matcher regular expressions and the OpenAPI example of an answer.
 
 Every list is ordered (newest first, or by id or time) and paged by
 ``limit`` (1 to the endpoint's maximum) and ``offset`` (0 to ``MAX_OFFSET``).
@@ -20,6 +20,11 @@ from service.api.errors import ApiError
 from service.registry import valid_model_id
 
 MAX_OFFSET = 1_000_000
+
+
+def json_example(example: Any, description: str = "Successful Response") -> dict[str, Any]:
+    """An OpenAPI response entry with an example body (for ``responses={200: ...}``)."""
+    return {"description": description, "content": {"application/json": {"example": example}}}
 
 
 def limit_query(maximum: int) -> Any:

@@ -7,14 +7,14 @@ import math
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, Field
 
 from detectors.performance.maturity import maturity
 from detectors.performance.report import estimated_metrics, realized_metrics
-from service.api.deps import require_model, store_of
+from service.api.deps import StoreDep, require_model
 from service.api.errors import ApiError, ErrorBody
-from service.api.model_routes import json_example
-from service.api.params import ModelId, Offset, limit_query
+from service.api.params import ModelId, Offset, json_example, limit_query
 from service.cohorts import CohortStore, codec_for, parse_slice_label, slice_id
 from service.registry import ModelConfig
 
@@ -40,6 +40,47 @@ PERFORMANCE_EXAMPLE = {
 SLICE_HELP = ("One slice's cohorts instead of the whole model's: `<key>:<value>`, the key one of the "
               "model's `slice_features` (e.g. `country:DE`; `country:__other__` is the values beyond "
               "`max_slice_values`). The value may contain `:`.")
+
+
+class MaturityView(BaseModel):
+    mature: bool = Field(..., description="Enough of the cohort is labelled, or its labels' horizon passed")
+    labeled_fraction: float | None = Field(..., description="Labelled predictions / predictions")
+    reason: str = Field(..., description="Why it is (not yet) mature")
+
+
+class CohortView(BaseModel):
+    """One window's label-joined cohort."""
+
+    window_start: int
+    window_end: int
+    window_start_local: str = Field(..., description="window_start in the model's time zone (ISO 8601)")
+    predictions: int = Field(..., description="Predictions kept for the join")
+    labeled: int = Field(..., description="Of those, the labelled ones")
+    maturity: MaturityView
+    realized: dict[str, Any] = Field(..., description="Metrics on the labelled predictions (null with a "
+                                                     "`<metric>_reason` when undefined; docs/performance.md)")
+    estimated: dict[str, Any] = Field(..., description="Metrics estimated from the scores (confidence-"
+                                                      "based, before labels arrive)")
+    evaluation: dict[str, Any] | None = Field(..., description="The cohort's test against its baseline "
+                                                               "(null before it matured and was tested)")
+
+
+class SliceRef(BaseModel):
+    key: str
+    value: str
+
+
+class PerformanceView(BaseModel):
+    """A model's (or a slice's) label-joined cohorts."""
+
+    model_id: str
+    task: str = Field(..., description="binary, multiclass or regression")
+    threshold: float | None = Field(..., description="The decision threshold (binary tasks)")
+    slice: SliceRef | None = Field(..., description="The slice shown (null: the whole model)")
+    slice_values: dict[str, list[str]] = Field(..., description="Per slice feature, the values admitted")
+    labels: dict[str, int] = Field(..., description="Label join counters (joined, duplicate, relabeled, "
+                                                      "unknown, late, invalid)")
+    cohorts: list[CohortView] = Field(..., description="Oldest first")
 
 
 def parse_slice(text: str | None, cfg: ModelConfig) -> tuple[str, str] | None:
@@ -68,18 +109,18 @@ def parse_slice(text: str | None, cfg: ModelConfig) -> tuple[str, str] | None:
                 "slice (windows where it had predictions) and their slice evaluations.",
     responses={200: json_example(PERFORMANCE_EXAMPLE), 404: {"model": ErrorBody}, 409: {"model": ErrorBody},
                422: {"model": ErrorBody}},
+    response_model=PerformanceView,
 )
 async def performance(
     model_id: ModelId,
-    request: Request,
+    store: StoreDep,
     from_: Annotated[datetime | None, Query(alias="from", description="Cohort window start >=")] = None,
     to: Annotated[datetime | None, Query(description="Cohort window start <=")] = None,
     slice_: Annotated[str | None, Query(alias="slice", max_length=MAX_SLICE_PARAM, description=SLICE_HELP,
                                         openapi_examples={"slice": {"value": "country:DE"}})] = None,
     limit: Annotated[int, limit_query(MAX_COHORTS)] = 200,
     offset: Offset = 0,
-) -> dict[str, Any]:
-    store = store_of(request)
+) -> PerformanceView:
     await require_model(store, model_id)
     cfg = (await store.model_configs([model_id]))[model_id]
     if not isinstance(cfg, ModelConfig) or not cfg.joins_labels:
@@ -118,8 +159,8 @@ async def performance(
             "estimated": estimated_metrics(perf.task, c.metrics, c.confidence_sum, c.confidence_n),
             "evaluation": evaluations.get(start),
         })
-    return {"model_id": model_id, "task": perf.task,
-            "threshold": perf.threshold if perf.task == "binary" else None,
-            "slice": None if chosen is None else {"key": chosen[0], "value": chosen[1]},
-            "slice_values": await cohorts.admitted_values(model_id, cfg.slice_features),
-            "labels": {k: v for k, v in stats.items() if k != "watermark"}, "cohorts": out}
+    return PerformanceView(
+        model_id=model_id, task=perf.task, threshold=perf.threshold if perf.task == "binary" else None,
+        slice=None if chosen is None else SliceRef(key=chosen[0], value=chosen[1]),
+        slice_values=await cohorts.admitted_values(model_id, cfg.slice_features),
+        labels={k: v for k, v in stats.items() if k != "watermark"}, cohorts=out)

@@ -6,15 +6,15 @@ import time
 from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, Field
 
+from service.api.deps import OutboxDep, ReceiverStoreDep, SettingsDep
 from service.api.errors import ApiError, ErrorBody
 from service.api.params import MatcherView, Offset, check_regex_lengths, limit_query
 from service.paging.kinds import ReceiverKind, kind_of
-from service.paging.outbox import Outbox, OutboxState
+from service.paging.outbox import OutboxState
 from service.paging.receiver_config import Receiver, ReceiverSpec
-from service.paging.receiver_store import ReceiverStore
 from service.paging.ssrf import UnsafeUrl, check_url
 
 router = APIRouter(prefix="/v1/receivers", tags=["receivers"])
@@ -77,10 +77,6 @@ class NotificationView(BaseModel):
                  "payload": {"summary": "upstream source payments_db failing", "severity": "critical"}}}]}}
 
 
-def receivers_of(request: Request) -> ReceiverStore:
-    return ReceiverStore(request.app.state.store.r)
-
-
 def _shown_url(r: Receiver) -> str:
     if not kind_of(r.kind).secret_url:
         return r.url or ""
@@ -104,29 +100,30 @@ def _not_found(receiver_id: str) -> ApiError:
 
 @router.post("", status_code=201, summary="Create a receiver",
              responses={422: {"model": ErrorBody}})
-async def create_receiver(body: ReceiverSpec, request: Request) -> ReceiverView:
-    check_regex_lengths(body.matchers, request.app.state.settings.matcher_regex_max_length)
+async def create_receiver(body: ReceiverSpec, receivers: ReceiverStoreDep,
+                          settings: SettingsDep) -> ReceiverView:
+    check_regex_lengths(body.matchers, settings.matcher_regex_max_length)
     try:
-        await check_url(body.url or "", request.app.state.settings.receiver_allow_nets)
+        await check_url(body.url or "", settings.receiver_allow_nets)
     except UnsafeUrl as exc:
         raise ApiError(422, "unsafe_url", f"url: {exc}", "url") from None
     except OSError as exc:
         raise ApiError(422, "unresolvable_url", f"url: host does not resolve ({exc})", "url") from None
-    return _view(await receivers_of(request).create(body, time.time()))
+    return _view(await receivers.create(body, time.time()))
 
 
 @router.get("", summary="Receivers, newest first", responses={422: {"model": ErrorBody}})
 async def list_receivers(
-    request: Request,
+    receivers: ReceiverStoreDep,
     limit: Annotated[int, limit_query(MAX_RECEIVERS_PAGE)] = 100,
     offset: Offset = 0,
 ) -> list[ReceiverView]:
-    return [_view(r) for r in await receivers_of(request).list(limit, offset)]
+    return [_view(r) for r in await receivers.list(limit, offset)]
 
 
 @router.get("/{receiver_id}", summary="One receiver", responses={404: {"model": ErrorBody}})
-async def get_receiver(receiver_id: ReceiverId, request: Request) -> ReceiverView:
-    receiver = await receivers_of(request).get(receiver_id)
+async def get_receiver(receiver_id: ReceiverId, receivers: ReceiverStoreDep) -> ReceiverView:
+    receiver = await receivers.get(receiver_id)
     if receiver is None:
         raise _not_found(receiver_id)
     return _view(receiver)
@@ -134,8 +131,8 @@ async def get_receiver(receiver_id: ReceiverId, request: Request) -> ReceiverVie
 
 @router.delete("/{receiver_id}", status_code=204, summary="Delete a receiver",
                responses={404: {"model": ErrorBody}})
-async def delete_receiver(receiver_id: ReceiverId, request: Request) -> Response:
-    if not await receivers_of(request).delete(receiver_id):
+async def delete_receiver(receiver_id: ReceiverId, receivers: ReceiverStoreDep) -> Response:
+    if not await receivers.delete(receiver_id):
         raise _not_found(receiver_id)
     return Response(status_code=204)
 
@@ -143,11 +140,11 @@ async def delete_receiver(receiver_id: ReceiverId, request: Request) -> Response
 @notifications_router.get("", summary="Notifications of the outbox, newest first",
                           responses={422: {"model": ErrorBody}})
 async def list_notifications(
-    request: Request,
+    outbox: OutboxDep,
     state: Annotated[OutboxState | None, Query(description="pending, delivered or dead")] = None,
     limit: Annotated[int, limit_query(1_000)] = 100,
     offset: Annotated[int, Query(ge=0, le=100_000, description="Items to skip, 0 to 100000 (the outbox "
                                                                "merges its state indexes in memory)")] = 0,
 ) -> list[NotificationView]:
-    items = await Outbox(request.app.state.store.r).list(state, limit, offset)
+    items = await outbox.list(state, limit, offset)
     return [NotificationView(**i.view()) for i in items]

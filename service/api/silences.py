@@ -6,11 +6,11 @@ import time
 from datetime import UTC, datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, Field, ValidationInfo, ValidatorFunctionWrapHandler, field_validator
 
 from detectors.policy.silence import Silence, SilenceSpec, SilenceState
-from service.alerting.silences import SilenceStore
+from service.api.deps import SettingsDep, SilenceStoreDep
 from service.api.errors import ApiError, ErrorBody
 from service.api.params import MatcherView, Offset, check_regex_lengths, limit_query
 
@@ -55,10 +55,6 @@ class SilenceRequest(SilenceSpec):
             raise ValueError("date out of range once converted to UTC") from None
 
 
-def silences_of(request: Request) -> SilenceStore:
-    return SilenceStore(request.app.state.store.r)
-
-
 def _now() -> datetime:
     return datetime.fromtimestamp(time.time(), UTC)
 
@@ -74,11 +70,12 @@ def _not_found(silence_id: str) -> ApiError:
 
 @router.post("", status_code=201, summary="Create a silence",
              responses={422: {"model": ErrorBody}})
-async def create_silence(body: SilenceRequest, request: Request) -> SilenceView:
-    check_regex_lengths(body.matchers, request.app.state.settings.matcher_regex_max_length)
+async def create_silence(body: SilenceRequest, silences: SilenceStoreDep,
+                         settings: SettingsDep) -> SilenceView:
+    check_regex_lengths(body.matchers, settings.matcher_regex_max_length)
     now = _now()
     try:
-        silence = await silences_of(request).create(body, now)
+        silence = await silences.create(body, now)
     except ValueError as exc:
         raise ApiError(422, "invalid_request", str(exc), "ends_at") from None
     return _view(silence, now)
@@ -86,19 +83,19 @@ async def create_silence(body: SilenceRequest, request: Request) -> SilenceView:
 
 @router.get("", summary="Silences, newest first", responses={422: {"model": ErrorBody}})
 async def list_silences(
-    request: Request,
+    silences: SilenceStoreDep,
     state: Annotated[SilenceState | None, Query(description="Only silences in this state")] = None,
     limit: Annotated[int, limit_query(MAX_SILENCES_PAGE)] = 100,
     offset: Offset = 0,
 ) -> list[SilenceView]:
     now = _now()
-    page = (await silences_of(request).list(state, now))[offset:offset + limit]
+    page = (await silences.list(state, now))[offset:offset + limit]
     return [_view(s, now) for s in page]
 
 
 @router.get("/{silence_id}", summary="One silence", responses={404: {"model": ErrorBody}})
-async def get_silence(silence_id: SilenceId, request: Request) -> SilenceView:
-    silence = await silences_of(request).get(silence_id)
+async def get_silence(silence_id: SilenceId, silences: SilenceStoreDep) -> SilenceView:
+    silence = await silences.get(silence_id)
     if silence is None:
         raise _not_found(silence_id)
     return _view(silence, _now())
@@ -106,9 +103,9 @@ async def get_silence(silence_id: SilenceId, request: Request) -> SilenceView:
 
 @router.delete("/{silence_id}", summary="Expire a silence (it stays listed as expired)",
                responses={404: {"model": ErrorBody}})
-async def expire_silence(silence_id: SilenceId, request: Request) -> SilenceView:
+async def expire_silence(silence_id: SilenceId, silences: SilenceStoreDep) -> SilenceView:
     now = _now()
-    silence = await silences_of(request).expire(silence_id, now)
+    silence = await silences.expire(silence_id, now)
     if silence is None:
         raise _not_found(silence_id)
     return _view(silence, now)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 
-from service.alerting.store import AlertStore
-from service.api.deps import store_of
+from service.api.deps import AlertStoreDep, SettingsDep, StoreDep, require_model
 from service.api.errors import ErrorBody
-from service.api.model_routes import json_example, model_view
 from service.api.model_views import (
     FdrApplied,
     LabelCounts,
@@ -15,8 +13,9 @@ from service.api.model_views import (
     ModelStatus,
     RecordCounts,
     WindowCounts,
+    model_view,
 )
-from service.api.params import ModelId
+from service.api.params import ModelId, json_example
 from service.cohorts.store import STATS, CohortStore
 from service.profiles.keys import REJECTED_FIELD, parse_member, pending_key, window_index_key
 from service.registry import ModelConfig
@@ -43,11 +42,12 @@ STATUS_EXAMPLE = {
 @router.get("/{model_id}/status", response_model=ModelStatus,
             summary="What the service counted for one model: records, windows, last evaluation, FDR, labels",
             responses={200: json_example(STATUS_EXAMPLE), 404: {"model": ErrorBody}})
-async def model_status(model_id: ModelId, request: Request) -> ModelStatus:
-    store = store_of(request)
-    view = await model_view(store, request.app.state.settings, model_id)
+async def model_status(model_id: ModelId, store: StoreDep, alerts: AlertStoreDep,
+                       settings: SettingsDep) -> ModelStatus:
+    await require_model(store, model_id)
+    view = await model_view(store, settings, model_id)
     counted = await store.model_status(model_id)
-    dropped = await store.dead_letters(request.app.state.settings.predictions_topic, model_id)
+    dropped = await store.dead_letters(settings.predictions_topic, model_id)
     last = None
     if "last_window" in counted:
         length, start, version = parse_member(counted["last_window"])
@@ -56,7 +56,7 @@ async def model_status(model_id: ModelId, request: Request) -> ModelStatus:
                           window_start_local=cfg.local_time(start), version=version,
                           baseline=counted["last_baseline"], evaluated_at=float(counted["last_evaluated_at"]))
     fdr = None
-    gate = None if "last_fdr_window" not in counted else await AlertStore(store.r).gate(
+    gate = None if "last_fdr_window" not in counted else await alerts.gate(
         model_id, counted["last_fdr_window"])
     if gate is not None:  # None: never gated, or its record expired
         fdr = FdrApplied(level=gate["level"], window_start=parse_member(counted["last_fdr_window"])[1],
@@ -73,7 +73,7 @@ async def model_status(model_id: ModelId, request: Request) -> ModelStatus:
                              rejected={k[len(REJECTED_FIELD):]: int(v) for k, v in sorted(counted.items())
                                        if k.startswith(REJECTED_FIELD)}),
         windows=WindowCounts(
-            open=await store.open_windows(request.app.state.settings.predictions_topic, model_id),
+            open=await store.open_windows(settings.predictions_topic, model_id),
             closed=await store.r.zcard(window_index_key(model_id)), pending_policy=await store.r.zcard(
                 pending_key(model_id)), evaluated=int(counted.get("evaluated", 0)),
             skipped={k[len(SKIPPED):]: int(v) for k, v in sorted(counted.items()) if k.startswith(SKIPPED)},
