@@ -224,7 +224,7 @@ def test_every_answer_of_every_route_has_a_typed_schema():
                 for media, body in response.get("content", {"": {}}).items():
                     if media == "application/json" and _untyped(spec, body.get("schema")):
                         untyped.append(f"{method.upper()} {path} {status}")
-    assert untyped == [], "routes answering an undocumented body (declare response_model): " + ", ".join(untyped)
+    assert untyped == [], "undocumented answers (declare a response_model): " + ", ".join(untyped)
 
 
 def test_an_untyped_route_fails_the_schema_check():

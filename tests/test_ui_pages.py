@@ -326,7 +326,7 @@ async def test_feature_page_marks_breaches_inconclusive_windows_and_the_alert_sp
 
 
 def test_performance_chart_draws_realized_beside_the_label_free_estimate_and_maturity():
-    from service.ui.views import _performance_chart
+    from service.ui.views.model import _performance_chart
 
     cohorts = [{"window_start": 3600 * i, "realized": {"roc_auc": r}, "estimated": {"roc_auc": e},
                 "maturity": {"mature": mature, "labeled_fraction": f}}
@@ -347,7 +347,7 @@ def test_performance_chart_draws_realized_beside_the_label_free_estimate_and_mat
 
 
 def test_categorical_distribution_shows_the_references_top_categories_new_ones_and_other():
-    from service.ui.views import TOP_CATEGORIES, _categorical
+    from service.ui.views.distribution import TOP_CATEGORIES, _categorical
     from sketches.feature import FeatureProfile
 
     ref, win = FeatureProfile(), FeatureProfile()
@@ -367,7 +367,7 @@ def test_categorical_distribution_shows_the_references_top_categories_new_ones_a
 
 
 def test_multivariate_page_lists_the_pairs_whose_correlation_moved_most():
-    from service.ui.views import _correlations
+    from service.ui.views.distribution import _correlations
     from sketches.comoments import CoMoments
 
     rng = np.random.default_rng(9)

@@ -26,9 +26,10 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass
+from typing import Annotated
 from urllib.parse import urlsplit
 
-from fastapi import Request, Response
+from fastapi import Depends, Request, Response
 
 from service.api.auth import BOOTSTRAP_ID, ApiKeyStore, Principal, Scope, is_bootstrap_key
 
@@ -112,6 +113,9 @@ async def session(request: Request) -> Session:
         if principal is None:
             raise LoginRequired
     return Session(principal, _token(csrf_secret(request), key if auth else None), auth)
+
+
+SessionDep = Annotated[Session, Depends(session)]
 
 
 def anonymous_session(request: Request) -> Session:
