@@ -17,13 +17,14 @@ from service.settings import Settings
 from service.sim import fleet as fl
 from service.sim import incidents as inc
 from service.sim import run as sim_run
+from service.sim import sampling as smp
 from service.sim import score as sc
 from service.sim.run import SimOptions, registration, run_simulation, traffic, wire_column
 
 H = fl.HOUR
 
 
-@pytest.mark.parametrize("module", [fl, inc, sc, sim_run], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [fl, smp, inc, sc, sim_run], ids=lambda m: m.__name__)
 def test_module_examples(module):
     """The modules' docstring examples (service/ is outside the doctest paths)."""
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
@@ -68,7 +69,7 @@ def _draw(kind: str, n: int = 40_000, **params) -> tuple[fl.FeatureSpec, np.ndar
     from dataclasses import replace
     spec = replace(spec, **params)
     t = np.full(n, float(fl.SIM_EPOCH + 6 * H))  # the hour where the daily wave crosses 0 at phase 0
-    return spec, fl.sample_feature(spec, t, rng)
+    return spec, smp.sample_feature(spec, t, rng)
 
 
 def test_feature_kinds_have_their_shapes():
@@ -94,27 +95,27 @@ def test_daily_and_weekly_seasonality():
     m = fl.make_fleet(1, seed=0).models[0]
     day = fl.SIM_EPOCH  # a Friday
     # volume: the day's mean factor is 1 on weekdays, 0.8 on weekends; peak at 14:00
-    assert math.isclose(fl.expected_count(m, day, day + fl.DAY), 24 * m.rate_per_hour, rel_tol=1e-9)
-    assert math.isclose(fl.expected_count(m, day + fl.DAY, day + 2 * fl.DAY),
+    assert math.isclose(smp.expected_count(m, day, day + fl.DAY), 24 * m.rate_per_hour, rel_tol=1e-9)
+    assert math.isclose(smp.expected_count(m, day + fl.DAY, day + 2 * fl.DAY),
                         0.8 * 24 * m.rate_per_hour, rel_tol=1e-9)
-    assert fl.volume_factor(day + 14 * H) > fl.volume_factor(day + 2 * H)
+    assert smp.volume_factor(day + 14 * H) > smp.volume_factor(day + 2 * H)
     # feature mix: the location swings by 2 * MIX_DAILY sd between peak and trough hours
     spec = fl.FeatureSpec("s.normal", "s", "normal", a=0.0, b=1.0, phase=10.0)
     rng = np.random.default_rng(0)
-    peak = fl.sample_feature(spec, np.full(200_000, day + 10 * H + 0.0), rng).mean()
-    trough = fl.sample_feature(spec, np.full(200_000, day + 22 * H + 0.0), rng).mean()
-    assert abs((peak - trough) - 2 * fl.MIX_DAILY) < 0.02
-    weekend = fl.sample_feature(spec, np.full(200_000, day + fl.DAY + 16 * H), rng).mean()
-    weekday = fl.sample_feature(spec, np.full(200_000, day + 16 * H), rng).mean()
-    assert abs((weekend - weekday) - fl.MIX_WEEKLY) < 0.02
+    peak = smp.sample_feature(spec, np.full(200_000, day + 10 * H + 0.0), rng).mean()
+    trough = smp.sample_feature(spec, np.full(200_000, day + 22 * H + 0.0), rng).mean()
+    assert abs((peak - trough) - 2 * smp.MIX_DAILY) < 0.02
+    weekend = smp.sample_feature(spec, np.full(200_000, day + fl.DAY + 16 * H), rng).mean()
+    weekday = smp.sample_feature(spec, np.full(200_000, day + 16 * H), rng).mean()
+    assert abs((weekend - weekday) - smp.MIX_WEEKLY) < 0.02
 
 
 def test_scores_are_informative_and_labels_calibrated():
     m = fl.make_fleet(1, seed=4).models[0]
     rng = np.random.default_rng(3)
-    b = fl.sample(m, fl.SIM_EPOCH, fl.SIM_EPOCH + 10 * fl.DAY, rng)
-    p = fl.score(m, b.features)
-    y = fl.labels(p, rng)
+    b = smp.sample(m, fl.SIM_EPOCH, fl.SIM_EPOCH + 10 * fl.DAY, rng)
+    p = smp.score(m, b.features)
+    y = smp.labels(p, rng)
     assert 0.7 < roc_auc_score(y, p) < 0.95
     # calibrated: in each score decile the positive rate matches the mean score
     edges = np.quantile(p, np.linspace(0, 1, 11))
@@ -122,13 +123,13 @@ def test_scores_are_informative_and_labels_calibrated():
         sel = (p >= lo) & (p < hi)
         se = math.sqrt(max(p[sel].mean() * (1 - p[sel].mean()), 1e-3) / sel.sum())
         assert abs(y[sel].mean() - p[sel].mean()) < 5 * se
-    delays = fl.label_delays(m, 1000, rng)
+    delays = smp.label_delays(m, 1000, rng)
     assert delays.min() >= 0.5 * m.label_delay_seconds and delays.max() <= 1.5 * m.label_delay_seconds
 
 
 def test_reference_covers_the_whole_day():
     m = fl.make_fleet(1, seed=0).models[0]
-    b = fl.reference_batch(m, fl.SIM_EPOCH, np.random.default_rng(0), 5_000)
+    b = smp.reference_batch(m, fl.SIM_EPOCH, np.random.default_rng(0), 5_000)
     hours = (b.event_times % fl.DAY) // H
     assert set(hours.tolist()) == set(range(24)) and abs(b.n - 5_000) < 300
 
@@ -139,7 +140,7 @@ def _model(kinds=fl.KINDS) -> fl.ModelSpec:
 
 
 def _batch(m: fl.ModelSpec, n_hours: int = 4) -> fl.Batch:
-    return fl.sample(m, fl.SIM_EPOCH, fl.SIM_EPOCH + n_hours * H, np.random.default_rng(5), volume=20.0)
+    return smp.sample(m, fl.SIM_EPOCH, fl.SIM_EPOCH + n_hours * H, np.random.default_rng(5), volume=20.0)
 
 
 def test_data_bugs_corrupt_only_their_feature_and_span():
@@ -217,7 +218,7 @@ def test_world_changes_volume_scores_and_concept():
     assert np.array_equal(inc.shift_logit([upgrade], m, b.event_times, z), np.where(hit, 1.5, 0.0))
 
     concept = inc.Incident("k", inc.CONCEPT_DRIFT, t0, t1, (m.model_id,), (), 1.0)
-    p = fl.score(m, b.features)
+    p = smp.score(m, b.features)
     q = inc.label_probability([concept], m, b, p)
     seg = hit & (b.features[m.segment_feature] == m.segment_value)
     assert seg.any() and np.allclose(q[seg], 1 - p[seg]) and np.allclose(q[~seg], p[~seg])

@@ -53,8 +53,8 @@ from service.sim.fleet import (
     FeatureSpec,
     Fleet,
     ModelSpec,
-    sample_feature,
 )
+from service.sim.sampling import sample_feature
 
 COVARIATE_SHIFT = "covariate_shift"
 BROKEN_FEATURE = "broken_feature"

@@ -56,6 +56,7 @@ from service.runtime.roles import role, run_roles
 from service.settings import Settings, environment
 from service.sim import fleet as fl
 from service.sim import incidents as inc
+from service.sim import sampling as smp
 from service.sim import score as sc
 
 WINDOW_SECONDS = fl.HOUR
@@ -169,18 +170,18 @@ def traffic(scenario: inc.Scenario, model: fl.ModelSpec, hour: int,
     True
     """
     t0 = scenario.start + hour * fl.HOUR
-    rng = fl.rng_for(scenario.seed, model.index, hour, TRAFFIC_STREAM)
-    clean = inc.thin(scenario.incidents, model, fl.sample(model, t0, t0 + fl.HOUR, rng), rng)
+    rng = smp.rng_for(scenario.seed, model.index, hour, TRAFFIC_STREAM)
+    clean = inc.thin(scenario.incidents, model, smp.sample(model, t0, t0 + fl.HOUR, rng), rng)
     world = inc.shift_world(scenario.incidents, model, clean, rng)
     seen = inc.corrupt(scenario.incidents, model, world, rng)
-    z = inc.shift_logit(scenario.incidents, model, seen.event_times, fl.logit(model, seen.features))
+    z = inc.shift_logit(scenario.incidents, model, seen.event_times, smp.logit(model, seen.features))
     scores = 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
     pids = [f"{model.index}-{hour}-{i}" for i in range(seen.n)]
     labels: list[tuple[float, str, bool]] = []
     if model.tier == 1 and seen.n:
-        p = inc.label_probability(scenario.incidents, model, world, fl.score(model, world.features))
-        y = fl.labels(p, rng)
-        due = seen.event_times + fl.label_delays(model, seen.n, rng)
+        p = inc.label_probability(scenario.incidents, model, world, smp.score(model, world.features))
+        y = smp.labels(p, rng)
+        due = seen.event_times + smp.label_delays(model, seen.n, rng)
         keep = rng.random(seen.n) < label_fraction
         labels = [(float(due[i]), pids[i], bool(y[i])) for i in np.flatnonzero(keep).tolist()]
     return HourTraffic(seen.event_times.tolist(),
@@ -190,10 +191,10 @@ def traffic(scenario: inc.Scenario, model: fl.ModelSpec, hour: int,
 
 def reference_frame(scenario: inc.Scenario, model: fl.ModelSpec, rows: int) -> dict[str, list[Any]]:
     """The model's reference data: clean traffic of the day before the scenario, with scores."""
-    rng = fl.rng_for(scenario.seed, model.index, 0, REFERENCE_STREAM)
-    batch = fl.reference_batch(model, scenario.reference_start, rng, rows)
+    rng = smp.rng_for(scenario.seed, model.index, 0, REFERENCE_STREAM)
+    batch = smp.reference_batch(model, scenario.reference_start, rng, rows)
     cols = {f.name: wire_column(f, batch.features[f.name]) for f in model.features}
-    cols["score"] = fl.score(model, batch.features).tolist()
+    cols["score"] = smp.score(model, batch.features).tolist()
     return cols
 
 
