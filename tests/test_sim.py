@@ -16,6 +16,8 @@ from sklearn.metrics import roc_auc_score
 from service.settings import Settings
 from service.sim import fleet as fl
 from service.sim import incidents as inc
+from service.sim import injection as inj
+from service.sim import magnitudes as mag
 from service.sim import run as sim_run
 from service.sim import sampling as smp
 from service.sim import score as sc
@@ -24,7 +26,7 @@ from service.sim.run import SimOptions, registration, run_simulation, traffic, w
 H = fl.HOUR
 
 
-@pytest.mark.parametrize("module", [fl, smp, inc, sc, sim_run], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [fl, smp, inc, mag, inj, sc, sim_run], ids=lambda m: m.__name__)
 def test_module_examples(module):
     """The modules' docstring examples (service/ is outside the doctest paths)."""
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
@@ -153,7 +155,7 @@ def test_data_bugs_corrupt_only_their_feature_and_span():
     rng = np.random.default_rng(0)
 
     unit = inc.Incident("u", inc.UNIT_CHANGE, t0, t1, (m.model_id,), (num.name,), 1000.0)
-    out = inc.corrupt([unit], m, b, rng)
+    out = inj.corrupt([unit], m, b, rng)
     ratio = out.features[num.name] / b.features[num.name]
     seen = ~np.isnan(ratio)
     assert np.allclose(ratio[hit & seen], 1000.0) and np.allclose(ratio[~hit & seen], 1.0)
@@ -161,18 +163,18 @@ def test_data_bugs_corrupt_only_their_feature_and_span():
     assert all(np.array_equal(out.features[k], b.features[k], equal_nan=True) for k in others)
 
     broken = inc.Incident("b", inc.BROKEN_FEATURE, t0, t1, (m.model_id,), (cat.name,), 1.0)
-    col = inc.corrupt([broken], m, b, rng).features[cat.name]
+    col = inj.corrupt([broken], m, b, rng).features[cat.name]
     assert all(v is None for v in col[hit]) and np.mean([v is None for v in col[~hit]]) < 0.05
 
     renamed = inc.top_categories(cat, 0.3)
     rename = inc.Incident("r", inc.CATEGORY_RENAME, t0, t1, (m.model_id,), (cat.name,), 0.3)
-    col = inc.corrupt([rename], m, b, rng).features[cat.name]
+    col = inj.corrupt([rename], m, b, rng).features[cat.name]
     assert not set(col[hit].tolist()) & set(renamed)
     assert {c + inc.RENAME_SUFFIX for c in renamed} <= set(col[hit].tolist())
     assert not any(str(v).endswith(inc.RENAME_SUFFIX) for v in col[~hit])
 
     flood = inc.Incident("f", inc.CATEGORY_FLOOD, t0, t1, (m.model_id,), (cat.name,), 0.4)
-    col = inc.corrupt([flood], m, b, rng).features[cat.name]
+    col = inj.corrupt([flood], m, b, rng).features[cat.name]
     share = np.mean(col[hit] == inc.FLOOD_CATEGORY)
     assert abs(share - 0.4) < 5 * math.sqrt(0.24 / hit.sum()) and not np.any(col[~hit] == inc.FLOOD_CATEGORY)
     # the input batch is never modified
@@ -188,7 +190,7 @@ def test_lineage_break_nulls_every_feature_of_the_source_in_every_model():
     brk = inc.Incident("l", inc.LINEAGE_BREAK, t0, t1, tuple(m.model_id for m in readers), feats, 1.0,
                        source=source)
     for m in readers:
-        out = inc.corrupt([brk], m, _batch(m, 2), np.random.default_rng(0))
+        out = inj.corrupt([brk], m, _batch(m, 2), np.random.default_rng(0))
         for f in m.features:
             col = out.features[f.name]
             missing = np.array([v is None or (isinstance(v, float) and math.isnan(v)) for v in col])
@@ -203,23 +205,23 @@ def test_world_changes_volume_scores_and_concept():
     rng = np.random.default_rng(1)
     num = next(f for f in m.features if f.kind == "normal")
     shift = inc.Incident("c", inc.COVARIATE_SHIFT, t0, t1, (m.model_id,), (num.name,), 0.5, "location")
-    moved = inc.shift_world([shift], m, b, rng).features[num.name] - b.features[num.name]
+    moved = inj.shift_world([shift], m, b, rng).features[num.name] - b.features[num.name]
     seen = ~np.isnan(moved)
     assert np.allclose(moved[hit & seen], 0.5 * num.b) and np.allclose(moved[~hit & seen], 0)
 
     drop = inc.Incident("v", inc.VOLUME_DROP, t0, t1, (m.model_id,), (), 0.75)
-    kept = inc.thin([drop], m, b, rng)
+    kept = inj.thin([drop], m, b, rng)
     kept_hit = ((kept.event_times >= t0) & (kept.event_times < t1)).sum()
     assert abs(kept_hit / hit.sum() - 0.25) < 5 * math.sqrt(0.1875 / hit.sum())
     assert kept.n - kept_hit == (~hit).sum()
 
     upgrade = inc.Incident("s", inc.SCORE_DRIFT, t0, t1, (m.model_id,), (), 1.5)
     z = np.zeros(b.n)
-    assert np.array_equal(inc.shift_logit([upgrade], m, b.event_times, z), np.where(hit, 1.5, 0.0))
+    assert np.array_equal(inj.shift_logit([upgrade], m, b.event_times, z), np.where(hit, 1.5, 0.0))
 
     concept = inc.Incident("k", inc.CONCEPT_DRIFT, t0, t1, (m.model_id,), (), 1.0)
     p = smp.score(m, b.features)
-    q = inc.label_probability([concept], m, b, p)
+    q = inj.label_probability([concept], m, b, p)
     seg = hit & (b.features[m.segment_feature] == m.segment_value)
     assert seg.any() and np.allclose(q[seg], 1 - p[seg]) and np.allclose(q[~seg], p[~seg])
 
@@ -229,11 +231,11 @@ def test_covariate_shifts_are_calibrated_to_their_psi():
     for kind in ("normal", "lognormal", "discrete"):
         spec = fleet.catalog["crm"][fl.KINDS.index(kind)]
         for mode, target in (("location", 0.25), ("location", 1.0), ("scale", 0.5)):
-            magnitude = inc.magnitude_for_psi(spec, mode, target)
+            magnitude = mag.magnitude_for_psi(spec, mode, target)
             assert magnitude is not None
-            assert abs(inc.population_psi(spec, mode, magnitude, 80_000, seed=5) - target) < 0.12 * target
+            assert abs(mag.population_psi(spec, mode, magnitude, 80_000, seed=5) - target) < 0.12 * target
     with pytest.raises(ValueError):
-        inc.shift_values(fleet.catalog["crm"][5], np.array(["c0"], dtype=object), "location", 1.0, None)
+        mag.shift_values(fleet.catalog["crm"][5], np.array(["c0"], dtype=object), "location", 1.0, None)
 
 
 def test_corpus_has_every_kind_without_overlap_and_untouched_controls():

@@ -2,8 +2,11 @@
 pipeline and scored (MTTD per incident kind, alert precision and recall, false pages per
 1,000 model-days).
 
-- :mod:`service.sim.fleet` (pure): the fleet's models, features, seasonality, scores and labels;
-- :mod:`service.sim.incidents` (pure): the incident corpus and how each incident corrupts traffic;
+- :mod:`service.sim.fleet` (pure): the fleet's models, features and sources;
+- :mod:`service.sim.sampling` (pure): their seasonal traffic, scores and delayed labels;
+- :mod:`service.sim.incidents` (pure): the incident corpus;
+- :mod:`service.sim.magnitudes` (pure): a covariate shift's values and population PSI;
+- :mod:`service.sim.injection` (pure): how each incident corrupts traffic;
 - :mod:`service.sim.score` (pure): the scorecard of fleetwatch's alerts and of a naive policy;
 - :mod:`service.sim.run`: the scenario through SDK -> Kafka -> aggregator -> Redis ->
   detector / label joiner -> API on an embedded broker and Redis (``fleetwatch simulate``).

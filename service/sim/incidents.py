@@ -38,9 +38,8 @@ True
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -49,12 +48,11 @@ from service.sim.fleet import (
     HOUR,
     KINDS,
     SIM_EPOCH,
-    Batch,
     FeatureSpec,
     Fleet,
     ModelSpec,
 )
-from service.sim.sampling import sample_feature
+from service.sim.magnitudes import magnitude_for_psi
 
 COVARIATE_SHIFT = "covariate_shift"
 BROKEN_FEATURE = "broken_feature"
@@ -198,188 +196,6 @@ class Scenario:
         return tuple(m.model_id for m in self.fleet.models if m.model_id not in touched)
 
 
-# -- magnitudes --------------------------------------------------------------------------
-def shift_values(spec: FeatureSpec, x: np.ndarray, mode: str, magnitude: float,
-                 rng: np.random.Generator) -> np.ndarray:
-    """Values of ``spec`` after a covariate shift (a new array; missing values stay missing).
-
-    Location shifts move the feature by ``magnitude`` of its spread in its natural scale
-    (log scale for lognormal, Pareto and the non-zero part of zero-inflated features, the
-    Poisson mean for discrete ones, rounded stochastically); scale shifts multiply the
-    spread by ``magnitude``.
-
-    Raises
-    ------
-    ValueError
-        For a categorical feature.
-
-    Examples
-    --------
-    >>> spec = FeatureSpec("s.normal", "s", "normal", a=10.0, b=2.0)
-    >>> shift_values(spec, np.array([10.0, 12.0, np.nan]), "location", 0.5, None).tolist()
-    [11.0, 13.0, nan]
-    >>> shift_values(spec, np.array([10.0, 12.0]), "scale", 2.0, None).tolist()
-    [10.0, 14.0]
-    """
-    if spec.categorical:
-        raise ValueError(f"covariate shifts apply to numeric features, not {spec.name!r}")
-    x = np.asarray(x, dtype=np.float64)
-    loc = mode == "location"
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if spec.kind == "normal":
-            return x + magnitude * spec.b if loc else spec.a + (x - spec.a) * magnitude
-        if spec.kind in ("lognormal", "zero_inflated"):
-            lx = np.log(np.where(x > 0, x, np.nan))
-            moved = lx + magnitude * spec.b if loc else spec.a + (lx - spec.a) * magnitude
-            return np.where(x > 0, np.exp(moved), x)
-        if spec.kind == "pareto":
-            e = np.log(x / spec.a)  # Exp(b): mean and sd 1 / b
-            moved = e + magnitude / spec.b if loc else np.maximum(e * magnitude, 0.0)
-            return spec.a * np.exp(moved)
-        # discrete
-        lam = spec.a
-        moved = x + magnitude * math.sqrt(lam) if loc else lam + (x - lam) * magnitude
-        return np.where(np.isnan(x), np.nan, np.maximum(np.floor(moved + rng.random(x.size)), 0.0))
-
-
-def magnitude_for_psi(spec: FeatureSpec, mode: str, target: float, seed: int = 0) -> float | None:
-    """The shift ``magnitude`` whose population PSI is ``target`` (bisection on common random
-    numbers, relative tolerance 1 %); None when even a gross shift stays below it.
-
-    Examples
-    --------
-    >>> spec = FeatureSpec("s.normal", "s", "normal", a=0.0, b=1.0)
-    >>> round(magnitude_for_psi(spec, "location", 0.25), 1)
-    0.5
-    """
-    lo, hi = (0.0, 4.0) if mode == "location" else (1.0, 8.0)
-    if population_psi(spec, mode, hi, 20_000, seed) < target:
-        return None
-    for _ in range(30):
-        mid = (lo + hi) / 2
-        psi = population_psi(spec, mode, mid, 20_000, seed)
-        if abs(psi - target) <= 0.01 * target:
-            return mid
-        lo, hi = (mid, hi) if psi < target else (lo, mid)
-    return (lo + hi) / 2
-
-
-def population_psi(spec: FeatureSpec, mode: str, magnitude: float, n: int = 40_000,
-                   seed: int = 0) -> float:
-    """Population PSI of a covariate shift of ``spec``: 10 bins at the deciles of the
-    unshifted distribution (one bin per value when it has at most 10), masses floored at
-    1e-4, ``n`` draws per side (Monte Carlo).
-
-    Examples
-    --------
-    >>> spec = FeatureSpec("s.normal", "s", "normal", a=0.0, b=1.0)
-    >>> round(population_psi(spec, "location", 0.5), 2), round(population_psi(spec, "location", 0.0), 3)
-    (0.23, 0.0)
-    """
-    rng = np.random.default_rng(seed)
-    t = np.zeros(n)
-    clean = replace(spec, null_rate=0.0)
-    ref = sample_feature(clean, t, rng)
-    cur = shift_values(clean, sample_feature(clean, t, np.random.default_rng(seed + 1)), mode,
-                       magnitude, np.random.default_rng(seed + 2))
-    distinct = np.unique(ref)
-    if distinct.size <= 10:
-        edges = (distinct[:-1] + distinct[1:]) / 2
-    else:
-        edges = np.unique(np.quantile(ref, np.linspace(0, 1, 11)[1:-1]))
-    r = np.bincount(np.searchsorted(edges, ref), minlength=edges.size + 1) / n
-    c = np.bincount(np.searchsorted(edges, cur), minlength=edges.size + 1) / n
-    r, c = np.maximum(r, 1e-4), np.maximum(c, 1e-4)
-    return float(np.sum((c - r) * np.log(c / r)))
-
-
-# -- applying incidents to traffic ---------------------------------------------------------
-def _for(incidents: Iterable[Incident], model_id: str, lo: float, hi: float,
-         kinds: Iterable[str]) -> list[Incident]:
-    kinds = set(kinds)
-    return [i for i in incidents if i.kind in kinds and model_id in i.models and i.overlaps(lo, hi)]
-
-
-def _span(batch: Batch) -> tuple[float, float]:
-    if not batch.n:
-        return 0.0, 0.0
-    return float(batch.event_times[0]), float(batch.event_times[-1]) + 1e-6
-
-
-def thin(incidents: Iterable[Incident], model: ModelSpec, batch: Batch,
-         rng: np.random.Generator) -> Batch:
-    """Drop the records a volume drop removes (each active record kept with
-    probability ``1 - magnitude``).
-
-    Examples
-    --------
-    >>> b = Batch(np.arange(10.0), {"x": np.arange(10.0)})
-    >>> drop = Incident("volume_drop-0", VOLUME_DROP, 5.0, 100.0, ("m",), magnitude=1.0)
-    >>> thin([drop], type("M", (), {"model_id": "m"})(), b, np.random.default_rng(0)).n
-    5
-    """
-    keep = np.ones(batch.n, dtype=bool)
-    for inc in _for(incidents, model.model_id, *_span(batch), [VOLUME_DROP]):
-        hit = inc.active(batch.event_times)
-        keep &= ~hit | (rng.random(batch.n) >= inc.magnitude)
-    return batch if keep.all() else batch.take(keep)
-
-
-def shift_world(incidents: Iterable[Incident], model: ModelSpec, batch: Batch,
-                rng: np.random.Generator) -> Batch:
-    """The world after covariate shifts (labels follow these inputs); a new batch."""
-    active = _for(incidents, model.model_id, *_span(batch), [COVARIATE_SHIFT])
-    if not active:
-        return batch
-    out = batch.copy()
-    for inc in active:
-        hit = np.flatnonzero(inc.active(out.event_times))
-        for name in inc.features:
-            if name in out.features and hit.size:
-                col = out.features[name]
-                col[hit] = shift_values(model.feature(name), col[hit], inc.mode, inc.magnitude, rng)
-    return out
-
-
-def corrupt(incidents: Iterable[Incident], model: ModelSpec, batch: Batch,
-            rng: np.random.Generator) -> Batch:
-    """The inputs the model receives after the data bugs (nulls, unit changes, renamed and
-    new categories, broken sources); a new batch. The world (and the labels) are unchanged.
-
-    Examples
-    --------
-    >>> b = Batch(np.array([0.0, 1.0, 2.0]), {"s.normal": np.array([1.0, 2.0, 3.0])})
-    >>> unit = Incident("unit_change-0", UNIT_CHANGE, 1.0, 9.0, ("m",), ("s.normal",), 1000.0)
-    >>> m = type("M", (), {"model_id": "m"})()
-    >>> corrupt([unit], m, b, np.random.default_rng(0)).features["s.normal"].tolist()
-    [1.0, 2000.0, 3000.0]
-    """
-    kinds = [BROKEN_FEATURE, UNIT_CHANGE, CATEGORY_RENAME, CATEGORY_FLOOD, LINEAGE_BREAK]
-    active = _for(incidents, model.model_id, *_span(batch), kinds)
-    if not active:
-        return batch
-    out = batch.copy()
-    for inc in active:
-        hit = inc.active(out.event_times)
-        for name in inc.features:
-            col = out.features.get(name)
-            if col is None or not hit.any():
-                continue
-            if inc.kind in (BROKEN_FEATURE, LINEAGE_BREAK):
-                nulls = hit & (rng.random(col.size) < inc.magnitude)
-                col[nulls] = None if col.dtype == object else np.nan
-            elif inc.kind == UNIT_CHANGE:
-                col[hit] = col[hit] * inc.magnitude
-            elif inc.kind == CATEGORY_RENAME:
-                renamed = set(top_categories(model.feature(name), inc.magnitude))
-                idx = np.flatnonzero(hit)
-                col[idx] = np.array([v + RENAME_SUFFIX if v in renamed else v for v in col[idx]],
-                                    dtype=object)
-            elif inc.kind == CATEGORY_FLOOD:
-                col[hit & (rng.random(col.size) < inc.magnitude)] = FLOOD_CATEGORY
-    return out
-
-
 def top_categories(spec: FeatureSpec, share: float) -> tuple[str, ...]:
     """The most frequent categories whose base shares first add up to ``share`` or more.
 
@@ -397,35 +213,6 @@ def top_categories(spec: FeatureSpec, share: float) -> tuple[str, ...]:
         if total >= share:
             break
     return tuple(out)
-
-
-def shift_logit(incidents: Iterable[Incident], model: ModelSpec, t: np.ndarray,
-                z: np.ndarray) -> np.ndarray:
-    """The served model's logit after silent upgrades (score drift); a new array."""
-    out = z.copy()
-    if t.size:
-        for inc in _for(incidents, model.model_id, float(t[0]), float(t[-1]) + 1e-6, [SCORE_DRIFT]):
-            out[inc.active(t)] += inc.magnitude
-    return out
-
-
-def label_probability(incidents: Iterable[Incident], model: ModelSpec, world: Batch,
-                      p: np.ndarray) -> np.ndarray:
-    """P(y = 1) of each record after concept drift: inverted inside the segment while active.
-
-    Examples
-    --------
-    >>> m = type("M", (), {"model_id": "m", "segment_feature": "s.c", "segment_value": "a"})()
-    >>> b = Batch(np.array([0.0, 1.0]), {"s.c": np.array(["a", "b"], dtype=object)})
-    >>> drift = Incident("concept_drift-0", CONCEPT_DRIFT, 0.0, 9.0, ("m",), magnitude=1.0)
-    >>> label_probability([drift], m, b, np.array([0.9, 0.9])).round(2).tolist()
-    [0.1, 0.9]
-    """
-    out = p.copy()
-    for inc in _for(incidents, model.model_id, *_span(world), [CONCEPT_DRIFT]):
-        seg = inc.active(world.event_times) & (world.features[model.segment_feature] == model.segment_value)
-        out[seg] = (1 - inc.magnitude) * p[seg] + inc.magnitude * (1 - p[seg])
-    return out
 
 
 # -- the corpus ----------------------------------------------------------------------------

@@ -56,6 +56,7 @@ from service.runtime.roles import role, run_roles
 from service.settings import Settings, environment
 from service.sim import fleet as fl
 from service.sim import incidents as inc
+from service.sim import injection as inj
 from service.sim import sampling as smp
 from service.sim import score as sc
 
@@ -171,15 +172,15 @@ def traffic(scenario: inc.Scenario, model: fl.ModelSpec, hour: int,
     """
     t0 = scenario.start + hour * fl.HOUR
     rng = smp.rng_for(scenario.seed, model.index, hour, TRAFFIC_STREAM)
-    clean = inc.thin(scenario.incidents, model, smp.sample(model, t0, t0 + fl.HOUR, rng), rng)
-    world = inc.shift_world(scenario.incidents, model, clean, rng)
-    seen = inc.corrupt(scenario.incidents, model, world, rng)
-    z = inc.shift_logit(scenario.incidents, model, seen.event_times, smp.logit(model, seen.features))
+    clean = inj.thin(scenario.incidents, model, smp.sample(model, t0, t0 + fl.HOUR, rng), rng)
+    world = inj.shift_world(scenario.incidents, model, clean, rng)
+    seen = inj.corrupt(scenario.incidents, model, world, rng)
+    z = inj.shift_logit(scenario.incidents, model, seen.event_times, smp.logit(model, seen.features))
     scores = 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
     pids = [f"{model.index}-{hour}-{i}" for i in range(seen.n)]
     labels: list[tuple[float, str, bool]] = []
     if model.tier == 1 and seen.n:
-        p = inc.label_probability(scenario.incidents, model, world, smp.score(model, world.features))
+        p = inj.label_probability(scenario.incidents, model, world, smp.score(model, world.features))
         y = smp.labels(p, rng)
         due = seen.event_times + smp.label_delays(model, seen.n, rng)
         keep = rng.random(seen.n) < label_fraction
