@@ -18,6 +18,8 @@ from service.sim import fleet as fl
 from service.sim import incidents as inc
 from service.sim import injection as inj
 from service.sim import magnitudes as mag
+from service.sim import naive as nv
+from service.sim import report as rep
 from service.sim import run as sim_run
 from service.sim import sampling as smp
 from service.sim import score as sc
@@ -26,7 +28,7 @@ from service.sim.run import SimOptions, registration, run_simulation, traffic, w
 H = fl.HOUR
 
 
-@pytest.mark.parametrize("module", [fl, smp, inc, mag, inj, sc, sim_run], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [fl, smp, inc, mag, inj, sc, nv, rep, sim_run], ids=lambda m: m.__name__)
 def test_module_examples(module):
     """The modules' docstring examples (service/ is outside the doctest paths)."""
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
@@ -306,7 +308,7 @@ def test_lineage_grouping_counts_fleetwatch_incidents_over_the_source_features()
     assert sc.score_incident(brk, split, H).fleet_incidents == 2
     assert sc.score_incident(brk, one, H, grouped=False).fleet_incidents == 3  # naive: a page each
     card = sc.scorecard("fw", [brk], split, ["a", "b", "c"], T, T + fl.DAY, H)
-    target = next(t for t in sc.targets(card) if t.name == "incidents per lineage break")
+    target = next(t for t in rep.targets(card) if t.name == "incidents per lineage break")
     assert not target.met and target.value == "2"
 
 
@@ -328,7 +330,7 @@ def test_precision_recall_and_false_pages_in_control():
     # control: 3 models x 48 h minus a's [1 h, 9 h) and b's [19 h, 27 h)
     assert math.isclose(card.control_model_days, (3 * 48 - 16) / 24, rel_tol=1e-3)
     assert math.isclose(card.false_pages_per_1000_model_days, 1000 / ((3 * 48 - 16) / 24), rel_tol=1e-3)
-    met = {t.name: t.met for t in sc.targets(card)}
+    met = {t.name: t.met for t in rep.targets(card)}
     assert met["recall broken_feature"] and met["MTTD broken_feature"]  # 60 min = 1 window
     assert not met["recall unit_change"] and not met["alert precision"]
 
@@ -342,7 +344,7 @@ def test_naive_policy_pages_on_psi_over_0_2_and_significant_quality_tests():
                r("x", "null_rate", 0.2, 1e-3), r("x", "nonfinite", 0.5, 0.2),
                r("y", "psi", 0.9, 0.0, "inconclusive"), r("", "volume", -0.8, 1e-6, floor=0.5),
                r("__performance__", "auc_drop", 0.01, 1e-9, floor=0.02)]
-    pages = sc.naive_alerts("m", T, H, results, alpha=0.01)
+    pages = nv.naive_alerts("m", T, H, results, alpha=0.01)
     assert [(a.feature, a.check) for a in pages] == [("x", "psi"), ("x", "null_rate"), ("", "volume")]
     assert all(a.fired_at == T + H and a.incident_id is None for a in pages)
 
@@ -362,10 +364,10 @@ def test_strongest_evidence_explains_a_miss():
         ("m", T + 3 * H, H, [r("s.x", "psi", 2e-4, effect=0.6), r("__score__", "psi", 5e-4)]),
         ("n", T + 3 * H, H, [r("s.x", "psi", 1e-11)]),  # another model
     ]
-    e = sc.strongest_evidence(i, windows, lambda feature, check: check == "psi")
+    e = rep.strongest_evidence(i, windows, lambda feature, check: check == "psi")
     assert (e["feature"], e["check"], e["p_value"], e["window_start"]) == ("s.x", "psi", 2e-4, T + 3 * H)
     assert e["inconclusive"] == 1
-    assert sc.strongest_evidence(i, windows[:1], lambda f, c: True) is None
+    assert rep.strongest_evidence(i, windows[:1], lambda f, c: True) is None
 
 
 def test_render_shows_both_policies_and_every_target():
@@ -374,10 +376,10 @@ def test_render_shows_both_policies_and_every_target():
                       T + fl.DAY, H)
     naive = sc.scorecard("naive", [i], [_alert("n", "a", "s.c", 1, 1)], ["a"], T, T + fl.DAY, H,
                          grouped=False)
-    text = sc.render(fw, naive)
+    text = rep.render(fw, naive)
     assert "naive (PSI > 0.2, per window)" in text and "category_flood" in text
     shown = text.count("[   met]") + text.count("[MISSED]") + text.count("[   n/a]")
-    assert shown == len(sc.targets(fw)) == 13
+    assert shown == len(rep.targets(fw)) == 13
     # flood: recall and MTTD met; precision met; kinds not injected: n/a, never "met"
     assert text.count("[   met]") == 4 and text.count("[MISSED]") == 0
     assert "recall category_flood" in text and naive.groups["category_flood"].mttd_mean_minutes == 60.0

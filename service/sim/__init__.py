@@ -7,7 +7,9 @@ pipeline and scored (MTTD per incident kind, alert precision and recall, false p
 - :mod:`service.sim.incidents` (pure): the incident corpus;
 - :mod:`service.sim.magnitudes` (pure): a covariate shift's values and population PSI;
 - :mod:`service.sim.injection` (pure): how each incident corrupts traffic;
-- :mod:`service.sim.score` (pure): the scorecard of fleetwatch's alerts and of a naive policy;
+- :mod:`service.sim.score` (pure): the scorecard of a policy's alerts;
+- :mod:`service.sim.naive` (pure): the naive per-window policy fleetwatch is compared with;
+- :mod:`service.sim.report` (pure): the scorecards against their targets, as a table;
 - :mod:`service.sim.run`: the scenario through SDK -> Kafka -> aggregator -> Redis ->
   detector / label joiner -> API on an embedded broker and Redis (``fleetwatch simulate``).
 """

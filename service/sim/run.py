@@ -57,6 +57,8 @@ from service.settings import Settings, environment
 from service.sim import fleet as fl
 from service.sim import incidents as inc
 from service.sim import injection as inj
+from service.sim import naive as nv
+from service.sim import report as rep
 from service.sim import sampling as smp
 from service.sim import score as sc
 
@@ -459,11 +461,11 @@ async def _main(settings: Settings, scenario: inc.Scenario, opts: SimOptions) ->
             perf_windows, cohorts = await _cohort_results(http, tier1)
             windows += perf_windows
             naive = [a for m, start, length, results in windows
-                     for a in sc.naive_alerts(m, start, length, results, settings.alpha)]
+                     for a in nv.naive_alerts(m, start, length, results, settings.alpha)]
             ids = [m.model_id for m in scenario.fleet.models]
             kinds = {f.name: f.kind for m in scenario.fleet.models for f in m.features}
             alerting = alerting_check(kinds)
-            evidence = {i.id: sc.strongest_evidence(i, windows, alerting) for i in scenario.incidents}
+            evidence = {i.id: rep.strongest_evidence(i, windows, alerting) for i in scenario.incidents}
             kinds.update({inc.SCORE: "score", inc.PERFORMANCE: "performance", inc.VOLUME: "volume"})
             fw_card = sc.scorecard("fleetwatch", scenario.incidents, [sc.from_api(a) for a in alerts],
                                    ids, scenario.start, scenario.end, WINDOW_SECONDS,
@@ -597,7 +599,7 @@ def run_simulation(settings: Settings, opts: SimOptions | None = None,
             result = asyncio.run(_main(live, scenario, opts))
     fw_card, naive_card = result.pop("fleetwatch"), result.pop("naive")
     total = round(time.monotonic() - t0, 1)
-    table = sc.render(fw_card, naive_card)
+    table = rep.render(fw_card, naive_card)
     lines = [
         f"  streamed {result['predictions']} predictions in {result['windows']} model-windows and "
         f"{result['labels']} labels ({result['dropped_by_sdk']} dropped by the SDK); "
@@ -618,7 +620,7 @@ def run_simulation(settings: Settings, opts: SimOptions | None = None,
         "control_models": list(scenario.control_models()),
         "fleetwatch": fw_card.to_dict(),
         "naive": naive_card.to_dict(),
-        "targets": [asdict(t) for t in sc.targets(fw_card)],
+        "targets": [asdict(t) for t in rep.targets(fw_card)],
         "table": table,
         "total_seconds": total,
         **result,
