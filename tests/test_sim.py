@@ -23,12 +23,17 @@ from service.sim import report as rep
 from service.sim import run as sim_run
 from service.sim import sampling as smp
 from service.sim import score as sc
-from service.sim.run import SimOptions, registration, run_simulation, traffic, wire_column
+from service.sim import streams
+from service.sim.run import run_simulation
+from service.sim.streams import SimOptions, registration, traffic, wire_column
 
 H = fl.HOUR
 
 
-@pytest.mark.parametrize("module", [fl, smp, inc, mag, inj, sc, nv, rep, sim_run], ids=lambda m: m.__name__)
+SIM_MODULES = [fl, smp, inc, mag, inj, sc, nv, rep, streams, sim_run]
+
+
+@pytest.mark.parametrize("module", SIM_MODULES, ids=lambda m: m.__name__)
 def test_module_examples(module):
     """The modules' docstring examples (service/ is outside the doctest paths)."""
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)

@@ -155,7 +155,8 @@ def simulate(
 ) -> None:
     """Run a simulated fleet with injected incidents through the whole pipeline and print
     the scorecard (MTTD, alert precision, recall) beside a naive per-window policy's."""
-    from service.sim.run import SimOptions, run_simulation
+    from service.sim.run import run_simulation
+    from service.sim.streams import SimOptions
 
     _logging(verbose)
     run_simulation(Settings(), SimOptions(models=models, days=days, seed=seed), json_path)

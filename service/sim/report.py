@@ -1,23 +1,29 @@
-"""The scorecard read against its targets, as a table beside the naive policy's, and the
-strongest evidence the stored results held for an incident that was missed. Pure; no I/O."""
+"""What ``fleetwatch simulate`` says: the scenario it runs, the scorecard against its targets
+as a table beside the naive policy's, the alerts that map to no incident, and each missed
+incident with the strongest evidence the stored results held for it. Pure; no I/O."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
+from service.settings import Settings
 from service.sim.incidents import (
     BROKEN_FEATURE,
     CATEGORY_FLOOD,
     CATEGORY_RENAME,
     LINEAGE_BREAK,
     UNIT_CHANGE,
+    VOLUME_DROP,
     Incident,
+    Scenario,
 )
 from service.sim.naive import NAIVE_PSI
 from service.sim.score import DECIDED, GROUPS, SHIFT_HIGH, GroupScore, Scorecard
+from service.sim.streams import WINDOW_SECONDS, SimOptions
 
 #: Groups with recall and MTTD targets.
 TARGET_GROUPS = (SHIFT_HIGH, BROKEN_FEATURE, UNIT_CHANGE, CATEGORY_RENAME, CATEGORY_FLOOD)
@@ -181,3 +187,62 @@ def render(fleetwatch: Scorecard, naive: Scorecard) -> str:
         status = "n/a" if t.met is None else "met" if t.met else "MISSED"
         lines.append(f"  [{status:>6}] {t.name:<42} {t.value:>14}  (goal {t.goal})")
     return "\n".join(lines)
+
+
+def describe(opts: SimOptions, scenario: Scenario, settings: Settings) -> list[str]:
+    kinds: dict[str, int] = {}
+    for i in scenario.incidents:
+        kinds[i.kind] = kinds.get(i.kind, 0) + 1
+    n_tier1 = sum(m.tier == 1 for m in scenario.fleet.models)
+    fleet = scenario.fleet
+    return [
+        f"fleetwatch simulate: {len(fleet.models)} models x {len(fleet.models[0].features)} features from "
+        f"{len(fleet.sources)} upstream sources, {scenario.days} simulated days from "
+        f"{_iso(scenario.start)}, seed {scenario.seed}",
+        f"  window = {WINDOW_SECONDS // 60} min of simulated time, ~{opts.rate_per_hour:g} predictions per "
+        "model and hour on average (x0.6-1.6 by model, x0.6-1.4 by hour of day, x0.8 on weekends)",
+        "  product defaults: every floor, FDR weight, check and the FDR capacity as shipped; "
+        f"{n_tier1} tier-1 models with label-joined performance checks",
+        f"  corpus: {len(scenario.incidents)} incidents ("
+        + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
+        + f"); {len(scenario.control_models())} models never touched",
+    ]
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC (%a)")
+
+
+def unmapped_summary(card: Scorecard) -> str:
+    """Alerts that map to no incident, by check and kind of feature (one line)."""
+    parts = [f"{key} {n}" for key, n in card.unmapped_by_check.items()]
+    return f"  {card.policy}: " + (", ".join(parts) if parts else "none")
+
+
+def missed_summary(card: Scorecard, evidence: dict[str, Any]) -> list[str]:
+    """One line per missed incident: what it was, and its strongest evidence."""
+    out = []
+    for r in sorted(card.incidents, key=lambda r: (r.group, r.id)):
+        if r.detected:
+            continue
+        what = f"{r.id:<20} {r.models[0] if len(r.models) == 1 else f'{len(r.models)} models':<9}"
+        what += f" {', '.join(r.features)[:30]:<30}" if r.features else f" {'':<30}"
+        what += f" PSI {r.psi:g}" if r.psi is not None else f" magnitude {r.magnitude:.3g}"
+        e = evidence.get(r.id) or {}
+        n_inc = e.get("inconclusive", 0)
+        tail = f"; {n_inc} results inconclusive (sketch error)" if n_inc else ""
+        if "check" not in e:
+            out.append(f"  {what}: no decided test (e.g. no history){tail}")
+        else:
+            out.append(f"  {what}: {e['feature'] or '(window)'}/{e['check']} effect "
+                       f"{e['effect_size']:.3g} (floor {e['floor']:g}), p {e['p_value']:.2g}{tail}")
+    return out or ["  none"]
+
+
+def notes(scenario: Scenario) -> list[str]:
+    """What the scenario cannot measure, said next to the table."""
+    out = []
+    if scenario.days <= 7 and any(i.kind == VOLUME_DROP for i in scenario.incidents):
+        out.append("  note: the volume test compares a window with the same hour of past weeks; a "
+                   f"{scenario.days}-day scenario has no such history, so volume drops count as missed")
+    return out

@@ -36,13 +36,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 from detectors.catalog import DEFAULT_ALERTING, matches
 from detectors.performance.tasks import PERFORMANCE_CHECKS
@@ -56,150 +54,19 @@ from service.runtime.roles import role, run_roles
 from service.settings import Settings, environment
 from service.sim import fleet as fl
 from service.sim import incidents as inc
-from service.sim import injection as inj
 from service.sim import naive as nv
 from service.sim import report as rep
-from service.sim import sampling as smp
 from service.sim import score as sc
-
-WINDOW_SECONDS = fl.HOUR
-MODEL_VERSION = "1"  # a silent upgrade keeps it
-REFERENCE_STREAM, TRAFFIC_STREAM = 1, 0
-
-
-@dataclass(frozen=True)
-class SimOptions:
-    """What to simulate.
-
-    Attributes
-    ----------
-    models, days, seed : int
-        Fleet size, simulated days, seed of everything.
-    rate_per_hour : float
-        Mean predictions per model and hour before seasonality (each model 0.6-1.6 times
-        it, the hour of day 0.6-1.4 times, weekends 0.8 times): ~90-670 per one-hour
-        window at the default.
-    n_sources, features_per_model : int
-    tier1_share : float
-        Share of models registered as tier 1 with label-joined performance checks.
-    reference_rows : int
-        Rows of each model's reference profile (the day before the scenario).
-    label_fraction : float
-        Share of tier-1 predictions that get a label.
-    control_share : float
-        Share of models no incident touches.
-    control_days : int
-        Leading days without any incident.
-    counts : dict, optional
-        Incidents per kind (default: scaled with fleet size and days).
-    """
-
-    models: int = 200
-    days: int = 2
-    seed: int = 0
-    rate_per_hour: float = 300.0
-    n_sources: int = 10
-    features_per_model: int = 10
-    tier1_share: float = 0.025
-    reference_rows: int = 2_000
-    label_fraction: float = 0.98
-    control_share: float = 0.25
-    control_days: int = 0
-    counts: dict[str, int] | None = field(default=None)
-
-
-def build_scenario(opts: SimOptions) -> inc.Scenario:
-    """The fleet and its incident corpus (pure)."""
-    fleet = fl.make_fleet(opts.models, opts.n_sources, opts.features_per_model, opts.seed,
-                          opts.tier1_share, opts.rate_per_hour)
-    return inc.make_scenario(fleet, opts.days, opts.seed, WINDOW_SECONDS,
-                             control_days=opts.control_days, control_share=opts.control_share,
-                             counts=opts.counts)
-
-
-def registration(m: fl.ModelSpec, opts: SimOptions) -> dict[str, Any]:
-    """``POST /v1/models`` body: lineage, window, tier and, for tier 1, a ``performance``
-    section with the defaults (labels joined; no floor or horizon of the simulator's own)."""
-    body: dict[str, Any] = {
-        "model_id": m.model_id, "window_seconds": WINDOW_SECONDS, "tier": m.tier,
-        "owner": f"team-{m.index % 8}",
-        "features": {f.name: {"type": f.declared_type, "source": f.source} for f in m.features},
-    }
-    if m.tier == 1:
-        body["performance"] = {}
-    return body
-
-
-def wire_column(spec: fl.FeatureSpec, x: np.ndarray) -> list[Any]:
-    """A column as the model server logs it: missing values as None, discrete features as
-    integers.
-
-    Examples
-    --------
-    >>> spec = fl.FeatureSpec("s.discrete", "s", "discrete", a=3.0)
-    >>> wire_column(spec, np.array([2.0, np.nan, 5.0]))
-    [2, None, 5]
-    """
-    if spec.categorical:
-        return x.tolist()
-    missing = np.isnan(x)
-    values = np.where(missing, 0, x).astype(np.int64).tolist() if spec.kind == "discrete" else x.tolist()
-    for i in np.flatnonzero(missing).tolist():
-        values[i] = None
-    return values
-
-
-@dataclass
-class HourTraffic:
-    """One model's traffic in one simulated hour, ready to log."""
-
-    event_times: list[float]
-    features: dict[str, list[Any]]
-    scores: list[float]
-    prediction_ids: list[str]
-    labels: list[tuple[float, str, bool]]  # (time the label is known, prediction id, label)
-
-
-def traffic(scenario: inc.Scenario, model: fl.ModelSpec, hour: int,
-            label_fraction: float = 1.0) -> HourTraffic:
-    """The model's predictions (after the incidents) and its labels (tier 1) in hour
-    ``hour`` of the scenario. Pure and reproducible.
-
-    Examples
-    --------
-    >>> s = build_scenario(SimOptions(models=2, days=2, counts={}))
-    >>> a, b = traffic(s, s.fleet.models[0], 3), traffic(s, s.fleet.models[0], 3)
-    >>> a.prediction_ids == b.prediction_ids and a.scores == b.scores and len(a.scores) > 0
-    True
-    """
-    t0 = scenario.start + hour * fl.HOUR
-    rng = smp.rng_for(scenario.seed, model.index, hour, TRAFFIC_STREAM)
-    clean = inj.thin(scenario.incidents, model, smp.sample(model, t0, t0 + fl.HOUR, rng), rng)
-    world = inj.shift_world(scenario.incidents, model, clean, rng)
-    seen = inj.corrupt(scenario.incidents, model, world, rng)
-    z = inj.shift_logit(scenario.incidents, model, seen.event_times, smp.logit(model, seen.features))
-    scores = 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
-    pids = [f"{model.index}-{hour}-{i}" for i in range(seen.n)]
-    labels: list[tuple[float, str, bool]] = []
-    if model.tier == 1 and seen.n:
-        p = inj.label_probability(scenario.incidents, model, world, smp.score(model, world.features))
-        y = smp.labels(p, rng)
-        due = seen.event_times + smp.label_delays(model, seen.n, rng)
-        keep = rng.random(seen.n) < label_fraction
-        labels = [(float(due[i]), pids[i], bool(y[i])) for i in np.flatnonzero(keep).tolist()]
-    return HourTraffic(seen.event_times.tolist(),
-                       {f.name: wire_column(f, seen.features[f.name]) for f in model.features},
-                       scores.tolist(), pids, labels)
-
-
-def reference_frame(scenario: inc.Scenario, model: fl.ModelSpec, rows: int) -> dict[str, list[Any]]:
-    """The model's reference data: clean traffic of the day before the scenario, with scores."""
-    rng = smp.rng_for(scenario.seed, model.index, 0, REFERENCE_STREAM)
-    batch = smp.reference_batch(model, scenario.reference_start, rng, rows)
-    cols = {f.name: wire_column(f, batch.features[f.name]) for f in model.features}
-    cols["score"] = smp.score(model, batch.features).tolist()
-    return cols
-
+from service.sim.report import describe, missed_summary, notes, unmapped_summary
+from service.sim.streams import (
+    MODEL_VERSION,
+    WINDOW_SECONDS,
+    SimOptions,
+    build_scenario,
+    reference_frame,
+    registration,
+    traffic,
+)
 
 # -- the run -------------------------------------------------------------------------------
 #: Roles run as child processes (two ``fleetwatch detect`` replicas of one consumer group,
@@ -505,65 +372,6 @@ def sim_settings(settings: Settings, scenario: inc.Scenario, data_dir: Path) -> 
         "idle_close_seconds": 3.0, "allowed_lateness_seconds": 600,
         "checkpoint_interval_seconds": 0.5, "performance_eval_interval_seconds": 3.0,
     })
-
-
-def describe(opts: SimOptions, scenario: inc.Scenario, settings: Settings) -> list[str]:
-    kinds: dict[str, int] = {}
-    for i in scenario.incidents:
-        kinds[i.kind] = kinds.get(i.kind, 0) + 1
-    n_tier1 = sum(m.tier == 1 for m in scenario.fleet.models)
-    fleet = scenario.fleet
-    return [
-        f"fleetwatch simulate: {len(fleet.models)} models x {len(fleet.models[0].features)} features from "
-        f"{len(fleet.sources)} upstream sources, {scenario.days} simulated days from "
-        f"{_iso(scenario.start)}, seed {scenario.seed}",
-        f"  window = {WINDOW_SECONDS // 60} min of simulated time, ~{opts.rate_per_hour:g} predictions per "
-        "model and hour on average (x0.6-1.6 by model, x0.6-1.4 by hour of day, x0.8 on weekends)",
-        "  product defaults: every floor, FDR weight, check and the FDR capacity as shipped; "
-        f"{n_tier1} tier-1 models with label-joined performance checks",
-        f"  corpus: {len(scenario.incidents)} incidents ("
-        + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items()))
-        + f"); {len(scenario.control_models())} models never touched",
-    ]
-
-
-def _iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC (%a)")
-
-
-def unmapped_summary(card: sc.Scorecard) -> str:
-    """Alerts that map to no incident, by check and kind of feature (one line)."""
-    parts = [f"{key} {n}" for key, n in card.unmapped_by_check.items()]
-    return f"  {card.policy}: " + (", ".join(parts) if parts else "none")
-
-
-def missed_summary(card: sc.Scorecard, evidence: dict[str, Any]) -> list[str]:
-    """One line per missed incident: what it was, and its strongest evidence."""
-    out = []
-    for r in sorted(card.incidents, key=lambda r: (r.group, r.id)):
-        if r.detected:
-            continue
-        what = f"{r.id:<20} {r.models[0] if len(r.models) == 1 else f'{len(r.models)} models':<9}"
-        what += f" {', '.join(r.features)[:30]:<30}" if r.features else f" {'':<30}"
-        what += f" PSI {r.psi:g}" if r.psi is not None else f" magnitude {r.magnitude:.3g}"
-        e = evidence.get(r.id) or {}
-        n_inc = e.get("inconclusive", 0)
-        tail = f"; {n_inc} results inconclusive (sketch error)" if n_inc else ""
-        if "check" not in e:
-            out.append(f"  {what}: no decided test (e.g. no history){tail}")
-        else:
-            out.append(f"  {what}: {e['feature'] or '(window)'}/{e['check']} effect "
-                       f"{e['effect_size']:.3g} (floor {e['floor']:g}), p {e['p_value']:.2g}{tail}")
-    return out or ["  none"]
-
-
-def notes(scenario: inc.Scenario) -> list[str]:
-    """What the scenario cannot measure, said next to the table."""
-    out = []
-    if scenario.days <= 7 and any(i.kind == inc.VOLUME_DROP for i in scenario.incidents):
-        out.append("  note: the volume test compares a window with the same hour of past weeks; a "
-                   f"{scenario.days}-day scenario has no such history, so volume drops count as missed")
-    return out
 
 
 def run_simulation(settings: Settings, opts: SimOptions | None = None,

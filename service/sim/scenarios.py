@@ -24,7 +24,7 @@ KeyError: "unknown scenario 'nope'; known: short, default, week, fleet"
 
 from __future__ import annotations
 
-from service.sim.run import SimOptions
+from service.sim.streams import SimOptions
 
 SCENARIOS: dict[str, SimOptions] = {
     "short": SimOptions(models=50, days=2),
