@@ -10,6 +10,7 @@ keys this package writes.
 
 ``policy``    :class:`AlertPolicy`: the decision applied to one window (the only module that decides)
 ``store``     :class:`AlertStore`: alerts, alert series, incidents and the alert events stream
+``lua``       the store's Lua scripts (one atomic step each)
 ``fdr``       :class:`FdrGate`: the online FDR gate's state in Redis, shared by replicas
 ``silences``  silences and the matchers they share with receivers
 """
