@@ -8,7 +8,11 @@ Redis before any is sent, so a crash between deciding and delivering neither
 loses nor repeats a page. Deliveries are retried with backoff, rate-limited
 per receiver and refused for URLs that resolve to internal addresses.
 
-``notifier``         :class:`Notifier`, the role: its consume and delivery loops
+``notifier``         :class:`Notifier`, the role: its consume, flush and delivery loops
+``courier``          one delivery attempt: rate limit, SSRF guard, POST, retried or dead-lettered
+``timing``           when a group is notified (group wait, interval, repeat; pure)
+``lua``              the notifier's Lua scripts on notification groups
+``kinds``            one module per receiver kind: config, payload, request, retryable answers
 ``outbox``           the outbox of notifications: claim, retry, rate limit
 ``payloads``         each receiver kind's payload, and the webhook signature
 ``receiver_config``  the receiver model (kind, URL, matchers, timing) and its validation

@@ -22,7 +22,8 @@ Three loops share one Redis:
 3. **Deliver** what the outbox has due, under a lease: the SSRF guard again
    (``service.paging.ssrf``), the receiver's rate limit (deferred, not dropped), an
    HTTP POST with httpx (signed for webhook receivers), then delivered,
-   retried later (tenacity's backoff, stored as the due time) or dead-lettered.
+   retried later (tenacity's backoff, stored as the due time) or dead-lettered
+   (:class:`service.paging.courier.Courier`, one attempt).
 
 Delivery is at least once: a notifier that dies after a receiver answered
 but before it recorded the answer has the item sent again by the next one.
@@ -33,8 +34,6 @@ receiver can drop such a duplicate; PagerDuty deduplicates by ``dedup_key``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import email.utils
 import logging
 import os
 import socket
@@ -49,18 +48,18 @@ from redis.exceptions import ResponseError
 from service import metrics
 from service.alerting.keys import EVENTS
 from service.alerting.store import AlertStore
+from service.paging.courier import Courier
 from service.paging.keys import GROUPS_DUE, notify_group_key
-from service.paging.kinds import Delivery, kind_of, render
-from service.paging.outbox import Guard, NewItem, Outbox, OutboxItem, RetryPolicy
+from service.paging.kinds import render
+from service.paging.lua import FORGET_GROUP, TOUCH_GROUP
+from service.paging.outbox import Guard, NewItem, Outbox, OutboxItem
 from service.paging.payloads import (
-    DELIVERY_HEADER,
     Notice,
     encode,
     incident_url,
 )
 from service.paging.receiver_config import Receiver
 from service.paging.receiver_store import ReceiverStore
-from service.paging.ssrf import UnsafeUrl, check_url
 from service.paging.timing import GroupState, Timing, decide
 from service.profiles.store import Store
 from service.runtime.outage import REDIS_DOWN, RedisOutage
@@ -74,49 +73,6 @@ GROUPS_PER_FLUSH = 100
 IDLE_POLL_SECONDS = 1.0
 FLUSH_ERROR_DELAY_SECONDS = 60.0
 USER_AGENT = "fleetwatch-notifier/0.1"
-
-
-
-
-# Touch a group: create it (first_seen = now, nothing sent), bump its version, and
-# ask for a flush no later than: group_wait after its first alert while nothing was
-# sent; now for an acknowledgement; else group_interval after the last notification.
-# KEYS: group hash, schedule zset. ARGV: now, group_wait, group_interval, member, kind.
-_TOUCH = """
-redis.call('HSETNX', KEYS[1], 'first_seen', ARGV[1])
-redis.call('HSETNX', KEYS[1], 'sent', 'none')
-redis.call('HINCRBY', KEYS[1], 'v', 1)
-local st = redis.call('HMGET', KEYS[1], 'first_seen', 'sent', 'last_sent')
-local now = tonumber(ARGV[1])
-local at
-if st[2] == 'none' then
-  at = tonumber(st[1]) + tonumber(ARGV[2])
-elseif ARGV[5] == 'acknowledged' then
-  at = now
-else
-  at = math.max(now, (tonumber(st[3]) or now) + tonumber(ARGV[3]))
-end
-redis.call('ZADD', KEYS[2], 'LT', at, ARGV[4])
-return 1
-"""
-
-# Forget a schedule entry whose group state is gone. KEYS: group hash, schedule zset.
-_FORGET = """
-if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('ZREM', KEYS[2], ARGV[1]) end
-return 1
-"""
-
-
-def _retry_after(response: httpx.Response, now: float) -> float:
-    """Seconds the receiver asked to wait (``Retry-After``: seconds or an HTTP date)."""
-    value = response.headers.get("retry-after")
-    if not value:
-        return 0.0
-    if value.strip().isdigit():
-        return float(value)
-    with contextlib.suppress(TypeError, ValueError):
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now)
-    return 0.0
 
 
 class Notifier:
@@ -137,21 +93,18 @@ class Notifier:
         self.alerts = AlertStore(store.r, role="notifier")
         self.receivers = ReceiverStore(store.r, role="notifier")
         self.outbox = Outbox(store.r)
-        self.retry = RetryPolicy(settings.notifier_max_attempts, settings.notifier_backoff_base_seconds,
-                                 settings.notifier_backoff_max_seconds)
-        self.rate_window = rate_window_seconds
+        self.courier = Courier(settings, self.receivers, self.outbox, rate_window_seconds)
         self.lease = settings.notifier_lease_seconds
         if self.lease <= settings.notifier_request_timeout_seconds:
             log.warning("notifier_lease_seconds (%s) should exceed notifier_request_timeout_seconds (%s): "
                         "a slow delivery may be sent twice", self.lease,
                         settings.notifier_request_timeout_seconds)
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
-        self._touch = store.r.register_script(_TOUCH)
-        self._forget = store.r.register_script(_FORGET)
+        self._touch = store.r.register_script(TOUCH_GROUP)
+        self._forget = store.r.register_script(FORGET_GROUP)
         self._groups_wake = asyncio.Event()
         self._outbox_wake = asyncio.Event()
         self._claims = 0
-        self.http: httpx.AsyncClient | None = None
         # While Redis cannot serve, each loop waits and tries again; claims and unacknowledged
         # events wait for their leases (docs/paging.md).
         self.outage = RedisOutage(settings, "notifier")
@@ -164,7 +117,7 @@ class Notifier:
         timeout = httpx.Timeout(self.settings.notifier_request_timeout_seconds)
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False,
                                      headers={"User-Agent": USER_AGENT}) as http:
-            self.http = http
+            self.courier.http = http
             loops = [asyncio.create_task(f(halt)) for f in (self._consume, self._flush_loop,
                                                              self._deliver_loop)]
             stopped = asyncio.create_task(stop.wait())
@@ -369,69 +322,6 @@ class Notifier:
 
     async def _deliver_logged(self, item: OutboxItem, token: str) -> None:
         try:
-            await self.deliver(item, token)
+            await self.courier.deliver(item, token)
         except Exception:  # its lease ends and it is tried again
             log.exception("delivery failed id=%s receiver=%s", item.id, item.receiver_id)
-
-    def request(self, receiver: Receiver, item: OutboxItem, now: float) -> Delivery:
-        """The request of one attempt, as the receiver's kind builds it (credentials added
-        here, never stored), with the delivery id header."""
-        d = kind_of(receiver.kind).request(receiver, item, now)
-        d.headers[DELIVERY_HEADER] = item.id
-        return d
-
-    async def deliver(self, item: OutboxItem, token: str) -> str:
-        """One attempt at a claimed item; its outcome (delivered, retried, dead,
-        rate_limited)."""
-        assert self.http is not None, "deliver() runs inside run()"
-        kind = item.receiver_kind
-        now = time.time()
-        receiver = await self.receivers.get(item.receiver_id)
-        if receiver is None:
-            return await self._dead(item, token, item.attempts, "receiver deleted")
-        free_at = await self.outbox.take_slot(receiver.id, receiver.max_per_minute, self.rate_window, now,
-                                              f"{item.id}:{token}")
-        if free_at is not None:
-            await self.outbox.later(item, token, free_at, item.attempts,
-                                    f"rate limited: {receiver.max_per_minute} per minute")
-            metrics.NOTIFICATIONS.labels(receiver_kind=kind, outcome="rate_limited").inc()
-            log.info("notification deferred receiver=%s incident=%s id=%s until=%.3f",
-                     receiver.id, item.incident_id, item.id, free_at)
-            return "rate_limited"
-        attempts = item.attempts + 1
-        wait_at_least = 0.0
-        try:
-            d = self.request(receiver, item, now)
-            await check_url(d.url, self.settings.receiver_allow_nets)
-            response = await self.http.post(d.url, content=d.content, headers=d.headers)
-        except UnsafeUrl as exc:
-            return await self._dead(item, token, attempts, f"url refused: {exc}")
-        except (httpx.HTTPError, OSError) as exc:
-            error, retryable = f"{type(exc).__name__}: {exc}", True
-        else:
-            if response.is_success:
-                if not await self.outbox.finish(item, token, "delivered", time.time(), attempts):
-                    log.warning("delivered after losing the lease id=%s", item.id)
-                metrics.NOTIFICATIONS.labels(receiver_kind=kind, outcome="delivered").inc()
-                log.info("notification delivered receiver=%s kind=%s incident=%s action=%s id=%s "
-                         "attempts=%d", receiver.id, kind, item.incident_id, item.action, item.id, attempts)
-                return "delivered"
-            code = response.status_code
-            error = f"HTTP {code}"
-            retryable = kind_of(receiver.kind).retryable(code)
-            wait_at_least = _retry_after(response, now)
-        if not retryable or self.retry.exhausted(attempts):
-            return await self._dead(item, token, attempts, error)
-        due = time.time() + max(self.retry.delay(attempts), wait_at_least)
-        await self.outbox.later(item, token, due, attempts, error)
-        metrics.NOTIFICATIONS.labels(receiver_kind=kind, outcome="retried").inc()
-        log.info("notification retried receiver=%s incident=%s id=%s attempts=%d error=%s",
-                 item.receiver_id, item.incident_id, item.id, attempts, error)
-        return "retried"
-
-    async def _dead(self, item: OutboxItem, token: str, attempts: int, error: str) -> str:
-        await self.outbox.finish(item, token, "dead", time.time(), attempts, error)
-        metrics.NOTIFICATIONS.labels(receiver_kind=item.receiver_kind, outcome="dead").inc()
-        log.warning("notification dead-lettered receiver=%s incident=%s action=%s id=%s attempts=%d "
-                    "reason=%s", item.receiver_id, item.incident_id, item.action, item.id, attempts, error)
-        return "dead"
