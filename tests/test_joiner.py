@@ -119,14 +119,14 @@ async def test_an_immature_cohort_is_not_judged_however_alarming(settings, store
     early = labels[1][:400]
     for pid, y in early:
         assert await cohorts.join(MODEL, pid, int(not y), T0 + 2 * W, 0.5, 3_600) == "joined"
-    await joiner.evaluate_model(MODEL, cfg)
+    await joiner.judge.evaluate_model(MODEL, cfg, await joiner.watermark(MODEL))
     assert (await cohorts.cohort(MODEL, T0 + W, 0.5)).roc_auc().value < 0.3  # alarming
     assert set(await cohorts.evaluations(MODEL)) == {T0}  # window 1 is immature: not judged
     assert await AlertStore(store.r).alerts(MODEL, 0, 10) == []
     # The rest arrive (and the early ones are corrected: last label wins): mature, healthy.
     for pid, y in labels[1]:
         await cohorts.join(MODEL, pid, int(y), T0 + 3 * W, 0.5, 3_600)
-    await joiner.evaluate_model(MODEL, cfg)
+    await joiner.judge.evaluate_model(MODEL, cfg, await joiner.watermark(MODEL))
     evaluation = (await cohorts.evaluations(MODEL))[T0 + W]
     assert evaluation["maturity"]["labeled_fraction"] == 1.0 and evaluation["realized"]["roc_auc"] > 0.8
     assert [r["status"] for r in evaluation["results"]] == ["ok", "ok"]

@@ -14,7 +14,7 @@ from sdk import AsyncClient
 from service.alerting.store import AlertStore
 from service.api.app import create_app
 from service.cohorts import BinaryCodec, CohortStore, Prediction, slice_id
-from service.cohorts.joiner import performance_tests
+from service.cohorts.judging import performance_tests
 from service.registry import ModelConfig, PerformanceConfig
 from service.settings import Settings
 from tests.conftest import wait_for

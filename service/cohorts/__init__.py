@@ -15,6 +15,8 @@ Modules:
 ``lua``       the Lua scripts that store a prediction, join a label, admit slice values
 ``keys``      the Redis key layout
 ``store``     :class:`CohortStore`, the store over a ``redis.asyncio`` client
+``joiner``    :class:`~service.cohorts.joiner.Joiner`, the label-joiner role: predictions kept, labels joined
+``judging``   matured cohorts tested against their baseline, through the alert policy
 """
 
 from service.cohorts.codec import (
