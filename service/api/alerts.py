@@ -69,6 +69,15 @@ async def require_alert(alerts: AlertStore, alert_id: str) -> dict[str, Any]:
     return alert
 
 
+async def require_unresolved(alerts: AlertStore, alert_id: str, resolved: str) -> dict[str, Any]:
+    """The alert; 404 when unknown, 409 ``alert_resolved`` (the message: the alert
+    ``resolved``) when it is resolved."""
+    alert = await require_alert(alerts, alert_id)
+    if alert["state"] == "resolved":
+        raise ApiError(409, "alert_resolved", f"alert {alert_id!r} {resolved}", "alert_id")
+    return alert
+
+
 @router.get("", summary="Alerts, newest first",
             response_model=list[Alert], response_model_exclude_unset=True,
             description="The alerts created since `since` (of `model`), in `state` and of `severity`; "
@@ -109,9 +118,7 @@ async def get_alert(alert_id: AlertId, alerts: AlertStoreDep) -> dict[str, Any]:
              responses={200: json_example(ACKED_EXAMPLE),
                         404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
 async def ack_alert(alert_id: AlertId, body: UserAction, alerts: AlertStoreDep) -> dict[str, Any]:
-    alert = await require_alert(alerts, alert_id)
-    if alert["state"] == "resolved":
-        raise ApiError(409, "alert_resolved", f"alert {alert_id!r} is resolved", "alert_id")
+    alert = await require_unresolved(alerts, alert_id, "is resolved")
     await alerts.act(alert_id, {"acked_by": body.by, "acked_at": repr(time.time()),
                                 "ack_comment": body.comment or ""})
     await alerts.emit("acknowledged", alert_id, alert.get("incident_id"))
@@ -123,8 +130,6 @@ async def ack_alert(alert_id: AlertId, body: UserAction, alerts: AlertStoreDep) 
              responses={200: json_example(RESOLVED_EXAMPLE),
                         404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
 async def resolve_alert(alert_id: AlertId, body: UserAction, alerts: AlertStoreDep) -> dict[str, Any]:
-    alert = await require_alert(alerts, alert_id)
-    if alert["state"] == "resolved":
-        raise ApiError(409, "alert_resolved", f"alert {alert_id!r} is already resolved", "alert_id")
+    alert = await require_unresolved(alerts, alert_id, "is already resolved")
     await resolve_by_user(alerts, alert, body.by, body.comment, time.time())
     return await require_alert(alerts, alert_id)

@@ -42,13 +42,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Annotated, Any
-from urllib.parse import urlsplit
 
 from pydantic import ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 
 from detectors.policy.silence import MAX_MATCHERS, Matcher
 from detectors.strict import LAX, StrictModel
 from service.paging.kinds import KINDS, ReceiverKind
+from service.paging.ssrf import http_host
 
 BUILTIN_LABELS = ("model", "feature", "check", "severity", "owner")
 
@@ -104,15 +104,7 @@ def alert_labels(alert: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _check_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise ValueError("only http and https URLs are allowed")
-    try:
-        host, _port = parts.hostname, parts.port
-    except ValueError as exc:
-        raise ValueError(f"invalid URL: {exc}") from None
-    if not host:
-        raise ValueError("the URL has no host")
+    http_host(url)  # raises UnsafeUrl, a ValueError: answered 422 naming the field
     return url
 
 

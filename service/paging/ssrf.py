@@ -160,6 +160,31 @@ def refusal(address: IPAddress, allow: Iterable[IPNetwork] = ()) -> str | None:
     return None if address.is_global else "non-global"
 
 
+def http_host(url: str) -> tuple[str, int]:
+    """The host and port of an http(s) URL (the port its scheme's default when none is given).
+
+    Raises
+    ------
+    UnsafeUrl
+        Not http(s), an invalid port, or no host.
+
+    Examples
+    --------
+    >>> http_host("https://hooks.example.com/x"), http_host("http://10.0.0.1:8080")
+    (('hooks.example.com', 443), ('10.0.0.1', 8080))
+    """
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise UnsafeUrl("only http and https URLs are allowed")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:
+        raise UnsafeUrl(f"invalid URL: {exc}") from None
+    if not host:
+        raise UnsafeUrl("the URL has no host")
+    return host, port or (443 if parts.scheme == "https" else 80)
+
+
 async def check_url(url: str, allow: Iterable[IPNetwork] = ()) -> list[IPAddress]:
     """Resolve the URL's host and refuse it unless every address is acceptable.
 
@@ -194,16 +219,7 @@ async def check_url(url: str, allow: Iterable[IPNetwork] = ()) -> list[IPAddress
     >>> asyncio.run(check_url("https://93.184.216.34/hook"))
     [IPv4Address('93.184.216.34')]
     """
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        raise UnsafeUrl("only http and https URLs are allowed")
-    try:
-        host, port = parts.hostname, parts.port
-    except ValueError as exc:
-        raise UnsafeUrl(f"invalid URL: {exc}") from None
-    if not host:
-        raise UnsafeUrl("the URL has no host")
-    port = port or (443 if parts.scheme == "https" else 80)
+    host, port = http_host(url)
     infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
     allow = list(allow)
     addresses: list[IPAddress] = []
