@@ -16,5 +16,6 @@ edges.
                 (the detector role and ``GET /v1/models/{id}/drift`` both use it)
 ``reference``   the reference profile (and bin edges) built from raw rows
 ``continuity``  whether a fetch continues the checkpoint's log or follows a gap or rewind
+``log_watch``   the aggregator acting on it: a fetch dropped, a lost log read again
 ``control``     flush requests, the control records that travel on the prediction topic
 """

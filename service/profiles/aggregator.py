@@ -43,7 +43,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.errors import IllegalStateError
 from threadpoolctl import threadpool_limits
 
 from sdk.columns import RecordColumns
@@ -54,8 +53,9 @@ from sdk.wire import decode_batch, encode_columns
 from service import metrics
 from service.kafka import DeadLetters, key_error, produced_at
 from service.profiles.checkpoints import RolledBack
-from service.profiles.continuity import GAP, REPLACED, SHORTER, LogContinuity
+from service.profiles.continuity import LogContinuity
 from service.profiles.control import FlushRequest, decode_control, is_control
+from service.profiles.log_watch import continues, watch_logs
 from service.profiles.partition import (
     PartitionState,
     WindowKey,
@@ -180,7 +180,7 @@ class Aggregator:
             while not stop.is_set():
                 batch = await self._consumer.getmany(timeout_ms=200)
                 self._sample_broker()
-                await self._watch_logs()
+                await watch_logs(self._consumer, self.topic, self.partitions)
                 await self.process(batch)
                 self._update_lag()
                 if time.monotonic() - self._last_checkpoint >= self._interval:
@@ -237,7 +237,8 @@ class Aggregator:
                 if messages and tp in self._consumer.assignment():
                     self._consumer.seek(tp, messages[0].offset)
                 continue
-            if messages and state.continuity.verifying and not await self._continues(tp, state, messages[0]):
+            if (messages and state.continuity.verifying
+                    and not await continues(self._consumer, tp, state, messages[0])):
                 continue
             for msg in messages:
                 if state.offset is not None and msg.offset < state.offset:
@@ -274,45 +275,6 @@ class Aggregator:
             self._aggregate(state, batch_.columns, layouts[batch_.model_id], now_wall, now, produced,
                             source)
         self._update_open_gauge()
-
-    async def _continues(self, tp: TopicPartition, state: PartitionState, first) -> bool:
-        """Verify the first message fetched after acquiring a partition against the
-        checkpoint's last message (:mod:`service.profiles.continuity`); False: drop this fetch."""
-        verdict = state.continuity.first_message(first, state.offset)
-        if verdict == REPLACED:
-            await self._rewind(tp, state, REPLACED, f"offset {first.offset} holds another message than "
-                                              f"the checkpoint's last ({state.tail})")
-            return False
-        if verdict == GAP:
-            metrics.LOG_DISCONTINUITIES.labels(reason=GAP).inc()
-            log.warning("partition %d: the log now starts at offset %d, after the checkpoint's "
-                        "offset %d: the records in between were deleted unread (retention)",
-                        tp.partition, first.offset, state.offset)
-        return True  # "covered": the checkpoint's last message, skipped below as already read
-
-    async def _watch_logs(self) -> None:
-        """After each poll: a partition whose broker reports a high watermark below the
-        checkpointed offset (for ``log_rewind_confirm_seconds``) lost its log."""
-        now = time.monotonic()
-        for p, state in list(self.partitions.items()):
-            tp = TopicPartition(self.topic, p)
-            if state.continuity.shorter(self._consumer.highwater(tp), state.offset, now):
-                await self._rewind(tp, state, SHORTER, f"the broker's log ends at offset "
-                                                 f"{self._consumer.highwater(tp)}")
-
-    async def _rewind(self, tp: TopicPartition, state: PartitionState, reason: str, detail: str) -> None:
-        """Read a partition whose log went backwards again from its earliest offset,
-        keeping the open windows and clocks the checkpoint holds (the new log holds
-        only records never read, so nothing is counted twice)."""
-        metrics.LOG_DISCONTINUITIES.labels(reason=reason).inc()
-        log.warning("partition %d of %s went backwards: checkpoint at offset %s, but %s; the broker "
-                    "lost or replaced its log. Reading it again from the earliest offset; the %d open "
-                    "window(s) and the closed windows already stored are kept",
-                    tp.partition, self.topic, state.offset, detail, len(state.open))
-        state.offset, state.last_msg = None, None
-        state.continuity.reset()
-        with contextlib.suppress(IllegalStateError):  # revoked meanwhile: its next owner checks
-            await self._consumer.seek_to_beginning(tp)
 
     def _control(self, msg) -> FlushRequest | None:
         try:
