@@ -28,7 +28,7 @@ LONG = "x" * 400
 def long_notice(action: str = "trigger"):
     """The example notice with a title, alert ids and checks far beyond every limit."""
     n = example_notice(action, url="https://fw.example.com/ui/incidents/inc1")
-    alerts = tuple({**a, "check": f"{a['check']}{LONG}"} for a in n.alerts)
+    alerts = tuple(a.model_copy(update={"check": f"{a.check}{LONG}"}) for a in n.alerts)
     return type(n)(n.action, n.receiver_id, n.receiver_name, {**n.incident, "title": LONG}, alerts,
                    n.sent_at, n.url)
 

@@ -47,6 +47,7 @@ from redis.exceptions import ResponseError
 
 from service import metrics
 from service.alerting.keys import EVENTS
+from service.alerting.models import Alert
 from service.alerting.store import AlertStore
 from service.paging.courier import Courier
 from service.paging.keys import GROUPS_DUE, notify_group_key
@@ -258,9 +259,10 @@ class Notifier:
                 if a["id"] in state.members or (a.get("notify") and receiver.matches(a))]
         decision = decide(state, view, Timing.of(receiver), now)
         meta = {k: v for k, v in incident.items() if k != "alerts"}
+        alerts = [Alert.model_validate(a) for a in view]
         items = []
         for action in decision.actions:
-            body = render(receiver.kind, Notice(action, receiver.id, receiver.name, meta, view, now,
+            body = render(receiver.kind, Notice(action, receiver.id, receiver.name, meta, alerts, now,
                                                 incident_url(self.settings.public_url, incident_id)))
             if body is not None:
                 items.append(NewItem(uuid.uuid4().hex, receiver.id, receiver.kind, incident_id, action,

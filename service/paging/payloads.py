@@ -37,6 +37,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from detectors.policy.severity import highest
+from service.alerting.models import Alert
 
 Action = Literal["trigger", "update", "repeat", "acknowledge", "resolve"]
 ACTIONS: tuple[str, ...] = ("trigger", "update", "repeat", "acknowledge", "resolve")
@@ -58,9 +59,10 @@ class Notice:
     incident : mapping
         The stored incident: ``id``, ``title``, ``group_key``, ``source``,
         ``created_at`` (Unix seconds).
-    alerts : sequence of mapping
+    alerts : sequence of Alert
         The incident's alerts the receiver gets (notifiable and matching, or
-        already notified), as ``AlertStore`` returns them.
+        already notified), as ``AlertStore`` returns them, typed
+        (:class:`service.alerting.models.Alert`).
     sent_at : float
         When the notification was decided, Unix seconds.
     url : str or None
@@ -72,14 +74,14 @@ class Notice:
     receiver_id: str
     receiver_name: str
     incident: Mapping[str, Any]
-    alerts: Sequence[Mapping[str, Any]] = field(default_factory=tuple)
+    alerts: Sequence[Alert] = field(default_factory=tuple)
     sent_at: float = 0.0
     url: str | None = None
 
     @property
-    def firing(self) -> list[Mapping[str, Any]]:
+    def firing(self) -> list[Alert]:
         """The alerts still firing (acknowledged ones included)."""
-        return [a for a in self.alerts if a.get("state") != "resolved"]
+        return [a for a in self.alerts if a.state != "resolved"]
 
     @property
     def status(self) -> str:
@@ -89,7 +91,7 @@ class Notice:
     @property
     def severity(self) -> str:
         """The highest severity of the firing alerts (of all alerts once resolved)."""
-        return highest([a["severity"] for a in (self.firing or self.alerts)])
+        return highest([a.severity for a in (self.firing or self.alerts)])
 
 
 def incident_url(public_url: str | None, incident_id: str) -> str | None:
@@ -113,20 +115,24 @@ def example_notice(action: Action = "trigger", url: str | None = None) -> Notice
     Examples
     --------
     >>> n = example_notice()
-    >>> n.status, n.severity, [a["id"] for a in n.firing]
+    >>> n.status, n.severity, [a.id for a in n.firing]
     ('firing', 'critical', ['a1'])
     """
-    base = {"model_id": "fraud", "check": "psi", "owner": "payments", "routing": {"team": "payments"},
+    base = {"model_id": "fraud", "model_version": "3", "check": "psi", "owner": "payments", "tier": 1,
+            "routing": {"team": "payments"}, "group_key": "source:payments_db", "source": "payments_db",
             "created_at": 1_714_564_800.0, "updated_at": 1_714_565_100.0, "effect_size": 0.61,
-            "floor": 0.2, "p_value": 1e-9, "window_start": 1_714_564_500, "incident_id": "inc1"}
+            "floor": 0.2, "p_value": 1e-9, "window_start": 1_714_564_500, "window_end": 1_714_564_800,
+            "fired_window_start": 1_714_564_500, "last_window_start": 1_714_564_500, "evidence_count": 1,
+            "notify": True, "incident_id": "inc1"}
     return Notice(
         action=action, receiver_id="r1", receiver_name="payments on-call",
         incident={"id": "inc1", "title": "upstream source payments_db failing",
                   "group_key": "source:payments_db", "source": "payments_db",
                   "created_at": 1_714_564_800.0},
-        alerts=({**base, "id": "a1", "feature": "amount", "severity": "critical", "state": "firing"},
-                {**base, "id": "a2", "feature": "country", "severity": "warning", "state": "resolved",
-                 "check": "js"}),
+        alerts=(Alert.model_validate({**base, "id": "a1", "feature": "amount", "severity": "critical",
+                                      "state": "firing"}),
+                Alert.model_validate({**base, "id": "a2", "feature": "country", "severity": "warning",
+                                      "state": "resolved", "check": "js"})),
         sent_at=1_714_565_100.0, url=url)
 
 
@@ -152,17 +158,17 @@ def rfc3339(t: float) -> str:
     return datetime.fromtimestamp(t, UTC).isoformat().replace("+00:00", "Z")
 
 
-def ended_at(alert: Mapping[str, Any]) -> float | None:
-    if alert.get("state") != "resolved":
+def ended_at(alert: Alert) -> float | None:
+    if alert.state != "resolved":
         return None
-    at = alert.get("resolved_at") or alert.get("updated_at") or alert.get("created_at")
+    at = alert.resolved_at or alert.updated_at or alert.created_at
     return None if at in (None, "") else float(at)
 
 
 def scope(n: Notice) -> dict[str, list[str]]:
-    return {"models": sorted({a["model_id"] for a in n.alerts}),
-            "features": sorted({a["feature"] for a in n.alerts if a.get("feature")}),
-            "checks": sorted({a["check"] for a in n.alerts})}
+    return {"models": sorted({a.model_id for a in n.alerts}),
+            "features": sorted({a.feature for a in n.alerts if a.feature}),
+            "checks": sorted({a.check for a in n.alerts})}
 
 
 def short_list(names: list[str], most: int = 3) -> str:
@@ -189,15 +195,15 @@ def summary(n: Notice) -> str:
     return f"[{tag} {n.severity}] {title}: {len(n.firing)} of {len(n.alerts)} alerts firing {where}"
 
 
-def alert_view(a: Mapping[str, Any]) -> dict[str, Any]:
+def alert_view(a: Alert) -> dict[str, Any]:
     ended = ended_at(a)
-    return {"id": a["id"], "model_id": a["model_id"], "feature": a.get("feature"), "check": a["check"],
-            "severity": a["severity"], "state": a.get("state"), "owner": a.get("owner"),
-            "routing": dict(a.get("routing") or {}), "effect_size": a.get("effect_size"),
-            "floor": a.get("floor"), "p_value": a.get("p_value"), "window_start": a.get("window_start"),
-            "started_at": rfc3339(float(a["created_at"])),
+    return {"id": a.id, "model_id": a.model_id, "feature": a.feature, "check": a.check,
+            "severity": a.severity, "state": a.state, "owner": a.owner,
+            "routing": dict(a.routing), "effect_size": a.effect_size,
+            "floor": a.floor, "p_value": a.p_value, "window_start": a.window_start,
+            "started_at": rfc3339(float(a.created_at)),
             "ended_at": None if ended is None else rfc3339(ended),
-            "acked_by": a.get("acked_by") or None}
+            "acked_by": a.acked_by or None}
 
 
 def sign(secret: str, body: bytes, timestamp: int) -> str:

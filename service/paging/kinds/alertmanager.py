@@ -16,6 +16,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from service.alerting.models import Alert
 from service.paging.kinds.webhook import Signed
 from service.paging.payloads import Notice, ended_at, example_notice, rfc3339
 
@@ -38,20 +39,20 @@ def fingerprint(labels: Mapping[str, str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _am_alert(a: Mapping[str, Any], incident_id: str, url: str | None) -> dict[str, Any]:
-    labels = {str(k): str(v) for k, v in (a.get("routing") or {}).items()}
-    labels.update({"alertname": a["check"], "model": a["model_id"], "feature": a.get("feature") or "",
-                   "check": a["check"], "severity": a["severity"], "owner": a.get("owner") or "",
+def _am_alert(a: Alert, incident_id: str, url: str | None) -> dict[str, Any]:
+    labels = {str(k): str(v) for k, v in a.routing.items()}
+    labels.update({"alertname": a.check, "model": a.model_id, "feature": a.feature or "",
+                   "check": a.check, "severity": a.severity, "owner": a.owner or "",
                    "incident_id": incident_id})
     labels = {k: v for k, v in labels.items() if v != ""}  # an empty label is an absent one
     ended = ended_at(a)
     return {
-        "status": "resolved" if a.get("state") == "resolved" else "firing",
+        "status": "resolved" if a.state == "resolved" else "firing",
         "labels": labels,
-        "annotations": {"summary": f"{a['check']} on {a['model_id']} {a.get('feature') or ''}".strip(),
-                        "alert_id": a["id"], "effect_size": f"{a.get('effect_size')}",
-                        "floor": f"{a.get('floor')}", "p_value": f"{a.get('p_value')}"},
-        "startsAt": rfc3339(float(a["created_at"])),
+        "annotations": {"summary": f"{a.check} on {a.model_id} {a.feature or ''}".strip(),
+                        "alert_id": a.id, "effect_size": f"{a.effect_size}",
+                        "floor": f"{a.floor}", "p_value": f"{a.p_value}"},
+        "startsAt": rfc3339(float(a.created_at)),
         "endsAt": ZERO_TIME if ended is None else rfc3339(ended),
         "generatorURL": url or "",
         "fingerprint": fingerprint(labels),

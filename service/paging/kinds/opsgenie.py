@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+from service.alerting.models import Alert
 from service.paging.kinds.base import Delivery, Kind
 from service.paging.payloads import Notice, scope, short_list, summary
 
@@ -44,9 +45,9 @@ TAGS_MAX, TAG_MAX, NOTE_MAX = 20, 50, 25_000
 SOURCE = "fleetwatch"
 
 
-def _alert_line(a: dict[str, Any] | Any) -> str:
-    return (f"- {a['model_id']} {a.get('feature') or '(window)'} {a['check']}: {a['severity']}, "
-            f"{a.get('state')}, effect {a.get('effect_size'):.3g} (floor {a.get('floor'):.3g})")
+def _alert_line(a: Alert) -> str:
+    return (f"- {a.model_id} {a.feature or '(window)'} {a.check}: {a.severity}, "
+            f"{a.state}, effect {a.effect_size:.3g} (floor {a.floor:.3g})")
 
 
 def opsgenie_body(n: Notice) -> dict[str, Any]:

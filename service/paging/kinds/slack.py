@@ -45,9 +45,9 @@ def slack_body(n: Notice) -> dict[str, Any]:
     title = n.incident.get("title") or n.incident["id"]
     tag = {"resolve": "RESOLVED", "acknowledge": "ACKNOWLEDGED"}.get(n.action, "FIRING")
     fields = [{"type": "mrkdwn",
-               "text": (f"*{a['model_id']}* {a.get('feature') or '(window)'} {a['check']}\n"
-                        f"{a['severity']}, {a.get('state')}, effect {a.get('effect_size'):.3g} "
-                        f"(floor {a.get('floor'):.3g})")[:2000]}
+               "text": (f"*{a.model_id}* {a.feature or '(window)'} {a.check}\n"
+                        f"{a.severity}, {a.state}, effect {a.effect_size:.3g} "
+                        f"(floor {a.floor:.3g})")[:2000]}
               for a in n.alerts[:10]]
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": f"{tag}: {title}"[:150]}},

@@ -59,9 +59,9 @@ def adaptive_card(n: Notice) -> dict[str, Any]:
          "color": color, "wrap": True},
         {"type": "TextBlock", "text": summary(n), "wrap": True},
     ]
-    facts = [{"title": f"{a['model_id']} {a.get('feature') or '(window)'} {a['check']}",
-              "value": f"{a['severity']}, {a.get('state')}, effect {a.get('effect_size'):.3g} "
-                       f"(floor {a.get('floor'):.3g})"}
+    facts = [{"title": f"{a.model_id} {a.feature or '(window)'} {a.check}",
+              "value": f"{a.severity}, {a.state}, effect {a.effect_size:.3g} "
+                       f"(floor {a.floor:.3g})"}
              for a in n.alerts[:MAX_FACTS]]
     if facts:
         body.append({"type": "FactSet", "facts": facts})
