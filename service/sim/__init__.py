@@ -11,6 +11,7 @@ pipeline and scored (MTTD per incident kind, alert precision and recall, false p
 - :mod:`service.sim.naive` (pure): the naive per-window policy fleetwatch is compared with;
 - :mod:`service.sim.report` (pure): the scorecards against their targets, as a table;
 - :mod:`service.sim.streams` (pure): the options, the scenario's registrations, hourly records and labels;
+- :mod:`service.sim.children`: the roles the simulator runs as child processes;
 - :mod:`service.sim.run`: the scenario through SDK -> Kafka -> aggregator -> Redis ->
   detector / label joiner -> API on an embedded broker and Redis (``fleetwatch simulate``).
 """
