@@ -29,8 +29,8 @@ def long_notice(action: str = "trigger"):
     """The example notice with a title, alert ids and checks far beyond every limit."""
     n = example_notice(action, url="https://fw.example.com/ui/incidents/inc1")
     alerts = tuple(a.model_copy(update={"check": f"{a.check}{LONG}"}) for a in n.alerts)
-    return type(n)(n.action, n.receiver_id, n.receiver_name, {**n.incident, "title": LONG}, alerts,
-                   n.sent_at, n.url)
+    incident = n.incident.model_copy(update={"title": LONG})
+    return type(n)(n.action, n.receiver_id, n.receiver_name, incident, alerts, n.sent_at, n.url)
 
 
 def item(action: str, body: dict, incident: str = "inc1") -> OutboxItem:

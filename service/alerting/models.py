@@ -1,4 +1,5 @@
-"""The typed records of alerting as the API answers them: an alert, its evidence, an incident.
+"""The typed records of alerting as the API answers them: an alert, its evidence, an incident
+(and the incident as stored, which notifications name).
 
 The alert policy (:mod:`service.alerting.policy`) writes an alert as one JSON body plus the
 user's actions; :class:`Alert` names and types every field of what
@@ -69,8 +70,8 @@ class Alert(BaseModel):
     resolve_comment: str | None = None
 
 
-class Incident(BaseModel):
-    """Alerts grouped by root cause, with the state, severity and scope derived from them."""
+class IncidentRecord(BaseModel):
+    """An incident as the policy stores it (its alerts apart): what a notification names."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -79,6 +80,11 @@ class Incident(BaseModel):
     source: str | None = None
     title: str | None = None
     created_at: float = Field(..., description="Unix seconds")
+
+
+class Incident(IncidentRecord):
+    """Alerts grouped by root cause, with the state, severity and scope derived from them."""
+
     state: Literal["open", "resolved"]
     severity: SeverityName = Field(..., description="Highest of its open alerts (of all, once resolved)")
     models: list[str]

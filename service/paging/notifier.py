@@ -47,7 +47,7 @@ from redis.exceptions import ResponseError
 
 from service import metrics
 from service.alerting.keys import EVENTS
-from service.alerting.models import Alert
+from service.alerting.models import Alert, IncidentRecord
 from service.alerting.store import AlertStore
 from service.paging.courier import Courier
 from service.paging.keys import GROUPS_DUE, notify_group_key
@@ -258,7 +258,7 @@ class Notifier:
         view = [a for a in incident["alerts"]
                 if a["id"] in state.members or (a.get("notify") and receiver.matches(a))]
         decision = decide(state, view, Timing.of(receiver), now)
-        meta = {k: v for k, v in incident.items() if k != "alerts"}
+        meta = IncidentRecord.model_validate({k: v for k, v in incident.items() if k != "alerts"})
         alerts = [Alert.model_validate(a) for a in view]
         items = []
         for action in decision.actions:

@@ -30,14 +30,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 from urllib.parse import quote
 
 from detectors.policy.severity import highest
-from service.alerting.models import Alert
+from service.alerting.models import Alert, IncidentRecord
 
 Action = Literal["trigger", "update", "repeat", "acknowledge", "resolve"]
 ACTIONS: tuple[str, ...] = ("trigger", "update", "repeat", "acknowledge", "resolve")
@@ -56,7 +56,7 @@ class Notice:
     ----------
     action : {"trigger", "update", "repeat", "acknowledge", "resolve"}
     receiver_id, receiver_name : str
-    incident : mapping
+    incident : IncidentRecord
         The stored incident: ``id``, ``title``, ``group_key``, ``source``,
         ``created_at`` (Unix seconds).
     alerts : sequence of Alert
@@ -73,7 +73,7 @@ class Notice:
     action: Action
     receiver_id: str
     receiver_name: str
-    incident: Mapping[str, Any]
+    incident: IncidentRecord
     alerts: Sequence[Alert] = field(default_factory=tuple)
     sent_at: float = 0.0
     url: str | None = None
@@ -126,9 +126,9 @@ def example_notice(action: Action = "trigger", url: str | None = None) -> Notice
             "notify": True, "incident_id": "inc1"}
     return Notice(
         action=action, receiver_id="r1", receiver_name="payments on-call",
-        incident={"id": "inc1", "title": "upstream source payments_db failing",
-                  "group_key": "source:payments_db", "source": "payments_db",
-                  "created_at": 1_714_564_800.0},
+        incident=IncidentRecord(id="inc1", title="upstream source payments_db failing",
+                                group_key="source:payments_db", source="payments_db",
+                                created_at=1_714_564_800.0),
         alerts=(Alert.model_validate({**base, "id": "a1", "feature": "amount", "severity": "critical",
                                       "state": "firing"}),
                 Alert.model_validate({**base, "id": "a2", "feature": "country", "severity": "warning",
@@ -188,7 +188,7 @@ def summary(n: Notice) -> str:
     """
     s = scope(n)
     where = f"(models {short_list(s['models'])}; checks {short_list(s['checks'])})"
-    title = n.incident.get("title") or n.incident["id"]
+    title = n.incident.title or n.incident.id
     if n.action == "resolve":
         return f"[RESOLVED] {title}: {len(n.alerts)} alerts resolved {where}"
     tag = "ACKNOWLEDGED" if n.action == "acknowledge" else "FIRING"

@@ -86,7 +86,7 @@ def alertmanager_body(n: Notice) -> dict[str, Any]:
     >>> b["commonLabels"]["team"], "severity" in b["commonLabels"]
     ('payments', False)
     """
-    iid = n.incident["id"]
+    iid = n.incident.id
     alerts = [_am_alert(a, iid, n.url) for a in n.alerts]
     return {
         "version": "4",

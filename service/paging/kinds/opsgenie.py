@@ -76,16 +76,16 @@ def opsgenie_body(n: Notice) -> dict[str, Any]:
     if n.action in ("acknowledge", "resolve"):
         return {"source": SOURCE, "note": summary(n)[:NOTE_MAX]}
     s = scope(n)
-    title = n.incident.get("title") or n.incident["id"]
-    details = {"incident_id": n.incident["id"], "group_key": n.incident.get("group_key") or "",
-               "source": n.incident.get("source") or "", "models": ", ".join(s["models"]),
+    title = n.incident.title or n.incident.id
+    details = {"incident_id": n.incident.id, "group_key": n.incident.group_key or "",
+               "source": n.incident.source or "", "models": ", ".join(s["models"]),
                "features": ", ".join(s["features"]), "checks": ", ".join(s["checks"]), "action": n.action}
     if n.url:
         details["url"] = n.url
     description = "\n".join([summary(n), *(_alert_line(a) for a in n.alerts)])
     return {
         "message": f"[{n.severity}] {title}"[:MESSAGE_MAX],
-        "alias": n.incident["id"][:ALIAS_MAX],
+        "alias": n.incident.id[:ALIAS_MAX],
         "description": description[:DESCRIPTION_MAX],
         "priority": PRIORITY.get(n.severity, "P3"),
         "entity": short_list(s["models"])[:ENTITY_MAX],

@@ -67,19 +67,19 @@ def pagerduty_event(n: Notice) -> dict[str, Any]:
     'https://fw/ui/incidents/inc1'
     """
     if n.action in ("acknowledge", "resolve"):
-        return {"event_action": n.action, "dedup_key": n.incident["id"]}
+        return {"event_action": n.action, "dedup_key": n.incident.id}
     s = scope(n)
     event: dict[str, Any] = {
-        "event_action": "trigger", "dedup_key": n.incident["id"], "client": "fleetwatch",
+        "event_action": "trigger", "dedup_key": n.incident.id, "client": "fleetwatch",
         "payload": {
             "summary": summary(n)[:SUMMARY_MAX],
             "source": short_list(s["models"])[:SOURCE_MAX],
             "severity": n.severity,
-            "timestamp": rfc3339(float(n.incident["created_at"])),
+            "timestamp": rfc3339(float(n.incident.created_at)),
             "component": short_list(s["features"])[:SOURCE_MAX] or None,
-            "group": n.incident.get("group_key"),
+            "group": n.incident.group_key,
             "class": ", ".join(s["checks"]),
-            "custom_details": {"incident_id": n.incident["id"], "action": n.action,
+            "custom_details": {"incident_id": n.incident.id, "action": n.action,
                                "alerts": [alert_view(a) for a in n.alerts]},
         },
     }

@@ -42,7 +42,7 @@ def slack_body(n: Notice) -> dict[str, Any]:
     >>> slack_body(example_notice(url="https://fw/ui/incidents/inc1"))["blocks"][-1]["elements"][0]["text"]
     'fleetwatch · incident <https://fw/ui/incidents/inc1|inc1> · receiver payments on-call'
     """
-    title = n.incident.get("title") or n.incident["id"]
+    title = n.incident.title or n.incident.id
     tag = {"resolve": "RESOLVED", "acknowledge": "ACKNOWLEDGED"}.get(n.action, "FIRING")
     fields = [{"type": "mrkdwn",
                "text": (f"*{a.model_id}* {a.feature or '(window)'} {a.check}\n"
@@ -55,7 +55,7 @@ def slack_body(n: Notice) -> dict[str, Any]:
     ]
     if fields:
         blocks.append({"type": "section", "fields": fields})
-    shown = f"<{n.url}|{n.incident['id']}>" if n.url else f"`{n.incident['id']}`"
+    shown = f"<{n.url}|{n.incident.id}>" if n.url else f"`{n.incident.id}`"
     context = f"fleetwatch · incident {shown} · receiver {n.receiver_name}"
     blocks.append({"type": "context", "elements": [{"type": "mrkdwn", "text": context}]})
     return {"text": summary(n), "blocks": blocks}

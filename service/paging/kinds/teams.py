@@ -51,7 +51,7 @@ def adaptive_card(n: Notice) -> dict[str, Any]:
     >>> card["actions"]
     [{'type': 'Action.OpenUrl', 'title': 'Open incident', 'url': 'https://fw/ui/incidents/inc1'}]
     """
-    title = n.incident.get("title") or n.incident["id"]
+    title = n.incident.title or n.incident.id
     tag = {"resolve": "RESOLVED", "acknowledge": "ACKNOWLEDGED"}.get(n.action, "FIRING")
     color = {"resolve": "good", "acknowledge": "accent"}.get(n.action, "attention")
     body: list[dict[str, Any]] = [
@@ -65,7 +65,7 @@ def adaptive_card(n: Notice) -> dict[str, Any]:
              for a in n.alerts[:MAX_FACTS]]
     if facts:
         body.append({"type": "FactSet", "facts": facts})
-    body.append({"type": "TextBlock", "text": f"fleetwatch · incident {n.incident['id']} · receiver "
+    body.append({"type": "TextBlock", "text": f"fleetwatch · incident {n.incident.id} · receiver "
                                               f"{n.receiver_name}", "isSubtle": True, "size": "Small",
                  "wrap": True})
     card: dict[str, Any] = {"$schema": CARD_SCHEMA, "type": "AdaptiveCard", "version": CARD_VERSION,

@@ -50,9 +50,9 @@ def webhook_body(n: Notice) -> dict[str, Any]:
     body = {
         "version": "1", "action": n.action, "status": n.status, "summary": summary(n),
         "receiver": {"id": n.receiver_id, "name": n.receiver_name},
-        "incident": {"id": inc["id"], "title": inc.get("title"), "group_key": inc.get("group_key"),
-                     "source": inc.get("source"), "severity": n.severity, **scope(n),
-                     "created_at": rfc3339(float(inc["created_at"]))},
+        "incident": {"id": inc.id, "title": inc.title, "group_key": inc.group_key,
+                     "source": inc.source, "severity": n.severity, **scope(n),
+                     "created_at": rfc3339(float(inc.created_at))},
         "alerts": [alert_view(a) for a in n.alerts],
         "sent_at": rfc3339(n.sent_at),
     }
