@@ -93,7 +93,7 @@ async def list_alerts(
     since: Annotated[datetime | None, Query(description="Created at or after (ISO 8601 or Unix s)")] = None,
     limit: Annotated[int, limit_query(MAX_ALERTS_PAGE)] = 100,
     offset: Offset = 0,
-) -> list[dict[str, Any]]:
+) -> list[Alert]:
     if model is not None:
         await require_model(store, model)
     lo = since.replace(tzinfo=since.tzinfo or UTC).timestamp() if since else 0
@@ -102,34 +102,34 @@ async def list_alerts(
         return ((state is None or alert["state"] == state.value)
                 and (severity is None or alert["severity"] == severity.value))
 
-    return await alerts.alerts(model, lo, limit, offset,
-                               None if state is None and severity is None else keep)
+    page = await alerts.alerts(model, lo, limit, offset, None if state is None and severity is None else keep)
+    return [Alert.model_validate(a) for a in page]
 
 
 @router.get("/{alert_id}", summary="One alert",
             response_model=Alert, response_model_exclude_unset=True,
             responses={200: json_example(ALERT_EXAMPLE), 404: {"model": ErrorBody}})
-async def get_alert(alert_id: AlertId, alerts: AlertStoreDep) -> dict[str, Any]:
-    return await require_alert(alerts, alert_id)
+async def get_alert(alert_id: AlertId, alerts: AlertStoreDep) -> Alert:
+    return Alert.model_validate(await require_alert(alerts, alert_id))
 
 
 @router.post("/{alert_id}/ack", summary="Acknowledge a firing alert",
              response_model=Alert, response_model_exclude_unset=True,
              responses={200: json_example(ACKED_EXAMPLE),
                         404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
-async def ack_alert(alert_id: AlertId, body: UserAction, alerts: AlertStoreDep) -> dict[str, Any]:
+async def ack_alert(alert_id: AlertId, body: UserAction, alerts: AlertStoreDep) -> Alert:
     alert = await require_unresolved(alerts, alert_id, "is resolved")
     await alerts.act(alert_id, {"acked_by": body.by, "acked_at": repr(time.time()),
                                 "ack_comment": body.comment or ""})
     await alerts.emit("acknowledged", alert_id, alert.get("incident_id"))
-    return await require_alert(alerts, alert_id)
+    return Alert.model_validate(await require_alert(alerts, alert_id))
 
 
 @router.post("/{alert_id}/resolve", summary="Resolve an alert by hand",
              response_model=Alert, response_model_exclude_unset=True,
              responses={200: json_example(RESOLVED_EXAMPLE),
                         404: {"model": ErrorBody}, 409: {"model": ErrorBody}})
-async def resolve_alert(alert_id: AlertId, body: UserAction, alerts: AlertStoreDep) -> dict[str, Any]:
+async def resolve_alert(alert_id: AlertId, body: UserAction, alerts: AlertStoreDep) -> Alert:
     alert = await require_unresolved(alerts, alert_id, "is already resolved")
     await resolve_by_user(alerts, alert, body.by, body.comment, time.time())
-    return await require_alert(alerts, alert_id)
+    return Alert.model_validate(await require_alert(alerts, alert_id))

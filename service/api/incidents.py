@@ -54,7 +54,7 @@ async def list_incidents(
     since: Annotated[datetime | None, Query(description="Opened at or after (ISO 8601 or Unix s)")] = None,
     limit: Annotated[int, limit_query(MAX_INCIDENTS_PAGE)] = 50,
     offset: Offset = 0,
-) -> list[dict[str, Any]]:
+) -> list[Incident]:
     lo = since.replace(tzinfo=since.tzinfo or UTC).timestamp() if since else 0
 
     def keep(incident: dict[str, Any]) -> bool:
@@ -63,7 +63,7 @@ async def list_incidents(
 
     selected = await alerts.incidents(lo, limit, offset,
                                       None if state is None and model is None else keep)
-    return [summarize(i) for i in selected]
+    return [Incident.model_validate(summarize(i)) for i in selected]
 
 
 @router.get("/{incident_id}", summary="One incident with its alerts",
@@ -73,8 +73,8 @@ async def get_incident(
     incident_id: Annotated[str, Path(description="Incident id",
                                      openapi_examples={"incident": {"value": "9a7b3c1d2e4f5a6b"}})],
     alerts: AlertStoreDep,
-) -> dict[str, Any]:
+) -> Incident:
     incident = await alerts.incident(incident_id)
     if incident is None:
         raise ApiError(404, "incident_not_found", f"unknown incident {incident_id!r}", "incident_id")
-    return summarize(incident)
+    return Incident.model_validate(summarize(incident))
