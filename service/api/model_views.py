@@ -149,6 +149,9 @@ class WindowSummary(BaseModel):
     versions: dict[str, int] = Field(..., description="Records per model version")
     features: dict[str, dict[str, Any]] = Field(
         ..., description="Per feature: kind, null rate, quantiles or top categories (docs/profiles.md)")
+    vectors: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="Per vector feature: dimension, projection dimension, count, "
+                                          "null rate, norms and the norm of its mean vector (docs/sdk.md)")
     score: dict[str, Any] = Field(..., description="Summary of the score (count 0 without one)")
     predictions: dict[str, int] = Field(default_factory=dict, description="Top predicted labels")
 
