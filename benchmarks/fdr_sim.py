@@ -80,7 +80,7 @@ naive policy's count on such a batch, #{z_i > z_alpha}, is drawn from its exact
 conditional law given the max: 1{max e > c} + Binomial(19, (Phi(max e) -
 Phi(c)) / Phi(max e)) with c = (z_alpha - sqrt(rho) u) / sqrt(1 - rho). The
 joint law of (gate decisions, naive count) is therefore that of brute-force
-generation; ``tests/test_fdr_sim.py`` checks the two paths agree. Batches with
+generation; ``tests/test_benchmarks_fdr_sim.py`` checks the two paths agree. Batches with
 a non-null are generated in full.
 
 Usage::

@@ -26,7 +26,7 @@ the CDF's absolute error is at most :attr:`NumericSketch.rank_error` (0.5 % for
 continuous data plus 3 / count; measured for normal, lognormal, bimodal,
 trimodal, uniform, exponential, Pareto, Cauchy and 1e-300..1e300 data, built in
 one pass, in small batches or merged from partial sketches: docs/profiles.md,
-tests/test_sketch_numeric.py; known exception: three well-separated modes in
+tests/test_sketches_numeric.py; known exception: three well-separated modes in
 merged digests of a few hundred values each, up to 1.15x the bound), and
 quantiles are monotone in p.
 """

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from service.embedded import free_port
 from service.endpoints import read_endpoints
-from tests.test_run_restart import wait_up
+from tests.test_cli_run_restart import wait_up
 
 #: The settings `fleetwatch run` gets here: fewer partitions and a shorter checkpoint interval
 #: than the defaults (a loaded two-core machine); no detection or alerting setting is changed.

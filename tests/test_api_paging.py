@@ -9,7 +9,7 @@ import pytest
 from service.api.app import create_app
 from service.api.params import MAX_OFFSET
 from service.registry import ModelConfig
-from tests.test_detector_api import MODEL, T0, put_window, rows
+from tests.test_detection_worker import MODEL, T0, put_window, rows
 
 LISTS = ["/v1/models", "/v1/alerts", "/v1/incidents", "/v1/silences", "/v1/receivers", "/v1/notifications",
          "/v1/keys", f"/v1/models/{MODEL}/profiles", f"/v1/models/{MODEL}/performance"]

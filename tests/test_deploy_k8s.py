@@ -144,7 +144,7 @@ def test_api_probes(docs, config) -> None:
 def test_worker_probes_use_the_metrics_port(docs, config, role: str) -> None:
     c = container(docs, role)
     assert port(c, "metrics") == int(config["FLEETWATCH_METRICS_PORT"])
-    # `aggregate`/`detect` serve /metrics on FLEETWATCH_METRICS_PORT (tests/test_scale.py
+    # `aggregate`/`detect` serve /metrics on FLEETWATCH_METRICS_PORT (tests/test_runtime_scale_out.py
     # reads it from such processes).
     for probe in ("readinessProbe", "livenessProbe"):
         assert c[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}, probe

@@ -10,7 +10,7 @@ import pytest
 from service.alerting.store import AlertStore
 from service.profiles.keys import GLOBAL
 from service.profiles.store import Store
-from tests.test_alerting import BREACH, apply, policy
+from tests.test_alerting_policy import BREACH, apply, policy
 from tests.test_ui_fleet import config
 
 

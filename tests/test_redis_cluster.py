@@ -26,8 +26,9 @@ from tests.test_checkpoint_steps import (  # noqa: F401 (collected here, on the 
     test_a_fenced_out_owner_neither_checkpoints_nor_publishes,
     test_a_window_a_failover_lost_is_published_again_by_the_next_checkpoint,
 )
-from tests.test_crash_safety import MODELS as CRASH_MODELS
-from tests.test_crash_safety import (  # noqa: F401
+from tests.test_end_to_end import test_injected_shift_raises_an_alert_on_the_api  # noqa: F401
+from tests.test_profiles_crash_safety import MODELS as CRASH_MODELS
+from tests.test_profiles_crash_safety import (  # noqa: F401
     all_windows_stored,
     assert_matches,
     committed_offsets,
@@ -37,13 +38,18 @@ from tests.test_crash_safety import (  # noqa: F401
     test_three_replicas_with_a_rebalance_mid_window_equal_one,
     workload,
 )
-from tests.test_end_to_end import test_injected_shift_raises_an_alert_on_the_api  # noqa: F401
-from tests.test_outages import outage_loses_nothing
+from tests.test_profiles_outages import outage_loses_nothing
 from tests.test_redis_client import (  # noqa: F401
     test_mget_reads_keys_of_many_slots_in_order,
     test_script_calls_of_one_key_run_in_their_order_and_answer_in_order,
 )
-from tests.test_scale import assert_same_answers, references, run_pipeline, scale_settings, shifted_workload
+from tests.test_runtime_scale_out import (
+    assert_same_answers,
+    references,
+    run_pipeline,
+    scale_settings,
+    shifted_workload,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +78,7 @@ async def test_models_spread_over_every_master(store, cluster: LocalRedisCluster
     """The test models' keys are on every master, so the scenarios cross slots and nodes."""
     from service.profiles.keys import config_key
     from tests.test_checkpoint_steps import MODELS as STEP_MODELS
-    from tests.test_crash_safety import MODELS
+    from tests.test_profiles_crash_safety import MODELS
 
     nodes = {store.r.get_node_from_key(config_key(m)).port for m in STEP_MODELS}
     assert nodes == set(cluster.master_ports())
@@ -153,7 +159,7 @@ async def produce_slowly(settings, slices) -> None:
 
 async def test_three_aggregators_and_three_detectors_on_the_cluster_equal_one_of_each_on_one_redis(
         settings, tmp_path):
-    """tests/test_scale.py's comparison, the 3 + 3 run on the cluster, the 1 + 1 run on one
+    """tests/test_runtime_scale_out.py's comparison, the 3 + 3 run on the cluster, the 1 + 1 run on one
     Redis: the same window profiles and the same alerts (ids, windows, states, evidence,
     incidents)."""
     server = redis_server(tmp_path / "redis")

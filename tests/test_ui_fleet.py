@@ -22,7 +22,7 @@ from service.profiles.fleet import ModelColumns
 from service.profiles.keys import FLEET_COLUMNS, FLEET_LATEST, config_key, window_member
 from service.profiles.results import COUNTS_KEPT, COUNTS_TRIM_AT
 from service.registry import ModelConfig
-from tests.test_alerting import BREACH, HEALTHY, T0, W, apply, policy
+from tests.test_alerting_policy import BREACH, HEALTHY, T0, W, apply, policy
 
 OWNERS = ("ads", "fraud", "search")
 

@@ -27,7 +27,7 @@ from service.profiles.keys import window_member
 from service.registry import ModelConfig
 from service.ui.session import KEY_COOKIE
 from sketches.profile import WindowProfile
-from tests.test_alerting import BREACH, HEALTHY, apply, policy, result, window
+from tests.test_alerting_policy import BREACH, HEALTHY, apply, policy, result, window
 
 ADMIN = secrets.token_urlsafe(32)
 

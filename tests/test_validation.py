@@ -21,8 +21,8 @@ from service.api.app import create_app
 from service.registry import ModelConfig
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
-from tests.test_bad_input import dead_lettered
-from tests.test_sdk import UNREACHABLE, batcher, decoded, rows_of
+from tests.test_profiles_bad_input import dead_lettered
+from tests.test_sdk_logging import UNREACHABLE, batcher, decoded, rows_of
 
 BAD_IDS = ["a" * 257, "..", ".", "../../keys", "a/b", "a\\b", "a\x00b", "line\nbreak", "\u2028"]
 RECORD = {"model_version": "1", "prediction_id": "p1", "event_time": 1.7e9, "features": {"x": 1.0}}

@@ -33,7 +33,7 @@ rounded to 0.01, whose ties are genuine). The realised error is far smaller,
 since pairs inside a bin split almost evenly: measured against
 ``sklearn.metrics.roc_auc_score`` on 20,000 and 200,000 examples, at most
 4e-6 (binormal, uniform, confident scores) and 2e-5 (fraud-like); exactly 0
-for rounded scores (tests/test_performance_metrics.py).
+for rounded scores (tests/test_detectors_performance.py).
 """
 
 from __future__ import annotations

@@ -217,7 +217,7 @@ def auc_drop_test(
     operating characteristic curves derived from the same cases", Radiology
     148, 1983, eq. 1 with r = 0); p = Phi((floor - (A_b - A_c)) / se).
     Measured size at alpha = 0.05 on equal binormal cohorts: see
-    tests/test_performance_metrics.py.
+    tests/test_detectors_performance.py.
 
     Examples
     --------

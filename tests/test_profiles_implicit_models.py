@@ -16,7 +16,7 @@ from service.api.app import create_app
 from service.registry import ModelConfig
 from tests.conftest import wait_for
 from tests.roles import running, window_counts
-from tests.test_bad_input import dead_lettered
+from tests.test_profiles_bad_input import dead_lettered
 
 T0 = 1_700_000_100
 MINUTE = 1_700_000_040  # a minute boundary (divisible by 60)

@@ -25,8 +25,8 @@ from service.profiles.store import Store
 from service.settings import Settings
 from tests.conftest import wait_for
 from tests.roles import window_counts
-from tests.test_broker_restart import aggregated
-from tests.test_crash_safety import MODELS, WINDOW, workload
+from tests.test_profiles_broker_restart import aggregated
+from tests.test_profiles_crash_safety import MODELS, WINDOW, workload
 
 pytestmark = pytest.mark.integration  # runs `fleetwatch run` in child processes
 

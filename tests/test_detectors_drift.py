@@ -347,7 +347,7 @@ def test_a_swap_of_rare_categories_is_not_pooled_away():
     # {a: 94, b: 6} vs {a: 94, c: 6}: b and c are each expected < 5 times; merging them before
     # testing gave statistic 0 and p = 1 for chi2, JS and PSI. The statistics come from every
     # category (scipy / numpy on the raw table, tolerance 1e-9) and the p-value from the exact
-    # permutation law (its X^2 ordering checked by enumeration in test_detector_catalog.py).
+    # permutation law (its X^2 ordering checked by enumeration in test_detectors_catalog.py).
     from scipy.spatial.distance import jensenshannon
 
     from detectors.catalog import DEFAULT_FLOORS

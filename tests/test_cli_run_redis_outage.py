@@ -28,7 +28,7 @@ from service.settings import environment
 from tests.conftest import wait_for
 from tests.roles import window_counts
 from tests.sink import Sink
-from tests.test_run_restart import wait_up
+from tests.test_cli_run_restart import wait_up
 
 OUTAGE_SECONDS = 30
 MODEL = "fraud"

@@ -9,7 +9,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.api.app import create_app
-from tests.test_alerting import BREACH, HEALTHY, apply, policy
+from tests.test_alerting_policy import BREACH, HEALTHY, apply, policy
 
 NAME = re.compile(r"fleetwatch_[a-z0-9_]+")
 

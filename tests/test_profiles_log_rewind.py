@@ -12,8 +12,8 @@ from service.profiles.continuity import REPLACED, SHORTER, LogContinuity, LogMar
 from tests.conftest import wait_for
 from tests.metric_samples import sample
 from tests.roles import running
-from tests.test_broker_restart import aggregated
-from tests.test_crash_safety import WINDOW, produce, workload
+from tests.test_profiles_broker_restart import aggregated
+from tests.test_profiles_crash_safety import WINDOW, produce, workload
 
 
 def discontinuities() -> float:

@@ -1,6 +1,6 @@
 """Window profiles: build from records or columns, merge, serialize; missing values and kinds.
 
-Sketch-level accuracy is tested in tests/test_sketch_*.py.
+Sketch-level accuracy is tested in tests/test_sketches_*.py.
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def test_profiles_written_before_typed_keys_compare_and_merge_in_their_labels():
 
     from detectors.drift.chi2 import chi2_test
     from detectors.drift.unseen import new_category_test, vanished_category_test
-    from tests.test_sketch_format import golden_profile
+    from tests.test_sketches_format import golden_profile
 
     old = WindowProfile.from_bytes((Path(__file__).parent / "golden" / "profile_v2.fwp").read_bytes())
     new = golden_profile()

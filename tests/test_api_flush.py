@@ -11,7 +11,7 @@ from service.profiles.control import FlushRequest, decode_control, is_control
 from tests.conftest import wait_for
 from tests.metric_samples import sample
 from tests.roles import running, window_counts
-from tests.test_ingest_api import T0, record
+from tests.test_api_ingest import T0, record
 
 MODEL = "ingested"
 

@@ -6,7 +6,7 @@ import httpx
 
 from service.alerting.store import AlertStore
 from service.api.app import create_app
-from tests.test_alerting import BREACH, HEALTHY, apply, policy
+from tests.test_alerting_policy import BREACH, HEALTHY, apply, policy
 
 
 def client(settings, store) -> httpx.AsyncClient:

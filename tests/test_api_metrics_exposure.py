@@ -16,7 +16,7 @@ from service.api.app import create_app
 from service.embedded import free_port
 from service.runtime.infrastructure import start_metrics_server
 from service.settings import Settings
-from tests.test_alerting import BREACH, apply, policy
+from tests.test_alerting_policy import BREACH, apply, policy
 
 pytestmark = pytest.mark.integration  # serves and scrapes metrics ports
 

@@ -24,7 +24,14 @@ from sketches.profile import WindowProfile
 from tests.conftest import wait_for
 from tests.processes import role_process
 from tests.roles import window_counts
-from tests.test_crash_safety import MODELS, WINDOW, all_windows_stored, assert_matches, stop, workload
+from tests.test_profiles_crash_safety import (
+    MODELS,
+    WINDOW,
+    all_windows_stored,
+    assert_matches,
+    stop,
+    workload,
+)
 
 OUTAGE_SECONDS = 5
 

@@ -31,7 +31,7 @@ from service.runtime.redis_client import flush
 from service.settings import Settings
 from tests.conftest import wait_for
 from tests.processes import role_process
-from tests.test_crash_safety import (
+from tests.test_profiles_crash_safety import (
     MODELS,
     T0,
     WINDOW,

@@ -19,8 +19,8 @@ from service.paging.outbox import OutboxItem
 from service.paging.payloads import example_notice
 from service.paging.receiver_config import Receiver, ReceiverSpec
 from tests.conftest import wait_for
-from tests.test_alerting import BREACH, HEALTHY, apply, policy
-from tests.test_notifier import FEED, add_receiver, api, cfg, hook, incident_of, notifying, rstore  # noqa: F401
+from tests.test_alerting_policy import BREACH, HEALTHY, apply, policy
+from tests.test_paging_notifier import FEED, add_receiver, api, cfg, hook, incident_of, notifying, rstore  # noqa: F401
 
 LONG = "x" * 400
 

@@ -14,7 +14,13 @@ from service.profiles.store import Store
 from tests.conftest import wait_for
 from tests.metric_samples import sample
 from tests.roles import running
-from tests.test_crash_safety import all_windows_stored, assert_matches, committed_offsets, produce, workload
+from tests.test_profiles_crash_safety import (
+    all_windows_stored,
+    assert_matches,
+    committed_offsets,
+    produce,
+    workload,
+)
 
 OUTAGE_SECONDS = 30
 

@@ -40,7 +40,7 @@ from service.registry import FeatureDeclaration, ModelConfig
 from service.runtime.redis_client import flush
 from service.settings import Settings
 from tests.conftest import wait_for
-from tests.test_alerting import BREACH, HEALTHY, apply, policy
+from tests.test_alerting_policy import BREACH, HEALTHY, apply, policy
 
 LOCAL = [ip_network("127.0.0.0/8")]
 FAST = {"group_wait_seconds": 0.2, "group_interval_seconds": 0.2, "repeat_interval_seconds": 3600}

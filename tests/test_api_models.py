@@ -140,7 +140,7 @@ async def test_delete_removes_every_key_of_the_model_and_only_its_own(http, stor
 async def test_status_counts_each_window_once_with_its_baseline_fdr_and_labels(http, settings, store):
     from service.cohorts.store import CohortStore
     from service.detection.detector import Detector
-    from tests.test_detector_api import put_window, rows
+    from tests.test_detection_worker import put_window, rows
 
     rng = np.random.default_rng(5)
     await http.post("/v1/models", json={"model_id": "fraud", "tier": 1, "performance": {}})

@@ -48,9 +48,9 @@ CATEGORICAL = sorted(CATEGORICAL_CHECKS)
 
 def test_every_check_of_the_catalog_is_under_a_contract():
     """Every check a target runs has a function in a registry the contract tests iterate
-    (``volume`` is tested on window counts: tests/test_detector_baselines.py; the
-    multivariate checks on co-moments: tests/test_multivariate.py; the vector checks:
-    tests/test_drift_embedding.py)."""
+    (``volume`` is tested on window counts: tests/test_detectors_baselines.py; the
+    multivariate checks on co-moments: tests/test_detectors_multivariate.py; the vector checks:
+    tests/test_detectors_drift_embedding.py)."""
     registered = (set(FEATURE_CHECKS) | set(NUMERIC_CHECKS) | set(CATEGORICAL_CHECKS)
                   | set(MULTIVARIATE_CHECKS) | set(VECTOR_CHECKS) | {"volume"})
     assert registered >= ALL_CHECKS, ALL_CHECKS - registered

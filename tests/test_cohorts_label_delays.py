@@ -18,7 +18,7 @@ from service.cohorts import CohortStore
 from service.registry import ModelConfig
 from tests.conftest import wait_for
 from tests.roles import running
-from tests.test_joiner import joiner_settings
+from tests.test_cohorts_joiner import joiner_settings
 
 DAY = 86_400
 T0 = 19_675 * DAY  # a UTC day, in the past

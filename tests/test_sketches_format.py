@@ -5,7 +5,7 @@ The golden file tests/golden/profile_v2.fwp was written by :func:`golden_profile
 tests/golden/profile_v3.fwp by :func:`golden_profile_v3` with format 3, profile_v4.fwp by
 :func:`golden_profile_v4` with format 4, profile_v5.fwp by :func:`golden_profile_v5` with format
 5 (``python
-tests/test_sketch_format.py`` writes the current format's file; do that only when adding a new
+tests/test_sketches_format.py`` writes the current format's file; do that only when adding a new
 golden file for a new format, never to make this test pass). The expected values below were
 computed from the raw data when the file was written, so the test does not depend on
 regenerating the data.
