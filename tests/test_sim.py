@@ -321,7 +321,7 @@ def test_precision_recall_and_false_pages_in_control():
     i1 = inc.Incident("broken_feature-0", inc.BROKEN_FEATURE, T + 2 * H, T + 6 * H, ("a",), ("s.x",), 1.0)
     i2 = inc.Incident("unit_change-0", inc.UNIT_CHANGE, T + 20 * H, T + 24 * H, ("b",), ("s.y",), 1000.0)
     alerts = [
-        _alert("hit1", "a", "s.x", 2, 3, "I1", check="null_rate"),
+        _alert("hit1", "a", "s.x", 2, 2, "I1", check="null_rate"),  # paged at its first window
         _alert("hit2", "a", "__score__", 3, 4, "I2"),
         _alert("margin", "a", "s.z", 7, 8, "I3"),  # unmapped, but inside a's grace after i1
         _alert("false", "c", "s.q", 10, 11, "I4"),  # unmapped, control time: a false page
@@ -337,6 +337,10 @@ def test_precision_recall_and_false_pages_in_control():
     assert math.isclose(card.false_pages_per_1000_model_days, 1000 / ((3 * 48 - 16) / 24), rel_tol=1e-3)
     met = {t.name: t.met for t in rep.targets(card)}
     assert met["recall broken_feature"] and met["MTTD broken_feature"]  # 60 min = 1 window
+    # a broken feature paged a window later misses its one-window goal (any other kind has two)
+    late = sc.scorecard("fw", [i1], [_alert("hit1", "a", "s.x", 2, 3, "I1", check="null_rate")],
+                        ["a"], T, T + 2 * fl.DAY, H)
+    assert {t.name: t.met for t in rep.targets(late)}["MTTD broken_feature"] is False
     assert not met["recall unit_change"] and not met["alert precision"]
 
 
@@ -377,14 +381,14 @@ def test_strongest_evidence_explains_a_miss():
 
 def test_render_shows_both_policies_and_every_target():
     i = inc.Incident("category_flood-0", inc.CATEGORY_FLOOD, T + H, T + 5 * H, ("a",), ("s.c",), 0.3)
-    fw = sc.scorecard("fleetwatch", [i], [_alert("1", "a", "s.c", 1, 2, "I", check="js")], ["a"], T,
+    fw = sc.scorecard("fleetwatch", [i], [_alert("1", "a", "s.c", 1, 1, "I", check="js")], ["a"], T,
                       T + fl.DAY, H)
     naive = sc.scorecard("naive", [i], [_alert("n", "a", "s.c", 1, 1)], ["a"], T, T + fl.DAY, H,
                          grouped=False)
     text = rep.render(fw, naive)
     assert "naive (PSI > 0.2, per window)" in text and "category_flood" in text
     shown = text.count("[   met]") + text.count("[MISSED]") + text.count("[   n/a]")
-    assert shown == len(rep.targets(fw)) == 13
+    assert shown == len(rep.targets(fw)) == 21
     # flood: recall and MTTD met; precision met; kinds not injected: n/a, never "met"
     assert text.count("[   met]") == 4 and text.count("[MISSED]") == 0
     assert "recall category_flood" in text and naive.groups["category_flood"].mttd_mean_minutes == 60.0
