@@ -11,11 +11,17 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 
+def role(command: str, env: dict[str, str], metrics_port: int) -> subprocess.Popen:
+    """A `fleetwatch <command>` process (aggregate, detect, join, ...) exposing metrics on
+    ``metrics_port``."""
+    full = dict(os.environ, **env, FLEETWATCH_METRICS_PORT=str(metrics_port))
+    return subprocess.Popen([sys.executable, "-m", "service.cli", command], env=full,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def aggregator(env: dict[str, str], metrics_port: int) -> subprocess.Popen:
     """A `fleetwatch aggregate` process exposing metrics on ``metrics_port``."""
-    full = dict(os.environ, **env, FLEETWATCH_METRICS_PORT=str(metrics_port))
-    return subprocess.Popen([sys.executable, "-m", "service.cli", "aggregate"], env=full,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return role("aggregate", env, metrics_port)
 
 
 def metric(port: int, name: str) -> float:

@@ -17,9 +17,11 @@ CATEGORIES = np.array([f"v{i}" for i in range(1_000)])
 
 
 def records(n_models: int, per_model: int, t0: float = 1_700_000_100.0, seed: int = 0,
-            window_seconds: int = 300, embedding_dim: int = 0) -> list[PredictionRecord]:
-    """``per_model`` records for each of ``n_models`` models, inside one window; with
-    ``embedding_dim``, also a vector feature ``embedding`` (float32 standard normals)."""
+            window_seconds: int = 300, embedding_dim: int = 0,
+            id_prefix: str = "p") -> list[PredictionRecord]:
+    """``per_model`` records for each of ``n_models`` models, inside one window (prediction
+    ids ``{id_prefix}{i}``); with ``embedding_dim``, also a vector feature ``embedding``
+    (float32 standard normals)."""
     rng = np.random.default_rng(seed)
     n = n_models * per_model
     nums = rng.normal(size=(n, len(NUMERIC))).tolist()
@@ -33,7 +35,7 @@ def records(n_models: int, per_model: int, t0: float = 1_700_000_100.0, seed: in
         features.update(zip(CATEGORICAL, cats[i], strict=True))
         if vectors is not None:
             features["embedding"] = vectors[i]
-        out.append(PredictionRecord(f"model-{i % n_models}", "1", f"p{i}", t[i], features,
+        out.append(PredictionRecord(f"model-{i % n_models}", "1", f"{id_prefix}{i}", t[i], features,
                                     score=scores[i]))
     return out
 
