@@ -115,14 +115,16 @@ _MODEL_KINDS: list[tuple[str, str, str]] = [  # (pattern of the part after fw:{m
     (r"(config|ref|edges|floors|detcfg)", "configuration", "model"),
     (r"base:.*", "baselines (cached)", "model"),
 ]
-_GLOBAL_KINDS: list[tuple[str, str, str]] = [  # (pattern of the whole key, kind, unit)
-    (r"fw:\{?agg[:}].*", "checkpoints (open windows)", "model"),
-    (r"fw:\{?fdr[:}].*", "FDR", "fdr"),
-    (r"fw:(models|fleet:.*|implicit.*)", "index keys", "model"),
-    (r"fw:(alert:.*|alerts|incident.*|open|open:alerts)", "alert state", "model"),
-    (r"fw:(windows|alert-events)", "event streams", "fleet"),
-    (r"fw:(outbox|notify|receivers|ratelimit).*", "paging", "fleet"),
+_GLOBAL_KINDS: list[tuple[str, str, str]] = [  # (pattern of the key after fw: or {fw}:, kind, unit)
+    (r"agg:.*", "checkpoints (open windows)", "model"),
+    (r"fdr:.*", "FDR", "fdr"),
+    (r"(models|fleet:.*|implicit.*)", "index keys", "model"),
+    (r"(alert:.*|alerts.*|incident.*|open|open:alerts)", "alert state", "model"),
+    (r"(windows|alert-events)", "event streams", "fleet"),
+    (r"(outbox|notify|receivers|ratelimit).*", "paging", "fleet"),
 ]
+#: Fleet-wide keys: ``fw:...``, or ``{fw}:...`` where they share one cluster slot.
+_FLEET_PREFIX = re.compile(r"^(\{fw\}:|fw:)")
 
 
 def classify(key: str, window_seconds: int) -> tuple[str, str]:
@@ -134,10 +136,10 @@ def classify(key: str, window_seconds: int) -> tuple[str, str]:
     (('window profiles', 'window'), ('hourly rollups', 'hour'))
     >>> classify("fw:{m1}:idx:86400", 300), classify("fw:agg:fw.predictions:3", 300)
     (('index keys', 'day'), ('checkpoints (open windows)', 'model'))
-    >>> classify("fw:{m1}:pred:w3-p7", 300), classify("fw:fdr:19676:used", 300)
+    >>> classify("fw:{m1}:pred:w3-p7", 300), classify("{fw}:fdr:19676:used", 300)
     (('cohorts and label joins', 'prediction'), ('FDR', 'fdr'))
     """
-    if (m := _MODEL_KEY.match(key)) and not re.match(r"\{?(agg|fdr)[:}]", key[3:]):
+    if m := _MODEL_KEY.match(key):
         rest = m["rest"]
         for pattern, kind, unit in _MODEL_KINDS:
             if found := re.fullmatch(pattern, rest):
@@ -150,8 +152,9 @@ def classify(key: str, window_seconds: int) -> tuple[str, str]:
                 return ({"hour": "hourly rollups", "day": "daily rollups"}.get(rollup, "rollups")
                         if kind == "profiles" else kind), rollup
         return "other", "model"
+    name = _FLEET_PREFIX.sub("", key)
     for pattern, kind, unit in _GLOBAL_KINDS:
-        if re.fullmatch(pattern, key):
+        if re.fullmatch(pattern, name):
             return kind, unit
     return "other", "fleet"
 

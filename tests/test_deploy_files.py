@@ -34,6 +34,8 @@ from service.runtime.roles import ROLES as REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
+#: The Redis Cluster override: ``docker compose -f docker-compose.yml -f <it>``.
+CLUSTER_COMPOSE = ROOT / "deploy" / "docker-compose.cluster.yml"
 DOCKERFILE = ROOT / "deploy" / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 PROMETHEUS = ROOT / "deploy" / "prometheus" / "prometheus.yml"
@@ -61,6 +63,28 @@ def env_of(service: dict) -> dict[str, str]:
     if isinstance(env, list):
         env = dict(item.split("=", 1) for item in env)
     return {k: "" if v is None else str(v) for k, v in env.items()}
+
+
+#: Compose keys whose sequence an override replaces instead of extending (the Compose
+#: Specification's merge rules; other sequences are extended, mappings merged key by key).
+REPLACED_SEQUENCES = frozenset({"command", "entrypoint", "test"})
+
+
+def compose_merge(base, override, key: str | None = None):
+    """``override`` merged onto ``base`` as ``docker compose -f base -f override`` merges
+    them: mappings key by key, ``command`` / ``entrypoint`` / healthcheck ``test``
+    replaced, other sequences extended by the entries they lack, scalars replaced."""
+    if isinstance(base, dict) and isinstance(override, dict):
+        return {k: compose_merge(base[k], v, k) if k in base else v for k, v in override.items()} | {
+            k: v for k, v in base.items() if k not in override}
+    if isinstance(base, list) and isinstance(override, list) and key not in REPLACED_SEQUENCES:
+        return base + [v for v in override if v not in base]
+    return override
+
+
+def cluster_compose() -> dict:
+    """docker-compose.yml with the Redis Cluster override applied."""
+    return compose_merge(load_yaml(COMPOSE), load_yaml(CLUSTER_COMPOSE))
 
 
 def dockerfile_instructions(text: str) -> list[tuple[str, str]]:
@@ -238,6 +262,74 @@ def test_redis_is_persistent(services: dict) -> None:
     assert argv[argv.index("--appendonly") + 1] == "yes"
     assert any(str(v).endswith(":/data") for v in redis["volumes"])
     assert as_argv(redis["healthcheck"]["test"])[-2:] == ["redis-cli", "ping"]
+
+
+# --- deploy/docker-compose.cluster.yml ------------------------------------------------------
+@pytest.fixture(scope="module")
+def cluster_services() -> dict:
+    return cluster_compose()["services"]
+
+
+def test_compose_merge_follows_the_specification() -> None:
+    base = {"command": ["a", "b"], "environment": {"X": "1", "Y": "2"}, "volumes": ["v:/data"],
+            "depends_on": {"redis": {"condition": "service_healthy"}}}
+    override = {"command": ["c"], "environment": {"Y": "3"}, "volumes": ["v:/data", "w:/w"],
+                "depends_on": {"job": {"condition": "service_completed_successfully"}}}
+    assert compose_merge(base, override) == {
+        "command": ["c"], "environment": {"X": "1", "Y": "3"}, "volumes": ["v:/data", "w:/w"],
+        "depends_on": {"redis": {"condition": "service_healthy"},
+                       "job": {"condition": "service_completed_successfully"}}}
+
+
+REDIS_NODES = ["redis", "redis-1", "redis-2", "redis-3", "redis-4", "redis-5"]
+
+
+def test_cluster_override_runs_six_persistent_cluster_nodes(cluster_services: dict) -> None:
+    """Three primaries with a replica each need six nodes; each keeps its own data (and its
+    nodes.conf, the cluster's membership) in its own volume, with AOF and noeviction."""
+    volumes = set()
+    for name in REDIS_NODES:
+        node = cluster_services[name]
+        argv = as_argv(node["command"])
+        assert node["image"].startswith("redis:7") and argv[0] == "redis-server", name
+        assert argv[argv.index("--cluster-enabled") + 1] == "yes", name
+        assert argv[argv.index("--appendonly") + 1] == "yes", name
+        assert argv[argv.index("--maxmemory-policy") + 1] == "noeviction", name
+        assert as_argv(node["healthcheck"]["test"])[-2:] == ["redis-cli", "ping"], name
+        (volume,) = [v for v in node["volumes"] if str(v).endswith(":/data")]
+        volumes.add(volume.split(":")[0])
+    assert len(volumes) == len(REDIS_NODES)
+    assert volumes <= set(cluster_compose()["volumes"])
+
+
+def test_cluster_override_creates_the_cluster_once(cluster_services: dict) -> None:
+    """The job waits for every node, creates three primaries with a replica each over all
+    six, skips creation when the nodes already know each other (a restart), and ends only
+    once the cluster serves every slot."""
+    job = cluster_services["redis-cluster-create"]
+    assert job["restart"] == "no"
+    assert job["depends_on"] == {n: {"condition": "service_healthy"} for n in REDIS_NODES}
+    script = as_argv(job["command"])[-1]
+    assert "--cluster create" in script and "--cluster-replicas 1" in script and "--cluster-yes" in script
+    assert re.search(r"for n in ([\w -]+); do", script)[1].split() == REDIS_NODES
+    assert "cluster_known_nodes:6" in script and "cluster_state:ok" in script
+    assert "$$" in script and not re.search(r"(?<!\$)\$(?!\$)", script), \
+        "shell variables must be escaped ($$) from compose's interpolation"
+
+
+@pytest.mark.parametrize("name", sorted(ROLES))
+def test_cluster_override_puts_every_role_on_the_cluster(cluster_services: dict, name: str) -> None:
+    from service.settings import Settings
+
+    svc = cluster_services[name]
+    assert svc["depends_on"]["redis-cluster-create"] == {"condition": "service_completed_successfully"}
+    assert svc["depends_on"]["redis"]["condition"] == "service_healthy"
+    values = {k.removeprefix("FLEETWATCH_").lower(): re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", v)
+              for k, v in env_of(svc).items() if k.startswith("FLEETWATCH_")}
+    settings = Settings(**values)
+    assert settings.redis_cluster is True
+    assert urlsplit(settings.redis_url).hostname in REDIS_NODES
+    assert as_argv(svc["command"]) == ["fleetwatch", ROLES[name]]  # the base's, unchanged
 
 
 def test_kafka_runs_kraft_single_node(services: dict) -> None:

@@ -19,18 +19,40 @@ from tests.test_deploy_files import DOCKERFILE, PROMETHEUS, ROLES, RULES, docker
 
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "k8s"
+BASE = K8S / "base"
+KEDA = K8S / "keda"
+REDIS_CLUSTER = K8S / "overlays" / "redis-cluster"
 
 
 def load_all(path: Path) -> list[dict]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
+def kustomization(folder: Path) -> dict:
+    return yaml.safe_load((folder / "kustomization.yaml").read_text())
+
+
 @pytest.fixture(scope="module")
 def docs() -> list[dict]:
-    base = yaml.safe_load((K8S / "kustomization.yaml").read_text())
-    overlay = yaml.safe_load((K8S / "keda" / "kustomization.yaml").read_text())
-    out = [d for r in base["resources"] for d in load_all(K8S / r)]
-    out += [d for r in overlay["resources"] if r != ".." for d in load_all(K8S / "keda" / r)]
+    """The base's manifests and the KEDA overlay's additions."""
+    out = [d for r in kustomization(BASE)["resources"] for d in load_all(BASE / r)]
+    out += [d for r in kustomization(KEDA)["resources"] if r != "../base" for d in load_all(KEDA / r)]
+    return out
+
+
+def patched(docs: list[dict], folder: Path) -> list[dict]:
+    """``docs`` with an overlay's strategic-merge patches of ConfigMaps and Secrets applied
+    (their ``data`` / ``stringData`` keys added or replaced, as kustomize merges maps)."""
+    patches = {(d["kind"], d["metadata"]["name"]): d
+               for p in kustomization(folder)["patches"] for d in load_all(folder / p["path"])}
+    assert {kind for kind, _ in patches} <= {"ConfigMap", "Secret"}
+    out = []
+    for d in docs:
+        patch = patches.pop((d["kind"], d["metadata"]["name"]), None)
+        if patch is not None:
+            d = {**d, **{k: {**d.get(k, {}), **patch[k]} for k in ("data", "stringData") if k in patch}}
+        out.append(d)
+    assert not patches, f"patches of nothing in the base: {sorted(patches)}"
     return out
 
 
@@ -39,13 +61,23 @@ def one(docs: list[dict], kind: str, name: str) -> dict:
     return doc
 
 
-@pytest.fixture(scope="module")
-def config(docs) -> dict[str, str]:
+def environment_of(docs: list[dict]) -> dict[str, str]:
     """FLEETWATCH_* environment of every pod: the ConfigMap and the Secret."""
     cm = one(docs, "ConfigMap", "fleetwatch-config")["data"]
     secret = one(docs, "Secret", "fleetwatch-secrets")["stringData"]
     assert not set(cm) & set(secret)
     return {**cm, **secret}
+
+
+@pytest.fixture(scope="module")
+def config(docs) -> dict[str, str]:
+    return environment_of(docs)
+
+
+@pytest.fixture(scope="module")
+def cluster_config(docs) -> dict[str, str]:
+    """The same with the Redis Cluster overlay (overlays/redis-cluster)."""
+    return environment_of(patched(docs, REDIS_CLUSTER))
 
 
 def deployment(docs, role: str) -> dict:
@@ -63,19 +95,59 @@ def port(c: dict, name: str) -> int:
 
 
 # --- kustomizations -----------------------------------------------------------------------
+def manifests_in(folder: Path) -> set[str]:
+    return {p.name for p in folder.glob("*.yaml")} - {"kustomization.yaml"}
+
+
 def test_kustomization_lists_every_manifest() -> None:
-    base = yaml.safe_load((K8S / "kustomization.yaml").read_text())
-    on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
-    assert set(base["resources"]) == on_disk
-    overlay = yaml.safe_load((K8S / "keda" / "kustomization.yaml").read_text())
-    assert ".." in overlay["resources"]
-    assert set(overlay["resources"]) - {".."} == {
-        p.name for p in (K8S / "keda").glob("*.yaml")} - {"kustomization.yaml"}
-    assert base["namespace"] == overlay["namespace"] == "fleetwatch"
+    base = kustomization(BASE)
+    assert set(base["resources"]) == manifests_in(BASE)
+    assert kustomization(K8S)["resources"] == ["base"]  # `kubectl apply -k deploy/k8s`
+    assert manifests_in(K8S) == set()  # an overlay may not sit in its base's folder
+    keda = kustomization(KEDA)
+    assert "../base" in keda["resources"]
+    assert set(keda["resources"]) - {"../base"} == manifests_in(KEDA)
+    cluster = kustomization(REDIS_CLUSTER)
+    assert cluster["resources"] == ["../../base"]
+    assert {p["path"] for p in cluster["patches"]} == manifests_in(REDIS_CLUSTER)
+    assert base["namespace"] == keda["namespace"] == cluster["namespace"] == "fleetwatch"
+
+
+KUSTOMIZE = shutil.which("kustomize") or shutil.which("kubectl")
+
+
+def kustomize_build(folder: Path) -> list[dict]:
+    argv = [KUSTOMIZE, "build", str(folder)] if KUSTOMIZE.endswith("kustomize") else [
+        KUSTOMIZE, "kustomize", str(folder)]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    return [d for d in yaml.safe_load_all(run.stdout) if d]
+
+
+def names(docs: list[dict]) -> set[tuple[str, str]]:
+    return {(d["kind"], d["metadata"]["name"]) for d in docs}
+
+
+@pytest.mark.integration  # kustomize runs as a subprocess
+@pytest.mark.skipif(KUSTOMIZE is None, reason="neither kustomize nor kubectl is installed")
+def test_kustomize_builds_the_base_and_every_overlay(docs) -> None:
+    """What these tests read from the files is what kustomize builds: the base, the KEDA
+    overlay (the base plus its ScaledObject) and the Redis Cluster overlay (the base with
+    its ConfigMap and Secret patched, nothing else changed)."""
+    base = [d for d in docs if d["kind"] != "ScaledObject"]
+    built = kustomize_build(K8S)
+    assert names(built) == names(base)
+    assert names(kustomize_build(KEDA)) == names(docs)
+    cluster = kustomize_build(REDIS_CLUSTER)
+    assert names(cluster) == names(base)
+    assert environment_of(cluster) == environment_of(patched(base, REDIS_CLUSTER))
+    unpatched = {(d["kind"], d["metadata"]["name"]) for d in cluster if d["kind"] not in ("ConfigMap", "Secret")}
+    assert [d for d in cluster if (d["kind"], d["metadata"]["name"]) in unpatched] == [
+        d for d in built if (d["kind"], d["metadata"]["name"]) in unpatched]
 
 
 def test_image_is_the_one_kustomize_sets(docs) -> None:
-    (image,) = yaml.safe_load((K8S / "kustomization.yaml").read_text())["images"]
+    (image,) = kustomization(BASE)["images"]
     for role in ROLES:
         assert container(docs, role)["image"] == image["name"], role
 
@@ -91,6 +163,19 @@ def test_configmap_and_secret_are_valid_settings(config) -> None:
     settings = Settings(**values)  # validates types and ranges
     assert settings.kafka_bootstrap and settings.redis_url.startswith("redis")
     assert settings.listen_host == "0.0.0.0" and settings.metrics_port > 0
+
+
+def test_redis_cluster_overlay_points_every_role_at_a_cluster(config, cluster_config) -> None:
+    """The overlay changes the Redis settings only: the URL (in the Secret) names a node of
+    a cluster, and FLEETWATCH_REDIS_CLUSTER is on; the settings stay valid."""
+    from service.settings import Settings
+
+    changed = {k for k in cluster_config if cluster_config[k] != config.get(k)}
+    assert changed == {"FLEETWATCH_REDIS_CLUSTER", "FLEETWATCH_REDIS_URL"}
+    settings = Settings(**{k.removeprefix("FLEETWATCH_").lower(): v for k, v in cluster_config.items()})
+    assert settings.redis_cluster is True
+    assert settings.redis_url.split("://")[0] in ("redis", "rediss")
+    assert settings.redis_url.endswith("/0"), "a Redis Cluster has only database 0"
 
 
 def test_redis_url_is_in_the_secret_not_the_configmap(docs) -> None:

@@ -95,6 +95,14 @@ def test_compose_file_follows_the_compose_specification(compose_validator) -> No
     assert problems(compose_validator, doc) == []
 
 
+def test_cluster_override_follows_the_compose_specification(compose_validator) -> None:
+    """deploy/docker-compose.cluster.yml alone, and merged onto docker-compose.yml."""
+    from tests.test_deploy_files import CLUSTER_COMPOSE, cluster_compose
+
+    assert problems(compose_validator, yaml.safe_load(CLUSTER_COMPOSE.read_text())) == []
+    assert problems(compose_validator, cluster_compose()) == []
+
+
 @pytest.mark.parametrize(("mistake", "apply"), [
     ("unknown service key", lambda d: d["services"]["api"].update(restart_policy="always")),
     ("ports not a list", lambda d: d["services"]["api"].update(ports="8000:8000")),
