@@ -1,7 +1,7 @@
 """Fleet scale: Redis bytes per model-window and per model-day, ingest and detection
 throughput, and the projection for a fleet, from one run of the real pipeline.
 
-A fleet of ``--models`` models (default 12), each with 20 features (10 numeric, 10
+A fleet of ``--models`` models (default 10), each with 20 features (10 numeric, 10
 categorical with 1,000 distinct values: ``benchmarks/workload.py``), 300 records per
 5-minute window for ``--windows`` consecutive windows (default 25: the last UTC hour of a
 day and the first of the next, so hourly and daily rollups are built), plus one window that
@@ -37,7 +37,7 @@ Then the projection for ``--fleet-models`` (5,000) models at ``--fleet-rate`` (5
 predictions/s with the retention settings of ``service/settings.py``: Redis memory (with
 ``--replicas`` replicas per primary), aggregator and detector processes, Kafka partitions.
 
-    python benchmarks/fleet_scale.py [--models 12] [--windows 25] [--quick] [--cluster]
+    python benchmarks/fleet_scale.py [--models 10] [--windows 25] [--quick] [--cluster]
 
 Last line: JSON.
 """
@@ -86,6 +86,8 @@ UTILISATION = 0.5
 #: (replicas x per-process rate - ingest rate >= 4 x ingest rate).
 CATCH_UP = 5
 POLL_SECONDS = 0.2
+#: What only a model with a label-joined performance configuration stores.
+LABEL_JOIN_KINDS = frozenset({"cohorts", "label joins (predictions kept)"})
 #: Records per message: six a window, so that the closing window's messages move each
 #: model's watermark (the median of its last messages' event times) past the others' ends
 #: plus the allowed lateness.
@@ -106,9 +108,9 @@ _MODEL_KINDS: list[tuple[str, str, str]] = [  # (pattern of the part after fw:{m
     (r"(res|heat):.*", "results", "window"),
     (r"gate:.*", "alert state", "gate"),
     (r"(series|alerting|dq|alerts)", "alert state", "model"),
-    (r"pred:.*", "cohorts and label joins", "prediction"),
-    (r"(coh:.*|cohslices:.*|slicestate:.*|cohorts|cohstate)", "cohorts and label joins", "cohort"),
-    (r"(labelstats|parked|slicepending|slicevals:.*|cohref)", "cohorts and label joins", "model"),
+    (r"pred:.*", "label joins (predictions kept)", "prediction"),
+    (r"(coh:.*|cohslices:.*|slicestate:.*|cohorts|cohstate)", "cohorts", "cohort"),
+    (r"(labelstats|parked|slicepending|slicevals:.*|cohref)", "cohorts", "model"),
     (r"(idx|counts|counted)", "index keys", "window"),
     (r"idx:(\d+)", "index keys", ""),  # rollup index: by its length (below)
     (r"(pending|status|rolled)", "index keys", "model"),
@@ -137,7 +139,7 @@ def classify(key: str, window_seconds: int) -> tuple[str, str]:
     >>> classify("fw:{m1}:idx:86400", 300), classify("fw:agg:fw.predictions:3", 300)
     (('index keys', 'day'), ('checkpoints (open windows)', 'model'))
     >>> classify("fw:{m1}:pred:w3-p7", 300), classify("{fw}:fdr:19676:used", 300)
-    (('cohorts and label joins', 'prediction'), ('FDR', 'fdr'))
+    (('label joins (predictions kept)', 'prediction'), ('FDR', 'fdr'))
     """
     if m := _MODEL_KEY.match(key):
         rest = m["rest"]
@@ -314,7 +316,8 @@ class Roles:
         env = environment(s)
         env.pop("FLEETWATCH_METRICS_PORT", None)
         self.ports = {c: free_port() for c in self.COMMANDS}
-        self.procs = {c: harness.role(c, env, self.ports[c]) for c in self.COMMANDS}
+        self.logs = {c: s.data_dir / f"{c}.log" for c in self.COMMANDS}
+        self.procs = {c: harness.role(c, env, self.ports[c], self.logs[c]) for c in self.COMMANDS}
 
     def counter(self, command: str, name: str) -> float:
         return harness.counter(self.ports[command], name) or 0.0
@@ -325,7 +328,8 @@ class Roles:
     def check(self) -> None:
         for c, p in self.procs.items():
             if p.poll() is not None:
-                raise SystemExit(f"fleetwatch {c} exited with {p.returncode}")
+                tail = self.logs[c].read_text(errors="replace")[-3000:]
+                raise SystemExit(f"fleetwatch {c} exited with {p.returncode}:\n{tail}")
 
     def wait_started(self, deadline: float) -> None:
         """Until every process answers on its metrics port (its imports done)."""
@@ -417,7 +421,9 @@ class Projection:
     replicas: int
     retained: dict[str, float]  # units kept per model, by unit
     per_model_bytes: dict[str, float] = field(default_factory=dict)  # by kind, without labels
-    label_join_bytes_per_model: float = 0.0
+    #: What a label-joined model adds, by kind: its cohorts and its predictions kept for the
+    #: join (at the default sample_rate, 1.0: the share scales the predictions' bytes).
+    label_join_bytes_per_model: dict[str, float] = field(default_factory=dict)
     fleet_bytes: float = 0.0
     overhead: float = 1.0
     aggregators: int = 0
@@ -426,7 +432,8 @@ class Projection:
 
     def memory(self, joined_share: float) -> dict[str, float]:
         data = (self.models * (sum(self.per_model_bytes.values())
-                               + joined_share * self.label_join_bytes_per_model) + self.fleet_bytes)
+                               + joined_share * sum(self.label_join_bytes_per_model.values()))
+                + self.fleet_bytes)
         used = data * self.overhead
         return {"dataset_gb": round(data / 1e9, 1), "used_memory_gb": round(used / 1e9, 1),
                 "with_replicas_gb": round(used * (1 + self.replicas) / 1e9, 1)}
@@ -453,17 +460,16 @@ def project(fp: Footprint, tp: Throughput, s: Settings, shape: Shape, models: in
     scale = {"window profiles": p.window_profile_scale, "checkpoints (open windows)": p.window_profile_scale,
              "hourly rollups": p.rollup_profile_scale, "daily rollups": p.rollup_profile_scale}
     per_model: dict[str, float] = defaultdict(float)
+    joined: dict[str, float] = defaultdict(float)
     for (kind, unit), b in fp.per_unit().items():
         if unit == "fleet":
             p.fleet_bytes += b
             continue
         per_model_unit = b / shape.models if unit == "model" else b
         grown = per_model_unit * p.retained[unit] * scale.get(kind, 1.0)
-        if kind == "cohorts and label joins":
-            p.label_join_bytes_per_model += grown
-        else:
-            per_model[kind] += grown
+        (joined if kind in LABEL_JOIN_KINDS else per_model)[kind] += grown
     p.per_model_bytes = {k: round(v) for k, v in sorted(per_model.items())}
+    p.label_join_bytes_per_model = {k: round(v) for k, v in sorted(joined.items())}
     p.aggregators = math.ceil(rate / (tp.records_per_cpu_s * UTILISATION))
     windows_per_s = models / s.window_seconds
     p.detectors = math.ceil(windows_per_s / (tp.windows_per_cpu_s * UTILISATION))
@@ -508,7 +514,7 @@ def measure(base: Settings, shape: Shape, timeout: float) -> tuple[Footprint, Th
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", type=int, default=12)
+    ap.add_argument("--models", type=int, default=10)
     ap.add_argument("--windows", type=int, default=25,
                     help="closed windows per model, centred on a UTC midnight")
     ap.add_argument("--quick", action="store_true", help="2 models x 7 windows (a test of the script)")
@@ -533,11 +539,13 @@ def main() -> None:
     none, every = proj.memory(0.0), proj.memory(1.0)
     result = {
         "models": shape.models, "windows_per_model": shape.windows, "records_per_window": PER_WINDOW,
-        "features": 20,
+        "records_per_message": MESSAGE_RECORDS, "features": 20,
         "redis_bytes_per_model_window": round(fp.total / (shape.models * shape.windows)),
         "redis_bytes_per_model_window_by_kind": mw,
         "redis_bytes_per_model_day": sum(md.values()),
         "redis_bytes_per_model_day_by_kind": md,
+        "redis_bytes_per_model_day_without_label_joins": sum(
+            v for k, v in md.items() if k not in LABEL_JOIN_KINDS),
         "redis_keys_by_kind": {f"{k} ({u})": n for (k, u), n in sorted(fp.keys.items())},
         "redis_memory_usage_bytes": fp.total, "redis_used_memory_bytes": fp.used_memory,
         "redis_overhead_ratio": round(fp.overhead, 3), "redis_info_memory": fp.info,
@@ -557,6 +565,7 @@ def main() -> None:
     }
     print(f"Redis: {result['redis_bytes_per_model_window']:,} bytes per model-window, "
           f"{result['redis_bytes_per_model_day']:,} bytes per model-day "
+          f"({result['redis_bytes_per_model_day_without_label_joins']:,} without label joins) "
           f"(overhead x{fp.overhead:.2f}); ingest {tp.records_per_cpu_s:,.0f} records per aggregator "
           f"CPU-second; detection {tp.windows_per_cpu_s:.1f} windows ({tp.tests_per_cpu_s:,.0f} tests) "
           f"per detector CPU-second")

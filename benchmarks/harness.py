@@ -7,16 +7,18 @@ import os
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
 
-def role(command: str, env: dict[str, str], metrics_port: int) -> subprocess.Popen:
+def role(command: str, env: dict[str, str], metrics_port: int, log: Path | None = None) -> subprocess.Popen:
     """A `fleetwatch <command>` process (aggregate, detect, join, ...) exposing metrics on
-    ``metrics_port``."""
+    ``metrics_port``; its standard error goes to ``log`` when given."""
     full = dict(os.environ, **env, FLEETWATCH_METRICS_PORT=str(metrics_port))
-    return subprocess.Popen([sys.executable, "-m", "service.cli", command], env=full,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with open(log or os.devnull, "ab") as err:
+        return subprocess.Popen([sys.executable, "-m", "service.cli", command], env=full,
+                                stdout=subprocess.DEVNULL, stderr=err)
 
 
 def aggregator(env: dict[str, str], metrics_port: int) -> subprocess.Popen:

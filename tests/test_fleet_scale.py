@@ -83,7 +83,8 @@ def test_quick_run_reports_every_figure() -> None:
     # What the run stored, by kind: each kind the pipeline writes is there.
     by_kind = out["redis_bytes_per_model_window_by_kind"]
     for kind in ("window profiles", "hourly rollups", "daily rollups", "results", "alert state",
-                 "cohorts and label joins", "FDR", "index keys", "checkpoints (open windows)"):
+                 "cohorts", "label joins (predictions kept)", "FDR", "index keys",
+                 "checkpoints (open windows)"):
         assert by_kind.get(kind, 0) > 0, kind
     assert abs(sum(by_kind.values()) - out["redis_bytes_per_model_window"]) <= len(by_kind)
     # A stored window profile is the profile of its 300 records (MEMORY USAGE adds the key's
