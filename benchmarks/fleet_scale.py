@@ -29,15 +29,11 @@ Measured:
   projection's records per window (and of an hour of each), the reference for scaling
   the profile-holding keys to the projected traffic.
 
-With ``--cluster``, the same workload runs again against a local Redis Cluster (three
-masters, three replicas; ``service.embedded``), and the ingest and detection throughput
-against the cluster are printed beside the single Redis's, in the same run.
-
 Then the projection for ``--fleet-models`` (5,000) models at ``--fleet-rate`` (50,000)
 predictions/s with the retention settings of ``service/settings.py``: Redis memory (with
 ``--replicas`` replicas per primary), aggregator and detector processes, Kafka partitions.
 
-    python benchmarks/fleet_scale.py [--models 10] [--windows 25] [--quick] [--cluster]
+    python benchmarks/fleet_scale.py [--models 10] [--windows 25] [--quick]
 
 Last line: JSON.
 """
@@ -46,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import math
 import re
@@ -63,6 +60,7 @@ import workload
 
 from sdk import AsyncClient
 from sdk.record import PredictionRecord
+from sdk.wire import encode_batch
 from service.alerting.fdr import EPOCHS_KEPT
 from service.alerting.store import SPAN_MEMORY_SECONDS
 from service.cohorts.predictions import prediction_ttl
@@ -403,6 +401,13 @@ def run_pipeline(s: Settings, shape: Shape, client, timeout: float) -> Throughpu
 
 
 # -- the reference measured in process: profile sizes by records per window ----------------
+def wire_bytes_per_record(n: int = MESSAGE_RECORDS) -> tuple[float, float]:
+    """Encoded bytes per workload record in a message of ``n`` records: as produced, and
+    gzip-compressed (the broker stores what the producer compressed)."""
+    blob = encode_batch(workload.records(1, n, t0=MIDNIGHT))
+    return len(blob) / n, len(gzip.compress(blob)) / n
+
+
 def profile_bytes(n: int, seed: int = 5) -> int:
     """Serialized size of one model's window profile of ``n`` workload records."""
     p = WindowProfile("m", MIDNIGHT, 300)
@@ -424,6 +429,9 @@ class Projection:
     #: What a label-joined model adds, by kind: its cohorts and its predictions kept for the
     #: join (at the default sample_rate, 1.0: the share scales the predictions' bytes).
     label_join_bytes_per_model: dict[str, float] = field(default_factory=dict)
+    #: Bytes of one unit of each kind at the fleet's records per window ("window profiles
+    #: per window": one closed window's profile), for recomputing with other retentions.
+    per_unit_bytes: dict[str, float] = field(default_factory=dict)
     fleet_bytes: float = 0.0
     overhead: float = 1.0
     aggregators: int = 0
@@ -466,6 +474,7 @@ def project(fp: Footprint, tp: Throughput, s: Settings, shape: Shape, models: in
             p.fleet_bytes += b
             continue
         per_model_unit = b / shape.models if unit == "model" else b
+        p.per_unit_bytes[f"{kind} per {unit}"] = round(per_model_unit * scale.get(kind, 1.0))
         grown = per_model_unit * p.retained[unit] * scale.get(kind, 1.0)
         (joined if kind in LABEL_JOIN_KINDS else per_model)[kind] += grown
     p.per_model_bytes = {k: round(v) for k, v in sorted(per_model.items())}
@@ -518,8 +527,6 @@ def main() -> None:
     ap.add_argument("--windows", type=int, default=25,
                     help="closed windows per model, centred on a UTC midnight")
     ap.add_argument("--quick", action="store_true", help="2 models x 7 windows (a test of the script)")
-    ap.add_argument("--cluster", action="store_true",
-                    help="also run against a local Redis Cluster and compare the throughput")
     ap.add_argument("--fleet-models", type=int, default=5_000)
     ap.add_argument("--fleet-rate", type=float, default=50_000, help="predictions/s of the fleet")
     ap.add_argument("--replicas", type=int, default=1, help="Redis replicas per primary")
@@ -536,6 +543,7 @@ def main() -> None:
                                            round(fleet_window), round(fleet_window * HOUR / s.window_seconds)}}
     proj = project(fp, tp, s, shape, args.fleet_models, args.fleet_rate, args.replicas, sizes)
     mw, md = per_model_window(fp, shape), per_model_day(fp, s)
+    wire = wire_bytes_per_record()
     none, every = proj.memory(0.0), proj.memory(1.0)
     result = {
         "models": shape.models, "windows_per_model": shape.windows, "records_per_window": PER_WINDOW,
@@ -550,6 +558,7 @@ def main() -> None:
         "redis_memory_usage_bytes": fp.total, "redis_used_memory_bytes": fp.used_memory,
         "redis_overhead_ratio": round(fp.overhead, 3), "redis_info_memory": fp.info,
         "profile_bytes_by_records": {str(n): b for n, b in sorted(sizes.items())},
+        "wire_bytes_per_record": {"raw": round(wire[0], 1), "gzip": round(wire[1], 1)},
         "standalone": tp.summary(),
         "settings": {"window_seconds": s.window_seconds,
                      "retention_window_seconds": s.retention_window_seconds,
