@@ -302,6 +302,7 @@ class Throughput:
                 "detector_cpu_ms_per_window": round(1000 / self.windows_per_cpu_s, 1),
                 "detector_cpu_s": round(self.detector_cpu_s, 2),
                 "labels_joined": self.labels, "joiner_cpu_s": round(self.joiner_cpu_s, 2),
+                "joiner_cpu_ms_per_label": round(1000 * self.joiner_cpu_s / max(self.labels, 1), 3),
                 "wall_s": round(self.wall_s, 1)}
 
 
@@ -437,6 +438,9 @@ class Projection:
     aggregators: int = 0
     detectors: int = 0
     partitions: int = 0
+    #: Label joiners if every prediction is kept and labelled (the joiner's CPU per
+    #: prediction and label measured; sample_rate scales it).
+    joiners_every_model_label_joined: int = 0
 
     def memory(self, joined_share: float) -> dict[str, float]:
         data = (self.models * (sum(self.per_model_bytes.values())
@@ -483,6 +487,8 @@ def project(fp: Footprint, tp: Throughput, s: Settings, shape: Shape, models: in
     windows_per_s = models / s.window_seconds
     p.detectors = math.ceil(windows_per_s / (tp.windows_per_cpu_s * UTILISATION))
     p.partitions = math.ceil(CATCH_UP * rate / tp.records_per_cpu_s / p.aggregators) * p.aggregators
+    if tp.labels:
+        p.joiners_every_model_label_joined = math.ceil(rate * tp.joiner_cpu_s / tp.labels / UTILISATION)
     return p
 
 
