@@ -250,9 +250,9 @@ async def produce(s: Settings, shape: Shape) -> tuple[int, int]:
     async with AsyncClient(s.kafka_bootstrap, s.predictions_topic, labels_topic=s.labels_topic) as client:
         for i, (r, y) in enumerate(zip(labelled, outcomes.tolist(), strict=True)):
             client.log_label(r.model_id, r.prediction_id, int(y), event_time=r.event_time + 60)
-            if i % LABEL_BATCH == LABEL_BATCH - 1 or i == len(labelled) - 1:  # within its buffer
-                if not await client.flush(120):
-                    raise SystemExit("labels not delivered")
+            last = i % LABEL_BATCH == LABEL_BATCH - 1 or i == len(labelled) - 1  # within its buffer
+            if last and not await client.flush(120):
+                raise SystemExit("labels not delivered")
     return len(recs), len(labelled)
 
 
@@ -335,9 +335,6 @@ class Roles:
         while any(harness.counter(p, "fleetwatch_records_aggregated") is None for p in self.ports.values()):
             self.check()
             if time.monotonic() > deadline:
-                for m in shape.model_ids:
-                    print(m, client.hgetall(f"fw:{{{m}}}:labelstats"), client.zcard(f"fw:{{{m}}}:idx:3600"),
-                          client.zcard(f"fw:{{{m}}}:idx:86400"), client.hgetall(f"fw:{{{m}}}:status"))
                 raise SystemExit("roles did not start")
             time.sleep(POLL_SECONDS)
 
@@ -389,7 +386,8 @@ def run_pipeline(s: Settings, shape: Shape, client, timeout: float) -> Throughpu
                     print(m, client.hgetall(f"fw:{{{m}}}:labelstats"), client.zcard(f"fw:{{{m}}}:idx:3600"),
                           client.zcard(f"fw:{{{m}}}:idx:86400"), client.hgetall(f"fw:{{{m}}}:status"))
                 raise SystemExit(f"not done in {timeout:.0f} s: {aggregated:.0f}/{records} records, "
-                                 f"{counted}/{shape.models * shape.windows} windows, {joined}/{labels} labels")
+                                 f"{counted}/{shape.models * shape.windows} windows, "
+                                 f"{joined}/{labels} labels")
             time.sleep(POLL_SECONDS)
         det_cpu = roles.cpu("detect") - cpu0["detect"]
         join_cpu = roles.cpu("join") - cpu0["join"]
@@ -454,10 +452,11 @@ class Projection:
 def retained_units(s: Settings, records_per_window: float) -> dict[str, float]:
     """Units of each growth kind one model keeps at steady state, from the settings."""
     w = s.window_seconds
+    kept = prediction_ttl(PerformanceConfig().label_horizon_seconds, w)
     return {"window": s.retention_window_seconds / w, "gate": SPAN_MEMORY_SECONDS / w,
             "cohort": s.retention_hourly_seconds / w, "hour": s.retention_hourly_seconds / HOUR,
             "day": s.retention_daily_seconds / DAY, "fdr": EPOCHS_KEPT * s.fdr_epoch_seconds / w,
-            "prediction": records_per_window / w * prediction_ttl(PerformanceConfig().label_horizon_seconds, w),
+            "prediction": records_per_window / w * kept,
             "model": 1.0}
 
 
@@ -545,8 +544,9 @@ def main() -> None:
                         embedded_broker_storage="memory")  # measures fleetwatch, not the broker's disk
         fp, tp, s = measure(base, shape, args.timeout)
     fleet_window = args.fleet_rate * s.window_seconds / args.fleet_models
-    sizes = {n: profile_bytes(n) for n in {PER_WINDOW, PER_WINDOW * HOUR // s.window_seconds,
-                                           round(fleet_window), round(fleet_window * HOUR / s.window_seconds)}}
+    hour = HOUR / s.window_seconds
+    sizes = {n: profile_bytes(n) for n in {PER_WINDOW, round(PER_WINDOW * hour), round(fleet_window),
+                                           round(fleet_window * hour)}}
     proj = project(fp, tp, s, shape, args.fleet_models, args.fleet_rate, args.replicas, sizes)
     mw, md = per_model_window(fp, shape), per_model_day(fp, s)
     wire = wire_bytes_per_record()
