@@ -29,11 +29,16 @@ Measured:
   projection's records per window (and of an hour of each), the reference for scaling
   the profile-holding keys to the projected traffic.
 
+With ``--cluster``, the same workload runs again against a local Redis Cluster (three
+masters, three replicas: ``service.embedded.redis_cluster``) and a fresh broker, and the
+ingest and detection throughput against the cluster are printed beside the single
+Redis's, measured in the same run.
+
 Then the projection for ``--fleet-models`` (5,000) models at ``--fleet-rate`` (50,000)
 predictions/s with the retention settings of ``service/settings.py``: Redis memory (with
 ``--replicas`` replicas per primary), aggregator and detector processes, Kafka partitions.
 
-    python benchmarks/fleet_scale.py [--models 10] [--windows 25] [--quick]
+    python benchmarks/fleet_scale.py [--models 10] [--windows 25] [--quick] [--cluster]
 
 Last line: JSON.
 """
@@ -57,6 +62,7 @@ import harness
 import numpy as np
 import redis
 import workload
+from redis.cluster import RedisCluster
 
 from sdk import AsyncClient
 from sdk.record import PredictionRecord
@@ -64,7 +70,7 @@ from sdk.wire import encode_batch
 from service.alerting.fdr import EPOCHS_KEPT
 from service.alerting.store import SPAN_MEMORY_SECONDS
 from service.cohorts.predictions import prediction_ttl
-from service.embedded import free_port
+from service.embedded import free_port, redis_cluster
 from service.kafka import ensure_topics
 from service.profiles.rollups import DAY, HOUR
 from service.profiles.store import Store
@@ -258,7 +264,7 @@ async def produce(s: Settings, shape: Shape) -> tuple[int, int]:
 
 async def register(s: Settings, shape: Shape) -> None:
     """Every model tier 1 with the default label-joined performance configuration."""
-    store = Store(s.redis_url)
+    store = Store(s.redis_url, s.redis_cluster)
     try:
         for m in shape.model_ids:
             await store.put_model_config(m, ModelConfig(tier=1, performance=PerformanceConfig()))
@@ -526,12 +532,32 @@ def measure(base: Settings, shape: Shape, timeout: float) -> tuple[Footprint, Th
     return fp, tp, s
 
 
+def measure_cluster(data_dir: Path, shape: Shape, timeout: float) -> Throughput:
+    """The same workload's throughput on a local Redis Cluster (three masters, a replica
+    each: :func:`service.embedded.redis_cluster`) and a fresh broker."""
+    cluster = redis_cluster(data_dir / "redis-cluster")
+    cluster.start()
+    try:
+        base = Settings(kafka_bootstrap=None, redis_url=cluster.url, redis_cluster=True,
+                        data_dir=data_dir / "cluster", embedded_broker_storage="memory")
+        with infrastructure(base) as s:
+            client = RedisCluster.from_url(s.redis_url)
+            try:
+                return run_pipeline(s, shape, client, timeout)
+            finally:
+                client.close()
+    finally:
+        cluster.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--models", type=int, default=10)
     ap.add_argument("--windows", type=int, default=25,
                     help="closed windows per model, centred on a UTC midnight")
     ap.add_argument("--quick", action="store_true", help="2 models x 7 windows (a test of the script)")
+    ap.add_argument("--cluster", action="store_true",
+                    help="also run against a local Redis Cluster and compare the throughput")
     ap.add_argument("--fleet-models", type=int, default=5_000)
     ap.add_argument("--fleet-rate", type=float, default=50_000, help="predictions/s of the fleet")
     ap.add_argument("--replicas", type=int, default=1, help="Redis replicas per primary")
@@ -543,6 +569,7 @@ def main() -> None:
         base = Settings(kafka_bootstrap=None, redis_url=None, data_dir=Path(tmp) / "standalone",
                         embedded_broker_storage="memory")  # measures fleetwatch, not the broker's disk
         fp, tp, s = measure(base, shape, args.timeout)
+        cluster = measure_cluster(Path(tmp), shape, args.timeout) if args.cluster else None
     fleet_window = args.fleet_rate * s.window_seconds / args.fleet_models
     hour = HOUR / s.window_seconds
     sizes = {n: profile_bytes(n) for n in {PER_WINDOW, round(PER_WINDOW * hour), round(fleet_window),
@@ -566,6 +593,12 @@ def main() -> None:
         "profile_bytes_by_records": {str(n): b for n, b in sorted(sizes.items())},
         "wire_bytes_per_record": {"raw": round(wire[0], 1), "gzip": round(wire[1], 1)},
         "standalone": tp.summary(),
+        **({} if cluster is None else {
+            "cluster": cluster.summary(),
+            "cluster_to_standalone_records_per_aggregator_cpu_s": round(
+                cluster.records_per_cpu_s / tp.records_per_cpu_s, 3),
+            "cluster_to_standalone_windows_per_detector_cpu_s": round(
+                cluster.windows_per_cpu_s / tp.windows_per_cpu_s, 3)}),
         "settings": {"window_seconds": s.window_seconds,
                      "retention_window_seconds": s.retention_window_seconds,
                      "retention_hourly_seconds": s.retention_hourly_seconds,
@@ -589,6 +622,11 @@ def main() -> None:
           f"({none['with_replicas_gb']} GB with {args.replicas} replica(s) per primary; every model "
           f"label-joined: {every['used_memory_gb']} / {every['with_replicas_gb']} GB), "
           f"{proj.aggregators} aggregators, {proj.detectors} detectors, {proj.partitions} partitions")
+    if cluster is not None:
+        print(f"Redis Cluster (3 masters + 3 replicas) vs one Redis, same run: ingest "
+              f"{cluster.records_per_cpu_s:,.0f} vs {tp.records_per_cpu_s:,.0f} records per aggregator "
+              f"CPU-second, detection {cluster.windows_per_cpu_s:.1f} vs {tp.windows_per_cpu_s:.1f} "
+              f"windows per detector CPU-second")
     print(json.dumps(result))
 
 

@@ -1,5 +1,6 @@
-"""benchmarks/fleet_scale.py: its projection's arithmetic, and a ``--quick`` run of the real
-pipeline (a minute) whose JSON holds every figure with plausible values."""
+"""benchmarks/fleet_scale.py: its projection's arithmetic, and a ``--quick --cluster`` run of
+the real pipeline on one Redis and on a local Redis Cluster (a minute or two) whose JSON
+holds every figure with plausible values."""
 
 from __future__ import annotations
 
@@ -65,20 +66,24 @@ def test_projection_grows_each_kind_by_its_retention(fleet_scale) -> None:
 
 @pytest.mark.integration  # starts a broker, Redis and the roles as child processes
 def test_quick_run_reports_every_figure() -> None:
-    run = subprocess.run([sys.executable, str(SCRIPT), "--quick"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=600)
+    run = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--cluster"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout.strip().splitlines()[-1])
     windows = out["models"] * out["windows_per_model"]
     assert (out["models"], out["windows_per_model"], out["records_per_window"]) == (2, 7, 300)
 
-    # Every window went through the detector, every label was joined.
-    tp = out["standalone"]
-    assert tp["windows_evaluated"] == windows
-    assert tp["labels_joined"] == windows * 300
-    assert tp["records"] == (windows + out["models"]) * 300  # and the closing window's
-    assert tp["records_per_aggregator_cpu_s"] > 0 and tp["tests_per_detector_cpu_s"] > 0
-    assert tp["tests"] > 0
+    # On one Redis and on the cluster, every window went through the detector and every
+    # label was joined; the same windows give the same tests.
+    for where in ("standalone", "cluster"):
+        tp = out[where]
+        assert tp["windows_evaluated"] == windows, where
+        assert tp["labels_joined"] == windows * 300, where
+        assert tp["records"] == (windows + out["models"]) * 300, where  # and the closing window's
+        assert tp["records_per_aggregator_cpu_s"] > 0 and tp["tests_per_detector_cpu_s"] > 0, where
+    assert out["cluster"]["tests"] == out["standalone"]["tests"] > 0
+    assert out["cluster_to_standalone_records_per_aggregator_cpu_s"] > 0
+    assert out["cluster_to_standalone_windows_per_detector_cpu_s"] > 0
 
     # What the run stored, by kind: each kind the pipeline writes is there.
     by_kind = out["redis_bytes_per_model_window_by_kind"]
