@@ -105,3 +105,22 @@ async def test_http_ingest_carries_json_vectors_and_drops_bad_ones(settings, sto
     assert (emb.dim, emb.count, emb.nulls) == (3, 17, 3)
     kept = [i * 0.1 for i in range(20) if i not in (3, 4, 5)]
     assert abs(emb.mean[0] - np.float32(kept).astype(np.float64).mean()) < 1e-12  # float32 on the wire
+
+
+async def test_http_ingest_holds_vectors_to_their_declared_dimension(settings, store):
+    """A declared dimension is checked at the edge: a batch whose first vector is short drops
+    that one, not the 19 of the declared length that follow it (before, the batch's first
+    vector set the length for the rest)."""
+    app = create_app(settings, store)
+    async with app.router.lifespan_context(app):
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+            resp = await http.post("/v1/models", json={"model_id": "hd", "vector_features": {"emb": 3}})
+            assert resp.status_code == 201, resp.text
+            records = [{"model_id": "hd", "model_version": "1", "prediction_id": f"d{i}",
+                        "event_time": T0 + i, "features": {"emb": [1.0, 2.0, float(i)]}}
+                       for i in range(20)]
+            records[0]["features"]["emb"] = [1.0, 2.0]
+            resp = await http.post("/v1/ingest", json={"records": records})
+            assert resp.json() == {"accepted": 20, "messages": 1, "vectors_dropped": 1}
+            rejected = (await http.get("/v1/models/hd/status")).json()["records"]["rejected"]
+            assert rejected == {"vector_dimension": 1}

@@ -45,6 +45,7 @@ from sdk.worker import resolve_compression
 from service.api.errors import UNAVAILABLE_RESPONSE, ApiError, ErrorBody, unavailable
 from service.api.params import json_example
 from service.profiles.models import IMPLICIT_RATE_SECONDS
+from service.registry import ModelConfig
 
 router = APIRouter(prefix="/v1", tags=["ingest"])
 MAX_INGEST_RECORDS = 10_000
@@ -102,7 +103,8 @@ class IngestBatch(StrictModel):
 def _without_bad_vectors(data: Any, i: int, dropped: dict[int, list[str]],
                          dims: dict[tuple[Any, str], int]) -> Any:
     """The record with each bad vector feature set to null (the reason added to ``dropped[i]``);
-    a vector's length is fixed by the first one of its model and feature in the batch (``dims``)."""
+    a vector's length is the one ``dims`` holds for its model and feature (declared, else the
+    batch's first vector of them, which this adds)."""
     features = data.get("features") if isinstance(data, dict) else None
     if not isinstance(features, dict) or not any(map(is_vector, features.values())):
         return data
@@ -118,10 +120,26 @@ def _without_bad_vectors(data: Any, i: int, dropped: dict[int, list[str]],
     return {**data, "features": features}
 
 
-def _validated(records: list[dict[str, Any]], dropped: dict[int, list[str]] | None = None
+async def _declared_dims(store: Any, records: list[dict[str, Any]]) -> dict[tuple[Any, str], int]:
+    """(model, feature) -> the dimension its registration declares (``vector_features``), for
+    the models whose records in the batch carry a vector (one read; none without vectors)."""
+    ids = sorted({r["model_id"] for r in records
+                  if isinstance(r, dict) and isinstance(r.get("model_id"), str)
+                  and isinstance(r.get("features"), dict) and any(map(is_vector, r["features"].values()))})
+    if not ids:
+        return {}
+    configs = await store.model_configs(ids)
+    return {(m, name): dim for m, cfg in configs.items() if isinstance(cfg, ModelConfig)
+            for name, dim in cfg.vector_features.items()}
+
+
+def _validated(records: list[dict[str, Any]], dropped: dict[int, list[str]] | None = None,
+               dims: dict[tuple[Any, str], int] | None = None
                ) -> dict[str, list[tuple[int, PredictionRecord]]]:
     """Valid records grouped by model, with their index in the request; a bad vector feature
-    is dropped from its record (``dropped``: record index -> reasons).
+    is dropped from its record (``dropped``: record index -> reasons), a vector of another
+    length than its declared one (``dims``, :func:`_declared_dims`) or, undeclared, than
+    the batch's first of its model and feature included.
 
     Raises
     ------
@@ -129,7 +147,7 @@ def _validated(records: list[dict[str, Any]], dropped: dict[int, list[str]] | No
         422 naming ``records[i].<field>`` of the first invalid record.
     """
     by_model: dict[str, list[tuple[int, PredictionRecord]]] = {}
-    dims: dict[tuple[Any, str], int] = {}
+    dims = dict(dims or {})
     for i, data in enumerate(records):
         if dropped is not None:
             data = _without_bad_vectors(data, i, dropped, dims)
@@ -283,7 +301,8 @@ async def _refusable(body: IngestBatch, request: Request, dropped: dict[int, lis
         A 4xx: an invalid record, a model over the implicit-model budget, a record the wire
         cannot encode or that encodes to more than :data:`MAX_MESSAGE_BYTES`.
     """
-    by_model = _validated(body.records, dropped)
+    by_model = _validated(body.records, dropped,
+                          await _declared_dims(request.app.state.store, body.records))
     await _admit(request, body.records, by_model)
     messages = []
     for model_id, indexed in by_model.items():
