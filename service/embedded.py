@@ -337,3 +337,48 @@ def redis_cluster(data_dir: Path, masters: int = 3, replicas: int = 1,
                   node_timeout_ms: int = 1_000) -> LocalRedisCluster:
     """A local Redis Cluster (not started): :class:`LocalRedisCluster`."""
     return LocalRedisCluster(data_dir, masters, replicas, node_timeout_ms)
+
+
+@dataclass
+class LocalRedisSentinel:
+    """A primary, one replica and one Redis Sentinel monitoring them (quorum 1) as child
+    processes of the packaged ``redis-server`` on free local ports, for tests of the
+    ``redis+sentinel://`` URL (:func:`service.runtime.redis_client.sentinel_target`).
+
+    ``down_after_ms`` is Sentinel's ``down-after-milliseconds``: how long the primary may be
+    unreachable before the replica is promoted (low here, so failover tests are quick).
+    """
+
+    data_dir: Path
+    name: str = "fw"
+    down_after_ms: int = 500
+    primary: ChildProcess | None = None
+    replica: ChildProcess | None = None
+    sentinel: ChildProcess | None = None
+
+    @property
+    def url(self) -> str:
+        assert self.sentinel is not None, "not started"
+        return f"redis+sentinel://127.0.0.1:{self.sentinel.port}/{self.name}/0"
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.primary = redis_server(self.data_dir / "primary")
+        self.primary.start(timeout)
+        replica = redis_server(self.data_dir / "replica")
+        replica.argv += ["--replicaof", "127.0.0.1", str(self.primary.port)]
+        self.replica = replica
+        replica.start(timeout)
+        conf = self.data_dir / "sentinel" / "sentinel.conf"  # Sentinel rewrites it: its own file
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        conf.write_text(f"port {port}\nbind 127.0.0.1\nsentinel monitor {self.name} 127.0.0.1 "
+                        f"{self.primary.port} 1\nsentinel down-after-milliseconds {self.name} "
+                        f"{self.down_after_ms}\nsentinel failover-timeout {self.name} 2000\n")
+        self.sentinel = ChildProcess("sentinel", [_redis_binary(), str(conf), "--sentinel"], port,
+                                     cwd=conf.parent)
+        self.sentinel.start(timeout)
+
+    def stop(self) -> None:
+        for p in (self.sentinel, self.replica, self.primary):
+            if p is not None:
+                p.stop()

@@ -23,7 +23,9 @@ class Settings(BaseSettings):
         None, description="Kafka bootstrap servers; unset: `run`/`demo` start an embedded broker"
     )
     redis_url: str | None = Field(
-        None, description="Redis URL; unset: `run`/`demo` start an embedded Redis"
+        None, description="Redis URL (`redis://host:port/db`, or "
+                           "`redis+sentinel://host:port[,host:port]/name[/db]` for a primary behind Redis "
+                           "Sentinel: docs/operations.md); unset: `run`/`demo` start an embedded Redis"
     )
     redis_cluster: bool = Field(
         False, description="redis_url names one node of a Redis Cluster (the client finds the others); "

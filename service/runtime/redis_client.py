@@ -1,7 +1,10 @@
 """The one way a role opens Redis: a standalone server or a Redis Cluster, by a setting.
 
 ``redis_cluster`` (``FLEETWATCH_REDIS_CLUSTER``) false: ``redis_url`` names one Redis
-server (``redis.asyncio.Redis``). True: it names any one node of a Redis Cluster, and the
+server (``redis.asyncio.Redis``), or, as ``redis+sentinel://host:port[,host:port...]/name[/db]``,
+the Redis Sentinels that monitor the primary called ``name`` (:func:`sentinel_target`): the
+client asks them for the current primary and asks again after a failover. True: it names
+any one node of a Redis Cluster, and the
 client (``redis.asyncio.cluster.RedisCluster``) discovers the others, routes every command
 by its key's hash slot and follows ``MOVED``/``ASK`` redirections after a resharding or a
 failover. Every module above takes the client this returns and uses only what both clients
@@ -15,18 +18,74 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
+from redis.asyncio.sentinel import Sentinel
 from redis.backoff import ExponentialBackoff
-from redis.exceptions import ClusterDownError, TryAgainError
+from redis.exceptions import ClusterDownError, ReadOnlyError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 #: A client :func:`connect` returns.
 Client = aioredis.Redis | RedisCluster
+
+
+SENTINEL_SCHEME = "redis+sentinel://"
+
+
+@dataclass(frozen=True)
+class SentinelTarget:
+    """A primary monitored by Redis Sentinels (from a ``redis+sentinel://`` URL)."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    name: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+
+
+def sentinel_target(url: str) -> SentinelTarget | None:
+    """The Sentinels and primary a ``redis+sentinel://`` URL names; None for another URL.
+
+    ``redis+sentinel://[user:password@]host:port[,host:port...]/name[/db]``: the Sentinels'
+    addresses (port 26379 when left out), the name they monitor the primary under, its
+    database; the user and password are the primary's (the Sentinels are asked without).
+
+    Raises
+    ------
+    ValueError
+        A sentinel URL without a host or a primary name, or with a port or db that is not
+        a number.
+
+    Examples
+    --------
+    >>> sentinel_target("redis+sentinel://:pw@s1:26380,s2/fw/2")
+    SentinelTarget(sentinels=(('s1', 26380), ('s2', 26379)), name='fw', db=2, username=None, password='pw')
+    >>> sentinel_target("redis://localhost:6379/0") is None
+    True
+    """
+    if not url.startswith(SENTINEL_SCHEME):
+        return None
+    rest = url[len(SENTINEL_SCHEME):]
+    hosts, _, path = rest.partition("/")
+    auth, _, hosts = hosts.rpartition("@")
+    username, _, password = auth.partition(":")
+    parts = [p for p in path.split("/") if p]
+    sentinels = []
+    for h in filter(None, hosts.split(",")):
+        host, _, port = h.rpartition(":") if ":" in h else (h, "", "26379")
+        if not host or not port.isdigit():
+            raise ValueError(f"sentinel address {h!r} is not host[:port]")
+        sentinels.append((host, int(port)))
+    if not sentinels or not parts or len(parts) > 2 or (len(parts) == 2 and not parts[1].isdigit()):
+        raise ValueError("a sentinel URL is redis+sentinel://host:port[,host:port...]/name[/db]")
+    return SentinelTarget(tuple(sentinels), unquote(parts[0]), int(parts[1]) if len(parts) == 2 else 0,
+                          unquote(username) or None, unquote(password) or None)
 
 
 def connect(url: str, cluster: bool = False) -> Client:
@@ -39,14 +98,23 @@ def connect(url: str, cluster: bool = False) -> Client:
     Parameters
     ----------
     url : str
-        ``redis://host:port/db`` (a cluster has only db 0).
+        ``redis://host:port/db`` (a cluster has only db 0), or a ``redis+sentinel://`` URL
+        (:func:`sentinel_target`).
     cluster : bool
         ``url`` is a node of a Redis Cluster.
+
+    Raises
+    ------
+    ValueError
+        A Sentinel URL with ``cluster`` (a cluster fails over by itself), or a malformed one.
     """
     options: dict[str, Any] = {
         "socket_timeout": 10, "socket_connect_timeout": 5,
         "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
     }
+    if cluster and url.startswith(SENTINEL_SCHEME):
+        raise ValueError("redis_cluster with a redis+sentinel:// URL: a Redis Cluster fails over by "
+                         "itself, name one of its nodes")
     if cluster:
         # A failover: MOVED/ClusterDown/TryAgain while the replica takes over are retried
         # here (three times, refreshing the slot map), then left to the outage policy.
@@ -54,6 +122,13 @@ def connect(url: str, cluster: bool = False) -> Client:
             url, **options,
             retry_on_error=[RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError],
         )
+    target = sentinel_target(url)
+    if target is not None:
+        # The pool asks the Sentinels for the primary whenever it opens a connection: after a
+        # failover the retried command reaches the promoted replica.
+        return Sentinel(list(target.sentinels), socket_timeout=5).master_for(
+            target.name, db=target.db, username=target.username, password=target.password,
+            **options, retry_on_error=[RedisConnectionError, RedisTimeoutError, ReadOnlyError])
     return aioredis.Redis.from_url(url, **options, retry_on_error=[RedisConnectionError, RedisTimeoutError])
 
 
