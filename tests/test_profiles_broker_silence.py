@@ -16,6 +16,7 @@ import json
 from aiokafka import TopicPartition
 
 import service.profiles.aggregator as aggregator_module
+import service.profiles.broker_watch as broker_watch
 from service.profiles.aggregator import Aggregator
 from service.profiles.checkpoints import PartitionCheckpoint
 from service.profiles.partition import BROKER_SILENCE_SECONDS, BrokerFreshness
@@ -119,6 +120,7 @@ class FakeStore:
 def test_outage_between_checkpoints_delays_idle_close(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(aggregator_module, "time", clock)
+    monkeypatch.setattr(broker_watch, "time", clock)  # where the caught-up rule reads the time
     settings = Settings(kafka_bootstrap="fake:9092", redis_url="redis://fake:6379",
                         idle_close_seconds=IDLE_CLOSE, checkpoint_interval_seconds=INTERVAL)
     store = FakeStore(clock)

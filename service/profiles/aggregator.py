@@ -35,23 +35,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import json
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass
 
 import numpy as np
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from threadpoolctl import threadpool_limits
 
 from sdk.columns import RecordColumns
-from sdk.errors import BAD_ENVELOPE, WireError
-from sdk.record import RecordError
-from sdk.vectors import drop_reason
-from sdk.wire import decode_batch, encode_columns
+from sdk.errors import BAD_ENVELOPE
+from sdk.wire import encode_columns
 from service import metrics
-from service.kafka import DeadLetters, key_error, produced_at
+from service.kafka import DeadLetters, produced_at
+from service.profiles.admission import Admission
+from service.profiles.broker_watch import caught_up, export_lag, sample_broker
 from service.profiles.checkpoints import RolledBack
 from service.profiles.continuity import LogContinuity
 from service.profiles.control import FlushRequest, decode_control, is_control
@@ -60,6 +58,7 @@ from service.profiles.partition import (
     PartitionState,
     WindowKey,
 )
+from service.profiles.refusals import Blame, cap_features, check_vectors, decode_message
 from service.profiles.store import Store
 from service.registry import ModelConfig
 from service.runtime.outage import RedisOutage
@@ -67,7 +66,6 @@ from service.settings import Settings
 from service.stored import ConfigCache, model_configs
 from sketches.bins import BinCounts, bin_templates
 from sketches.profile import WindowProfile
-from sketches.vector import clean_vectors
 
 log = logging.getLogger("fleetwatch.aggregator")
 
@@ -79,39 +77,6 @@ CONFIG_TTL_SECONDS = 30.0
 #: CPU-second). The code keeps few reference cycles, so collecting them less often costs
 #: little memory.
 GC_THRESHOLDS = (50_000, 20, 100)
-
-
-@dataclass(frozen=True, slots=True)
-class Refusals:
-    """The refusals of one reason in a message: the records' indices and a JSON detail."""
-
-    reason: str
-    rows: list[int]
-    detail: str
-
-    @property
-    def n(self) -> int:
-        return len(self.rows)
-
-
-def _by_reason(errors: list[tuple[int, RecordError]], reason_of=lambda e: e.reason) -> list[Refusals]:
-    """``(index, error)`` pairs grouped by reason, each with the first 100 as JSON detail."""
-    by_reason: dict[str, list[tuple[int, RecordError]]] = defaultdict(list)
-    for i, e in errors:
-        by_reason[reason_of(e)].append((i, e))
-    return [Refusals(reason, [i for i, _e in group], json.dumps(
-        [{"index": i, "field": e.field, "message": e.message} for i, e in group[:100]]))
-        for reason, group in by_reason.items()]
-
-
-@dataclass(frozen=True)
-class Blame:
-    """``n`` records of ``model_id`` dead-lettered under ``reason`` from a message of ``state``."""
-
-    state: PartitionState
-    model_id: str
-    reason: str
-    n: int
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -144,7 +109,7 @@ class Aggregator:
         self._configs = model_configs(store, settings, "aggregator", self.outage)
         self._bin_edges = ConfigCache(self._edge_templates, lambda _m: {}, settings.config_ttl_seconds)
         self._bins: dict[str, dict[str, BinCounts]] = {}  # per model, its reference's bin edges
-        self._admitted: set[str] = set()  # models registered or created (never deleted)
+        self.admission = Admission(settings, store, self.outage)
         self._consumer: AIOKafkaConsumer | None = None
         self._producer: AIOKafkaProducer | None = None
         self._dead: DeadLetters | None = None
@@ -179,10 +144,10 @@ class Aggregator:
         try:
             while not stop.is_set():
                 batch = await self._consumer.getmany(timeout_ms=200)
-                self._sample_broker()
+                sample_broker(self._consumer, self.topic, self.partitions)
                 await watch_logs(self._consumer, self.topic, self.partitions)
                 await self.process(batch)
-                self._update_lag()
+                export_lag(self._consumer, self.topic, self.partitions)
                 if time.monotonic() - self._last_checkpoint >= self._interval:
                     await self.checkpoint_all()
             await self.checkpoint_all(close_windows=False)
@@ -245,11 +210,11 @@ class Aggregator:
                     continue  # already covered by the checkpoint
                 metrics.MESSAGES_CONSUMED.inc()
                 control = is_control(msg.headers)  # a flush request (service.profiles.control)
-                batch_ = self._control(msg) if control else self._decode(msg, state, blamed)
+                batch_ = self._control(msg) if control else decode_message(msg, state, blamed, self._dead)
                 decoded.append((state, msg, batch_))
         batches = [d for _s, _m, d in decoded if d is not None and not isinstance(d, FlushRequest)]
-        refused = await self._admit({d.model_id for d in batches})
-        await self._count_blamed(blamed, refused)
+        refused = await self.admission.refused({d.model_id for d in batches})
+        await self.admission.count_blamed(blamed, refused)
         layouts = await self._layouts({d.model_id for d in batches if d.model_id not in refused})
         now_wall = time.time()
         now = time.monotonic()
@@ -284,45 +249,6 @@ class Aggregator:
                             f"{msg.topic}:{msg.partition}:{msg.offset}")
             return None
 
-    def _decode(self, msg, state: PartitionState, blamed: list[Blame]):
-        """The message's batch (None: dead-lettered whole); each dead letter is also added
-        to ``blamed`` under the model the message names: its envelope's ``model_id``, or its
-        key when the envelope does not decode."""
-        source = f"{msg.topic}:{msg.partition}:{msg.offset}"
-        try:
-            batch = decode_batch(msg.value)
-        except WireError as exc:
-            self._dead.send(msg.key, msg.value, exc.reason, str(exc), 1, source)
-            with contextlib.suppress(UnicodeDecodeError, AttributeError):
-                blamed.append(Blame(state, msg.key.decode(), exc.reason, 1))
-            return None
-        if (refused := key_error(msg.key, batch.model_id)) is not None:
-            # Records of one model must share a partition, or two partitions' halves of
-            # a window would close under the same key and overwrite each other.
-            n = len(batch.columns) + len(batch.errors)
-            self._dead.send(msg.key, msg.value, *refused, n, source)
-            blamed.append(Blame(state, batch.model_id, refused[0], n))
-            return None
-        for e in _by_reason(batch.errors):
-            self._dead.send(msg.key, msg.value, e.reason, e.detail, e.n, source)
-            blamed.append(Blame(state, batch.model_id, e.reason, e.n))
-        for e in _by_reason(batch.columns.vector_drops, drop_reason):  # the records are kept
-            self._dead.send(msg.key, msg.value, e.reason, e.detail, e.n, source)
-            blamed.append(Blame(state, batch.model_id, e.reason, e.n))
-        return batch
-
-    async def _count_blamed(self, blamed: list[Blame], refused: dict[str, str]) -> None:
-        """Count each dead letter of ``blamed`` for its model, if that model exists (registered,
-        or created by its records): a message naming a model that does not exist (a key that
-        is no model, a model refused by the implicit-creation budgets) is counted only on
-        /metrics, so garbage cannot grow the per-model counters."""
-        unknown = sorted({b.model_id for b in blamed} - self._admitted - refused.keys())
-        existing = (await self.outage.call(lambda: self.store.existing_models(unknown), "existing models")
-                    if unknown else set())
-        for b in blamed:
-            if b.model_id in self._admitted or b.model_id in existing:
-                b.state.count_dead(b.model_id, b.reason, b.n)
-
     def _aggregate(self, state: PartitionState, cols: RecordColumns, layout: ModelConfig,
                    now_wall: float, now: float, produced: float | None = None,
                    source: str | None = None) -> None:
@@ -341,9 +267,10 @@ class Aggregator:
         produced = now_wall if produced is None else produced
         model_id = cols.model_id
         clock = state.clocks[model_id]
-        self._cap_features(cols, state.features[model_id])
+        cap_features(cols, state.features[model_id], self.settings.max_features_per_model)
         if cols.vectors:
-            self._check_vectors(state, cols, layout, source)
+            check_vectors(state, cols, layout, self.settings.max_vector_features_per_model, self._dead,
+                          source)
         t = np.asarray(cols.event_time, dtype=np.float64)
         future = t > now_wall + self.settings.max_future_seconds
         # Future records get no window (a time zone's calendar ends in the year 9999).
@@ -388,68 +315,6 @@ class Aggregator:
         clock.last_seen = now
         state.dirty_clocks.add(model_id)
 
-    def _check_vectors(self, state: PartitionState, cols: RecordColumns, layout: ModelConfig,
-                       source: str | None) -> None:
-        """Drop (set to None, dead-letter and count) each vector that is not finite or not of its
-        feature's dimension: the declared one (``ModelConfig.vector_features``), else the one
-        its first vector in the partition's open windows fixed. The records are kept. Undeclared
-        vector features beyond ``max_vector_features_per_model`` are dropped (counted)."""
-        dims = state.vector_dims[cols.model_id]
-        room = self.settings.max_vector_features_per_model - len(dims)
-        for name in [k for k in cols.vectors if k not in dims and k not in layout.vector_features]:
-            if room > 0:
-                room -= 1
-            else:
-                dropped = cols.vectors.pop(name)
-                metrics.FEATURES_DROPPED.inc(sum(v is not None for v in dropped))
-        for name, column in cols.vectors.items():
-            dim = layout.vector_features.get(name) or dims.get(name)
-            clean = clean_vectors(column, name, dim)
-            if name not in dims and clean.rows.size:
-                dims[name] = clean.matrix.shape[1]
-            if not clean.dropped:
-                continue
-            for e in _by_reason(clean.dropped, drop_reason):
-                self._dead.send(cols.model_id.encode(), encode_columns(cols.take(e.rows)), e.reason,
-                                e.detail, e.n, source)
-                state.count_dead(cols.model_id, e.reason, e.n)
-            for i, _exc in clean.dropped:
-                column[i] = None
-
-    def _cap_features(self, cols: RecordColumns, known: set[str]) -> None:
-        """Learn the batch's new feature names up to the model's cap; drop the rest (counted)."""
-        if cols.features.keys() <= known:
-            return
-        cap = self.settings.max_features_per_model
-        for name in list(cols.features):
-            if name in known:
-                continue
-            if len(known) < cap:
-                known.add(name)
-            else:
-                dropped = cols.features.pop(name)
-                metrics.FEATURES_DROPPED.inc(sum(v is not None for v in dropped))
-
-    async def _admit(self, model_ids: set[str]) -> dict[str, str]:
-        """The models of ``model_ids`` whose records are refused, with the reason: models
-        never registered beyond the implicit-creation budgets (``implicit_models_per_minute``,
-        ``implicit_models_max``). Registered and created models are remembered."""
-        new = [m for m in model_ids if m not in self._admitted]
-        if not new:
-            return {}
-        s = self.settings
-        outcomes = await self.outage.call(lambda: self.store.admit_models(
-            new, s.implicit_models_per_minute, s.implicit_models_max, time.time()), "admit models")
-        refused = {}
-        for m, outcome in outcomes.items():
-            if outcome in ("known", "created"):
-                self._admitted.add(m)
-            else:
-                limit = ("implicit_models_per_minute" if outcome == "refused_rate"
-                         else "implicit_models_max")
-                refused[m] = f"model {m!r} is not registered and {limit} is reached: register it first"
-        return refused
-
     async def _backfill_idle(self, state: PartitionState) -> dict[str, float]:
         """Idle-close time of the partition's backfilling models (``ModelConfig.backfill``)."""
         configs = await self._configs.get({k[0] for k in state.open})  # cached
@@ -489,7 +354,8 @@ class Aggregator:
         if close_windows:
             state.close_due(self.settings.allowed_lateness_seconds,
                             self.settings.idle_close_seconds, time.monotonic(),
-                            self.settings.max_open_windows, self._caught_up(state),
+                            self.settings.max_open_windows, caught_up(self._consumer, self.topic, state,
+                                      self.settings.idle_close_seconds),
                             await self._backfill_idle(state))
         updates = state.updates()
         if not updates and not state.deleted and not state.closed and not state.published:
@@ -525,39 +391,6 @@ class Aggregator:
         if state.offset is not None:
             with contextlib.suppress(Exception):
                 await self._consumer.commit({TopicPartition(self.topic, state.partition): state.offset})
-
-    def _lag(self, state: PartitionState) -> int | None:
-        """Records between the partition's high watermark and our position (None: unknown)."""
-        high = self._consumer.highwater(TopicPartition(self.topic, state.partition))
-        if high is None:
-            return None
-        return max(high - (state.offset or 0), 0)
-
-    def _sample_broker(self, now: float | None = None) -> None:
-        """After each poll: note, per owned partition, when the broker last answered a
-        fetch for it and whether it has just come back after a silence (read at
-        checkpoints by :meth:`_caught_up`)."""
-        now = time.time() if now is None else now
-        assigned = self._consumer.assignment()
-        for p, state in self.partitions.items():
-            tp = TopicPartition(self.topic, p)
-            state.broker.sample(self._consumer.last_poll_timestamp(tp) if tp in assigned else None, now)
-
-    def _caught_up(self, state: PartitionState, now: float | None = None) -> bool:
-        """No backlog, as of a fetch response less than :data:`BROKER_SILENCE_SECONDS` old,
-        and not within ``idle_close_seconds`` of the broker coming back (producers are
-        still re-sending what they buffered during the outage), as sampled after each
-        poll by :meth:`_sample_broker`."""
-        now = time.time() if now is None else now
-        if not state.broker.settled(now, self.settings.idle_close_seconds):
-            return False
-        return self._lag(state) == 0
-
-    def _update_lag(self) -> None:
-        for p, state in self.partitions.items():
-            lag = self._lag(state)
-            if lag is not None:
-                metrics.CONSUMER_LAG.labels(partition=str(p)).set(lag)
 
     def _update_open_gauge(self) -> None:
         metrics.OPEN_WINDOWS.set(sum(len(s.open) for s in self.partitions.values()))
