@@ -1,10 +1,19 @@
-"""Versioned byte encoding of profiles: magic, format version, zlib-compressed MessagePack.
+"""Versioned byte encoding of profiles: magic, format version, compressed MessagePack.
 
-Layout: ``b"FWP"``, one byte of format version, then the zlib stream (RFC 1950)
-of the MessagePack document. Sketch payloads (t-digest centroid arrays,
-DataSketches serialisations) are little-endian binary inside MessagePack ``bin``
-fields; zlib removes most of their redundancy (integral counters stored as
-doubles, repeated high bytes of neighbouring centroids).
+Layout: ``b"FWP"``, one byte of format version, then the Zstandard frame (RFC 8878;
+formats 2 to 5: the zlib stream, RFC 1950) of the MessagePack document. Sketch
+payloads (t-digest centroid arrays, DataSketches serialisations) are little-endian
+binary inside MessagePack ``bin`` fields; the compressor removes most of their
+redundancy (integral counters stored as doubles, repeated high bytes of
+neighbouring centroids).
+
+Zstandard replaced zlib because it is both faster and not larger on profiles:
+on a 20-feature window of the ingest benchmark's data at 500, 1,500 and 2,500
+records, level 9 gave 50.4 / 139.6 / 76.3 KB where zlib level 6 gave 51.0 / 142.0 /
+79.3 KB, in about half the time; level 3 (:data:`FAST_LEVEL`, for the aggregator's
+checkpoints) gave 51.7 / 141.9 / 79.1 KB, smaller than zlib level 1 (52.9 / 149.8 /
+86.4 KB) in a third to a sixth of its time (zlib level 1: 7-9 ms per 2,500-record
+window, Zstandard level 3: 1.3-3.4 ms).
 
 Format history
 --------------
@@ -24,6 +33,8 @@ Format history
    :class:`sketches.vector.VectorProfile` (dimension, projection seed and
    fingerprint, count, nulls, sum, projected moments, norms, direction bins,
    sample). A format-4 document is a format-5 document without them.
+6. The MessagePack document is compressed with Zstandard instead of zlib; the
+   document is that of format 5.
 """
 
 from __future__ import annotations
@@ -31,13 +42,19 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
+import cramjam
 import msgpack
 import numpy as np
 
-PROFILE_FORMAT_VERSION = 5
-READABLE_FORMAT_VERSIONS = frozenset({2, 3, 4, 5})
+PROFILE_FORMAT_VERSION = 6
+READABLE_FORMAT_VERSIONS = frozenset({2, 3, 4, 5, 6})
+ZLIB_FORMAT_VERSIONS = frozenset({2, 3, 4, 5})
+"""Formats whose document is a zlib stream (the later ones: a Zstandard frame)."""
 MAGIC = b"FWP"
-ZLIB_LEVEL = 6
+LEVEL = 9
+"""Zstandard level of profiles kept (closed windows, references, rollups)."""
+FAST_LEVEL = 3
+"""Zstandard level of state rewritten often and kept briefly (the aggregator's checkpoints)."""
 
 
 def shuffle8(data: bytes) -> bytes:
@@ -81,17 +98,17 @@ def unpack_floats(data: bytes) -> np.ndarray:
     return np.frombuffer(unshuffle8(data), "<f8").astype(np.float64)
 
 
-def encode(document: dict[str, Any], level: int = ZLIB_LEVEL) -> bytes:
-    """Bytes of ``document`` in the current format, compressed at zlib ``level`` (0-9;
-    any level reads back with :func:`decode`).
+def encode(document: dict[str, Any], level: int = LEVEL) -> bytes:
+    """Bytes of ``document`` in the current format, compressed at Zstandard ``level``
+    (1-22; any level reads back with :func:`decode`).
 
     Examples
     --------
-    >>> decode(encode({"n": 3})), decode(encode({"n": 3}, level=1))
+    >>> decode(encode({"n": 3})), decode(encode({"n": 3}, level=FAST_LEVEL))
     ({'n': 3}, {'n': 3})
     """
     body = msgpack.packb(document, use_bin_type=True)
-    return MAGIC + bytes([PROFILE_FORMAT_VERSION]) + zlib.compress(body, level)
+    return MAGIC + bytes([PROFILE_FORMAT_VERSION]) + bytes(cramjam.zstd.compress(body, level=level))
 
 
 def decode(data: bytes) -> dict[str, Any]:
@@ -107,8 +124,10 @@ def decode(data: bytes) -> dict[str, Any]:
     if data[3] not in READABLE_FORMAT_VERSIONS:
         raise ValueError(f"unknown profile format {data[3]}")
     try:
-        document = msgpack.unpackb(zlib.decompress(data[4:]), raw=False, strict_map_key=False)
-    except (zlib.error, ValueError) as exc:
+        body = (zlib.decompress(data[4:]) if data[3] in ZLIB_FORMAT_VERSIONS
+                else cramjam.zstd.decompress(data[4:]))
+        document = msgpack.unpackb(body, raw=False, strict_map_key=False)
+    except (zlib.error, cramjam.DecompressionError, ValueError) as exc:
         raise ValueError(f"corrupt profile: {exc}") from None
     if not isinstance(document, dict):
         raise ValueError("corrupt profile: not a map")

@@ -98,8 +98,10 @@ TDIGEST_DELTA = 300
 """Compression delta: at most ``TDIGEST_DELTA / 2`` grid centroids (k_1 scale)."""
 BUFFER_SIZE = 4096
 """Values (or merged centroids) buffered before a compression: 32 KiB of values per open digest."""
-UNCOMPRESSED_MAX = 1024
-"""At most this many buffered values are written uncompressed by ``TDigest.to_dict(compress=False)``."""
+UNCOMPRESSED_MAX = BUFFER_SIZE
+"""At most this many buffered values are written uncompressed by ``TDigest.to_dict(compress=False)``:
+the whole buffer, so a checkpoint never compresses a digest (its compressions, and so its
+centroids, do not depend on how often it is checkpointed)."""
 GAP_FRACTION = 0.25
 """A centroid is split where a gap between neighbours exceeds this share of its range."""
 HOLLOW_SHARE = 1 / 16
@@ -676,18 +678,25 @@ class TDigest:
         1/131070 of its own range.
 
         With ``compress=False`` and at most :data:`UNCOMPRESSED_MAX` buffered
-        values, the buffer is not compressed: the centroids and the buffered
-        values (as point masses) are written as they are, in the same fields,
-        marked ``"raw"``, and :meth:`from_dict` buffers them again, so the
-        digest read back compresses them with its next values. For state
-        written often, such as the aggregator's checkpoints of open windows:
-        each write would otherwise compress the digest (the costliest step
-        of a checkpoint), and write-back adds no compression the digest would
-        not have done anyway. A reader that ignores ``"raw"`` reads a valid,
-        uncompressed digest.
+        values (the whole buffer), the buffer is not compressed: the centroids
+        are written as above and the buffered values as they are, packed
+        doubles in ``"buf"`` (format 6), and :meth:`from_dict` buffers them
+        again, so the digest read back is the one written and compresses them
+        with its next values. When the buffer also holds centroids of merged
+        digests, the centroids and everything buffered (values as point
+        masses) are written uncompressed in the centroid fields, marked
+        ``"raw"``, and read back into the buffer. For state written often,
+        such as the aggregator's checkpoints of open windows: each write would
+        otherwise compress the digest (the costliest step of a checkpoint), and
+        the digest's compressions would depend on how often it is written.
         """
         raw = not compress and 0 < self._buffered <= UNCOMPRESSED_MAX
-        if raw:
+        buf = None
+        if raw and not self._items_in:  # values only: kept apart from the centroids
+            raw, c = False, self._centroids
+            buf = self._values[0] if len(self._values) == 1 else np.concatenate(self._values)
+            self._values = [buf]
+        elif raw:
             c = self._items()
         else:
             self._flush()
@@ -701,6 +710,8 @@ class TDigest:
              "mean": mean, "kmean": kmean}
         if raw:
             d["raw"] = True
+        if buf is not None:
+            d["buf"] = pack_floats(buf)
         return d
 
     @classmethod
@@ -715,6 +726,10 @@ class TDigest:
             t._items_in, t._buffered = [items], items.size
         else:
             t._centroids = items
+        if d.get("buf") is not None:
+            values = unpack_floats(d["buf"])
+            if values.size:
+                t._values, t._buffered = [values], t._buffered + values.size
         return t
 
 

@@ -1,10 +1,10 @@
-"""Serialized profiles: the golden files of formats 2 to 5 keep reading, bad bytes are refused,
+"""Serialized profiles: the golden files of formats 2 to 6 keep reading, bad bytes are refused,
 and a 20-feature window profile is small.
 
 The golden file tests/golden/profile_v2.fwp was written by :func:`golden_profile` with format 2,
 tests/golden/profile_v3.fwp by :func:`golden_profile_v3` with format 3, profile_v4.fwp by
 :func:`golden_profile_v4` with format 4, profile_v5.fwp by :func:`golden_profile_v5` with format
-5 (``python
+5, profile_v6.fwp by :func:`golden_profile_v6` with format 6, as a checkpoint writes it (``python
 tests/test_sketches_format.py`` writes the current format's file; do that only when adding a new
 golden file for a new format, never to make this test pass). The expected values below were
 computed from the raw data when the file was written, so the test does not depend on
@@ -29,6 +29,7 @@ GOLDEN = Path(__file__).parent / "golden" / "profile_v2.fwp"
 GOLDEN_V3 = Path(__file__).parent / "golden" / "profile_v3.fwp"
 GOLDEN_V4 = Path(__file__).parent / "golden" / "profile_v4.fwp"
 GOLDEN_V5 = Path(__file__).parent / "golden" / "profile_v5.fwp"
+GOLDEN_V6 = Path(__file__).parent / "golden" / "profile_v6.fwp"
 
 
 def golden_profile(bins: bool = False) -> WindowProfile:
@@ -90,6 +91,36 @@ def golden_profile_v5() -> WindowProfile:
                     "small": [small[i].tobytes() for i in range(n)]}
     p.add_columns(cols)
     return p
+
+
+def golden_profile_v6() -> WindowProfile:
+    """The profile of :func:`golden_profile_v5` with 1,000 more values of "wide" (standard
+    normals, seed 20,261,202), so that its digest holds 3,500 buffered values; written as a
+    checkpoint writes it (``to_bytes(fast=True)``: the buffer uncompressed, in ``"buf"``)."""
+    p = golden_profile_v5()
+    rng = np.random.default_rng(20_261_202)
+    n = 1_000
+    p.add_columns(RecordColumns("golden", ["v1"] * n, [f"w{i}" for i in range(n)], [0.0] * n,
+                                {"wide": rng.normal(size=n)}))
+    return p
+
+
+def test_golden_profile_of_format_6_reads_back_with_the_digest_buffer():
+    data = GOLDEN_V6.read_bytes()
+    assert data[:4] == b"FWP" + bytes([6]) and data[4:8] == b"\x28\xb5\x2f\xfd"  # a Zstandard frame
+    p = WindowProfile.from_bytes(data)
+    assert p.count == 6_000
+    wide = p.features["wide"]
+    assert (wide.numeric.count, wide.null_count) == (3_500, 2_500)
+    td = wide.numeric._td
+    assert td._buffered == 3_500 and td._values[0].size == 3_500  # read back into the buffer
+    # of the 3,500 buffered values, from the raw data when the file was written
+    assert float(td._values[0].sum()) == pytest.approx(-25.728537423286838, abs=1e-9)
+    assert td.total_weight == 3_500 and td._buffered == 0
+    five = WindowProfile.from_bytes(GOLDEN_V5.read_bytes())  # the format-5 content is unchanged
+    assert p.features["amount"].numeric.to_dict() == five.features["amount"].numeric.to_dict()
+    emb, emb5 = p.vectors["embedding"], five.vectors["embedding"]
+    assert (emb.count, emb.nulls, emb.mean.tolist()) == (emb5.count, emb5.nulls + 1_000, emb5.mean.tolist())
 
 
 def test_golden_profile_of_format_5_reads_back_with_vectors_and_co_moments():
@@ -199,7 +230,7 @@ def test_golden_profile_of_format_2_reads_back():
 
 
 def test_bad_bytes_are_refused_with_a_reason():
-    good = GOLDEN_V5.read_bytes()
+    good = GOLDEN_V6.read_bytes()
     assert good[:4] == b"FWP" + bytes([PROFILE_FORMAT_VERSION])
     for bad, reason in ((b"\x8b\xa3fmt\x01", "format 1"), (good[:40], "corrupt"),
                         (good[:3] + b"\x09" + good[4:], "unknown profile format 9")):
@@ -235,6 +266,6 @@ def test_twenty_feature_window_profile_is_small():
 
 
 if __name__ == "__main__":
-    GOLDEN_V5.parent.mkdir(exist_ok=True)
-    GOLDEN_V5.write_bytes(golden_profile_v5().to_bytes())
-    print(f"wrote {GOLDEN_V5} ({GOLDEN_V5.stat().st_size} bytes)")
+    GOLDEN_V6.parent.mkdir(exist_ok=True)
+    GOLDEN_V6.write_bytes(golden_profile_v6().to_bytes(fast=True))
+    print(f"wrote {GOLDEN_V6} ({GOLDEN_V6.stat().st_size} bytes)")

@@ -208,9 +208,10 @@ def test_batch_that_overflows_the_exact_table_enters_the_digest_as_the_table_wou
     assert not s.is_exact and s.to_dict() == ref.to_dict()
 
 
-@pytest.mark.parametrize("buffered", [1, 700, 5_000])
+@pytest.mark.parametrize("buffered", [1, 700, 3_000, 5_000])
 def test_checkpoint_form_keeps_the_buffer_and_reads_back_the_same(buffered):
-    """to_dict(compress=False) leaves up to UNCOMPRESSED_MAX buffered values uncompressed;
+    """to_dict(compress=False) leaves the buffer (up to UNCOMPRESSED_MAX values: all of it)
+    uncompressed, in the original too, so checkpoints never change when a digest compresses;
     read back, the digest holds the same values and continues as the original."""
     rng = np.random.default_rng(buffered)
     s = NumericSketch()
@@ -218,8 +219,11 @@ def test_checkpoint_form_keeps_the_buffer_and_reads_back_the_same(buffered):
     s.to_dict()  # compressed: the buffer is empty
     s.update(rng.normal(size=buffered))
     d = s.to_dict(compress=False)
-    assert d["td"].get("raw", False) == (buffered <= UNCOMPRESSED_MAX)
+    kept = buffered <= UNCOMPRESSED_MAX
+    assert ("buf" in d["td"]) == kept and "raw" not in d["td"]
+    assert s._td._buffered == (buffered if kept else 0)  # the original is not compressed either
     r = NumericSketch.from_dict(d)
+    assert r._td._buffered == s._td._buffered
     assert (r.count, r.min, r.max, r.mean, r.m2) == (s.count, s.min, s.max, s.mean, s.m2)
     assert r._td.total_weight == s._td.total_weight == s.count
     more = rng.normal(size=3_000)
@@ -227,6 +231,22 @@ def test_checkpoint_form_keeps_the_buffer_and_reads_back_the_same(buffered):
     r.update(more)
     grid = np.linspace(-3.0, 3.0, 61)
     assert np.max(np.abs(r.cdf_many(grid) - s.cdf_many(grid))) < 1e-4
+
+
+def test_checkpoint_form_of_a_digest_holding_merged_centroids_reads_back_buffered():
+    """Merged digests' centroids in the buffer are written uncompressed as well (``"raw"``)."""
+    rng = np.random.default_rng(3)
+    a, b = TDigest(), TDigest()
+    a.update(rng.normal(size=5_000))
+    b.update(rng.normal(1.0, 1.0, size=5_000))
+    a.merge(b)
+    a.update(rng.normal(size=100))
+    d = a.to_dict(compress=False)
+    assert d.get("raw") is True and "buf" not in d and a._buffered > 0
+    r = TDigest.from_dict(d)
+    assert r.total_weight == a.total_weight == 10_100
+    grid = np.linspace(-3.0, 4.0, 71)
+    assert np.max(np.abs(r.cdf(grid) - a.cdf(grid))) < 1e-3
 
 
 @pytest.mark.parametrize("dist", ["normal", "lognormal", "bimodal"])
