@@ -4,12 +4,25 @@ Produces a fixed workload (20 features: 10 numeric, 10 categorical; by default
 200 models x 500 records, produced 5 times) into an embedded broker once, then
 for each process count starts that many `fleetwatch aggregate` processes in a
 fresh consumer group (Redis emptied) and times from the first to the last record
-aggregated, and reads each process's CPU time (/proc/<pid>/stat) over the same
-span: ``records_per_cpu_s_*`` is less sensitive than the wall-clock rates to
-other work on a shared machine. Completion is polled on the processes' /metrics
-for one counter only, which costs them little CPU. The reference, measured in
-the same run, is the broker's own consume rate: one plain aiokafka consumer
-reading every message without decoding it. Goal: >= 200k records/s per process.
+aggregated. A flush request per model follows its records, so the workload's
+windows close and are stored within the run: each process's CPU time
+(/proc/<pid>/stat) is read from its first record aggregated to the moment every
+window is stored, so that ``records_per_cpu_s_*`` pays for everything the records
+cost (decoding, profiling, checkpoints, closing and storing their windows), and is
+less sensitive than the wall-clock rates to other work on a shared machine.
+Completion is polled on the processes' /metrics for one counter only, which costs
+them little CPU. The reference, measured in the same run, is the broker's own
+consume rate: one plain aiokafka consumer reading every message without decoding
+it. Goal: >= 200k records/s per process.
+
+Checkpoints come every ``FLEETWATCH_CHECKPOINT_INTERVAL_SECONDS`` (2 s) of wall
+time, so a loaded machine, processing the same records more slowly, checkpoints
+more often per record. The aggregators count their checkpoint rounds and those
+rounds' CPU time (``fleetwatch_checkpoint_rounds_total``,
+``fleetwatch_checkpoint_cpu_seconds_total``): ``checkpoint_ms_per_round_*`` and
+``records_per_cpu_s_*_without_checkpoints`` (the per-record cost alone) do not
+change meaning with the load; ``checkpoints_*`` says how many rounds the total
+paid for.
 
 Every model has a reference's bin edges (100 quantile bins per numeric feature
 and the score, as after a reference upload), so the aggregators count each
@@ -40,10 +53,11 @@ import harness
 import numpy as np
 import redis
 import workload
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from service.embedded import free_port
 from service.kafka import ensure_topics
+from service.profiles.control import FlushRequest
 from service.profiles.keys import edges_key
 from service.runtime.infrastructure import infrastructure
 from service.settings import Settings
@@ -66,6 +80,18 @@ async def broker_consume_rate(bootstrap: str, topic: str, messages: int, per_mes
         await consumer.stop()
 
 
+async def produce_flushes(bootstrap: str, topic: str, models: list[str]) -> None:
+    """One flush request per model, behind its records (:mod:`service.profiles.control`)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for m in models:
+            key, value, headers = FlushRequest.now(m).encode()
+            await producer.send_and_wait(topic, value, key=key, headers=headers)
+    finally:
+        await producer.stop()
+
+
 #: Completion is polled on each process's /metrics, asking for the one counter only
 #: (see :func:`harness.counter`): well under 1 % of an aggregator's CPU at this interval,
 #: where the whole /metrics page every 50 ms cost it ~9 %.
@@ -76,14 +102,26 @@ POLL_SECONDS = 0.1
 class Run:
     """One run of ``processes`` aggregators over the whole workload."""
 
-    records_per_s: float  # all processes together, wall clock
-    cpu_s: list[float]  # per process, from its first record aggregated to the end
+    records_per_s: float  # all processes together, wall clock, to the last record aggregated
+    cpu_s: list[float]  # per process, from its first record aggregated to every window stored
     records: list[int]  # per process, aggregated in that span
     wall_s: float
+    checkpoints: list[int]  # per process, checkpoint rounds in that span
+    checkpoint_cpu_s: list[float]  # per process, their CPU time
 
     @property
     def records_per_cpu_s(self) -> list[float | None]:
         return [round(r / c) if c > 0 else None for r, c in zip(self.records, self.cpu_s, strict=True)]
+
+    @property
+    def records_per_cpu_s_without_checkpoints(self) -> list[float | None]:
+        return [round(r / (c - k)) if c > k else None
+                for r, c, k in zip(self.records, self.cpu_s, self.checkpoint_cpu_s, strict=True)]
+
+    @property
+    def checkpoint_ms_per_round(self) -> list[float | None]:
+        return [round(1e3 * k / n, 1) if n else None
+                for n, k in zip(self.checkpoints, self.checkpoint_cpu_s, strict=True)]
 
 
 def reference_edges(models: list[str]) -> dict[str, bytes]:
@@ -95,14 +133,23 @@ def reference_edges(models: list[str]) -> dict[str, bytes]:
     return {edges_key(m): blob for m in models}
 
 
-def aggregate_rate(s: Settings, processes: int, total: int, edges: dict[str, bytes] | None = None) -> Run:
+def _checkpoint_counters(port: int) -> tuple[float, float]:
+    """(checkpoint rounds, their CPU seconds) of an aggregator so far."""
+    return (harness.counter(port, "fleetwatch_checkpoint_rounds") or 0.0,
+            harness.counter(port, "fleetwatch_checkpoint_cpu_seconds") or 0.0)
+
+
+def aggregate_rate(s: Settings, processes: int, total: int, windows: int,
+                   edges: dict[str, bytes] | None = None) -> Run:
     """Start ``processes`` aggregators in a fresh group and time the workload through them
-    (with ``edges``: each model's reference bin edges stored first).
+    (with ``edges``: each model's reference bin edges stored first), until its ``total``
+    records are aggregated and its ``windows`` windows are stored.
 
     Wall clock: from the first poll that sees records aggregated (counting only the records
     aggregated after it) to the midpoint between the last poll short of ``total`` and the
-    first at ``total``. CPU: each process's user + system time from the first poll that
-    sees it aggregate to the first poll at ``total`` (idle between the two after it is done).
+    first at ``total``. CPU: each process's user + system time, and its checkpoint rounds and
+    their CPU time, from the first poll that sees it aggregate to the first poll that sees
+    every window stored (idle between the two after it is done).
     """
     r = redis.Redis.from_url(s.redis_url)
     r.flushdb()
@@ -115,29 +162,38 @@ def aggregate_rate(s: Settings, processes: int, total: int, edges: dict[str, byt
     ports = [free_port() for _ in range(processes)]
     procs = [harness.aggregator(env, p) for p in ports]
     try:
-        t0 = done0 = t_before = None
-        first: list[tuple[float, float] | None] = [None] * processes  # (cpu, records) per process
+        t0 = done0 = t_before = end = None
+        # per process: (cpu, records, checkpoint rounds, their cpu) at its first poll with records
+        first: list[tuple[float, float, float, float] | None] = [None] * processes
         deadline = time.monotonic() + 900
         while True:
             before = time.perf_counter()
             each = [harness.counter(p, "fleetwatch_records_aggregated") or 0.0 for p in ports]
+            stored = (sum(harness.counter(p, "fleetwatch_windows_closed") or 0.0 for p in ports)
+                      if end is not None else 0.0)
             cpu = [harness.cpu_seconds(p.pid) for p in procs]
             now = (before + time.perf_counter()) / 2  # a busy process answers late
             done = sum(each)
             for i, n in enumerate(each):
                 if n and first[i] is None:
-                    first[i] = (cpu[i], n)
+                    first[i] = (cpu[i], n, *_checkpoint_counters(ports[i]))
             if done and t0 is None:
                 t0, done0 = now, done
-            if done >= total:
+            if done >= total and end is None:
                 end = now if t_before is None else (t_before + now) / 2
                 if end <= t0:
                     raise SystemExit("workload done before the first poll: use a larger one")
+            if end is not None and stored >= windows:
+                last = [_checkpoint_counters(p) for p in ports]
                 return Run(records_per_s=(total - done0) / (end - t0),
                            cpu_s=[c - f[0] if f else 0.0 for c, f in zip(cpu, first, strict=True)],
                            records=[int(n - f[1]) if f else 0 for n, f in zip(each, first, strict=True)],
-                           wall_s=end - t0)
-            if t0 is not None:
+                           wall_s=end - t0,
+                           checkpoints=[int(k[0] - f[2]) if f else 0
+                                        for k, f in zip(last, first, strict=True)],
+                           checkpoint_cpu_s=[k[1] - f[3] if f else 0.0
+                                             for k, f in zip(last, first, strict=True)])
+            if t0 is not None and end is None:
                 t_before = now
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 raise SystemExit("aggregators did not finish")
@@ -170,11 +226,14 @@ def main() -> None:
             asyncio.run(ensure_topics(s))
             messages = asyncio.run(workload.produce(s.kafka_bootstrap, s.predictions_topic, recs,
                                                     per_message, args.repeat))
+            models = sorted({r.model_id for r in recs})
+            asyncio.run(produce_flushes(s.kafka_bootstrap, s.predictions_topic, models))
             reference = asyncio.run(broker_consume_rate(s.kafka_bootstrap, s.predictions_topic,
                                                         messages, per_message))
-            edges = reference_edges(sorted({r.model_id for r in recs}))
-            rates = {n: aggregate_rate(s, n, total, edges) for n in (1, 2)}
-            plain = aggregate_rate(s, 1, total)
+            edges = reference_edges(models)
+            windows = len(models)  # every record of a model in one window
+            rates = {n: aggregate_rate(s, n, total, windows, edges) for n in (1, 2)}
+            plain = aggregate_rate(s, 1, total, windows)
             embedded = None
             if args.embedding_dim:
                 emb = workload.records(args.models, args.embedding_per_model, seed=2,
@@ -182,8 +241,9 @@ def main() -> None:
                 topic = s.predictions_topic + ".emb"
                 asyncio.run(ensure_topics(s.model_copy(update={"predictions_topic": topic})))
                 asyncio.run(workload.produce(s.kafka_bootstrap, topic, emb, per_message, args.repeat))
+                asyncio.run(produce_flushes(s.kafka_bootstrap, topic, models))
                 embedded = aggregate_rate(s.model_copy(update={"predictions_topic": topic}), 1,
-                                          len(emb) * args.repeat, edges)
+                                          len(emb) * args.repeat, windows, edges)
     one, two = rates[1], rates[2]
     result = {
         "records": total, "features": 20,
@@ -200,6 +260,14 @@ def main() -> None:
         "cpu_s_2_processes": [round(c, 2) for c in two.cpu_s],
         "records_2_processes": two.records,
         "records_per_cpu_s_2_processes": two.records_per_cpu_s,
+        # checkpoints come every 2 s of wall time: their count per record grows with the load,
+        # their cost per round and the per-record cost without them do not
+        "checkpoints_1_process": one.checkpoints[0],
+        "checkpoint_ms_per_round_1_process": one.checkpoint_ms_per_round[0],
+        "records_per_cpu_s_1_process_without_checkpoints": one.records_per_cpu_s_without_checkpoints[0],
+        "checkpoints_2_processes": two.checkpoints,
+        "checkpoint_ms_per_round_2_processes": two.checkpoint_ms_per_round,
+        "records_per_cpu_s_2_processes_without_checkpoints": two.records_per_cpu_s_without_checkpoints,
         "wall_s_1_process": round(one.wall_s, 3),
         "wall_s_2_processes": round(two.wall_s, 3),
         "records_per_s_1_process_without_edges": round(plain.records_per_s),
@@ -216,6 +284,8 @@ def main() -> None:
           f"{two.records_per_s:,.0f} records/s (2 processes); "
           f"broker consume reference {reference:,.0f} records/s; per CPU-second: "
           f"{one.records_per_cpu_s[0]:,} (1 process), {two.records_per_cpu_s} (2 processes); "
+          f"1 process: {one.checkpoints[0]} checkpoint rounds of {one.checkpoint_ms_per_round[0]} ms CPU, "
+          f"{one.records_per_cpu_s_without_checkpoints[0]:,} records per CPU-second without them; "
           f"without edges: {plain.records_per_s:,.0f} records/s, "
           f"{plain.records_per_cpu_s[0]:,} per CPU-second")
     print(json.dumps(result))
