@@ -9,11 +9,11 @@ neighbouring centroids).
 
 Zstandard replaced zlib because it is both faster and not larger on profiles:
 on a 20-feature window of the ingest benchmark's data at 500, 1,500 and 2,500
-records, level 9 gave 50.4 / 139.6 / 76.3 KB where zlib level 6 gave 51.0 / 142.0 /
-79.3 KB, in about half the time; level 3 (:data:`FAST_LEVEL`, for the aggregator's
-checkpoints) gave 51.7 / 141.9 / 79.1 KB, smaller than zlib level 1 (52.9 / 149.8 /
-86.4 KB) in a third to a sixth of its time (zlib level 1: 7-9 ms per 2,500-record
-window, Zstandard level 3: 1.3-3.4 ms).
+records, level 6 (:data:`LEVEL`) gives 50.5 / 139.8 / 76.5 KB where zlib level 6
+gave 51.0 / 142.0 / 79.3 KB, in 1.5 / 4.4 / 5.4 ms instead of 2.7 / 13.5 / 12.8 ms
+(level 9 is 0.2 % smaller and 1.5-2x slower); level 3 (:data:`FAST_LEVEL`, for the
+aggregator's checkpoints) gives 51.7 / 141.9 / 79.1 KB, smaller than zlib level 1
+(52.9 / 149.8 / 86.4 KB), in a third to a sixth of its time.
 
 Format history
 --------------
@@ -51,7 +51,7 @@ READABLE_FORMAT_VERSIONS = frozenset({2, 3, 4, 5, 6})
 ZLIB_FORMAT_VERSIONS = frozenset({2, 3, 4, 5})
 """Formats whose document is a zlib stream (the later ones: a Zstandard frame)."""
 MAGIC = b"FWP"
-LEVEL = 9
+LEVEL = 6
 """Zstandard level of profiles kept (closed windows, references, rollups)."""
 FAST_LEVEL = 3
 """Zstandard level of state rewritten often and kept briefly (the aggregator's checkpoints)."""

@@ -96,7 +96,7 @@ class WindowStore:
             return None
         try:
             return WindowProfile.from_bytes(raw)
-        except Exception as exc:  # corrupt bytes fail in zlib, msgpack or the format check alike
+        except Exception as exc:  # corrupt bytes fail in the decompressor, msgpack or the format check alike
             metrics.CONFIG_ERRORS.labels(role=role, kind="reference").inc()
             log.error("stored reference profile of %r does not decode (%s: %s); %s ignores it until "
                       "it is replaced", model_id, type(exc).__name__, exc, role)
