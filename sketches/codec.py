@@ -33,8 +33,10 @@ Format history
    :class:`sketches.vector.VectorProfile` (dimension, projection seed and
    fingerprint, count, nulls, sum, projected moments, norms, direction bins,
    sample). A format-4 document is a format-5 document without them.
-6. The MessagePack document is compressed with Zstandard instead of zlib; the
-   document is that of format 5.
+6. The MessagePack document is compressed with Zstandard instead of zlib, and a
+   t-digest written for a checkpoint (``to_dict(compress=False)``) may hold
+   ``buf``: its buffered values, packed doubles, read back into its buffer. A
+   format-5 document is a format-6 document without ``buf``.
 """
 
 from __future__ import annotations
