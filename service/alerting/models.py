@@ -1,21 +1,26 @@
-"""The typed records of alerting as the API answers them: an alert, its evidence, an incident
-(and the incident as stored, which notifications name).
+"""The typed records of alerting: an alert, its evidence, an incident (and the incident as
+stored, which notifications name).
 
-The alert policy (:mod:`service.alerting.policy`) writes an alert as one JSON body plus the
-user's actions; :class:`Alert` names and types every field of what
-:class:`~service.alerting.store.AlertStore` reads back, so the API's schema documents it.
-Fields added later by a newer writer pass through (``extra="allow"``) rather than being
-dropped from an answer.
+The alert policy (:mod:`service.alerting.policy`) builds each alert as an :class:`Alert`;
+:class:`~service.alerting.store.AlertStore` writes it as one JSON body (:meth:`Alert.body`,
+the user's actions apart) and validates what it reads back, so the notifier, the API, the
+dashboard and the CLI read fields, not dictionary keys, and the API's schema documents
+every one. Fields added later by a newer writer pass through (``extra="allow"``) rather
+than being dropped from an answer; the order of the fields is the order of the stored body.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from detectors.policy.severity import highest
+
 AlertState = Literal["firing", "acknowledged", "resolved"]
 SeverityName = Literal["info", "warning", "critical"]
+#: What a user's acknowledgement or resolution records: fields of the alert's hash, not of its body.
+USER_FIELDS = ("acked_by", "acked_at", "ack_comment", "resolved_by", "resolved_at", "resolve_comment")
 
 
 class Evidence(BaseModel):
@@ -29,7 +34,19 @@ class Evidence(BaseModel):
 
 
 class Alert(BaseModel):
-    """One alert: an episode of one (model, feature, check) series, from its first breach."""
+    """One alert: an episode of one (model, feature, check) series, from its first breach.
+
+    Examples
+    --------
+    >>> a = Alert.model_validate_json(
+    ...     '{"id": "a1", "model_id": "fraud", "model_version": "3", "feature": "amount",'
+    ...     ' "check": "psi", "state": "firing", "severity": "warning", "tier": 2,'
+    ...     ' "group_key": "feature:amount", "window_start": 0, "window_end": 300,'
+    ...     ' "fired_window_start": 300, "last_window_start": 300, "evidence_count": 2,'
+    ...     ' "notify": true, "created_at": 600.0}')
+    >>> a.state, a.evidence, a.incident_id
+    ('firing', [], None)
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -48,6 +65,8 @@ class Alert(BaseModel):
     incident_id: str | None = None
     window_start: int = Field(..., description="First breaching window's start, Unix seconds")
     window_end: int
+    window_start_local: str | None = Field(
+        None, description="First breaching window's start in the model's time zone, ISO 8601")
     fired_window_start: int = Field(..., description="Window at which persistence fired it")
     last_window_start: int
     resolved_window_start: int | None = None
@@ -57,17 +76,26 @@ class Alert(BaseModel):
     evidence_count: int
     evidence: list[Evidence] = Field(default_factory=list, description="The latest breaching windows")
     inhibited_by: list[str] = Field(default_factory=list, description="Data-quality alerts inhibiting it")
-    silenced_by: list[str] = Field(default_factory=list, description="Silences matching it")
-    notify: bool = Field(..., description="Neither inhibited nor silenced")
     seq: int | None = Field(None, description="The model's policy sequence number when written")
     created_at: float = Field(..., description="Unix seconds")
     updated_at: float | None = Field(None, description="Unix seconds")
+    silenced_by: list[str] = Field(default_factory=list, description="Silences matching it")
+    notify: bool = Field(..., description="Neither inhibited nor silenced")
     acked_by: str | None = None
     acked_at: str | None = Field(None, description="Unix seconds (as text)")
     ack_comment: str | None = None
     resolved_by: str | None = None
     resolved_at: str | None = Field(None, description="Unix seconds (as text)")
     resolve_comment: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        """The alert's stored JSON body: every field but the user's actions
+        (:data:`USER_FIELDS`, fields of the alert's hash)."""
+        return self.model_dump(mode="json", exclude=set(USER_FIELDS))
+
+    def open(self) -> bool:
+        """Not resolved (firing or acknowledged)."""
+        return self.state != "resolved"
 
 
 class IncidentRecord(BaseModel):
@@ -93,3 +121,25 @@ class Incident(IncidentRecord):
     first_window_start: int | None = None
     alert_count: int
     alerts: list[Alert]
+
+    @classmethod
+    def of(cls, record: IncidentRecord, alerts: list[Alert]) -> Incident:
+        """The incident ``record`` with its ``alerts`` and what they make of it: open while
+        one of them is, as severe as the most severe open one (of all, once resolved)."""
+        open_ = [a for a in alerts if a.open()]
+        return cls.model_validate({
+            **record.model_dump(exclude_unset=True),
+            "state": "open" if open_ else "resolved",
+            "severity": highest([a.severity for a in open_ or alerts]),
+            "models": sorted({a.model_id for a in alerts}),
+            "features": sorted({a.feature for a in alerts}),
+            "checks": sorted({a.check for a in alerts}),
+            "first_window_start": min((a.window_start for a in alerts), default=None),
+            "alert_count": len(alerts),
+            "alerts": alerts,
+        })
+
+    def record(self) -> IncidentRecord:
+        """The incident as stored, its derived fields and alerts apart."""
+        derived = set(Incident.model_fields) - set(IncidentRecord.model_fields)
+        return IncidentRecord.model_validate(self.model_dump(exclude=derived, exclude_unset=True))

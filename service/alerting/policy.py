@@ -37,6 +37,7 @@ from detectors.policy.silence import Silence
 from detectors.result import TestResult
 from service import metrics
 from service.alerting.fdr import FdrGate, GateDecision, spending
+from service.alerting.models import Alert, Evidence, IncidentRecord
 from service.alerting.silences import muted_now
 from service.alerting.store import AlertStore, series_field
 from service.profiles.keys import status_key
@@ -121,7 +122,7 @@ class AlertPolicy:
     async def apply(self, window: WindowRef, results: Sequence[TestResult],
                     alerting: dict[str, frozenset[str]], model: ModelConfig,
                     silences: list[Silence], now: float,
-                    fdr_weights: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+                    fdr_weights: Mapping[str, float] | None = None) -> list[Alert]:
         """Apply one evaluated window (``results`` empty: the window could not be
         tested, but it is released all the same); the alerts it created or changed.
         ``fdr_weights`` (check name -> weight, absent: 1) weight the window's tests in
@@ -170,7 +171,7 @@ class AlertPolicy:
             await self.alerts.settle(model_id, field, ordered[cut - 1].window_start)
 
     async def _write(self, window: WindowRef, feature: str, check: str, ep: Episode, seq: int,
-                     model: ModelConfig, silences: list[Silence], now: float) -> dict[str, Any] | None:
+                     model: ModelConfig, silences: list[Silence], now: float) -> Alert | None:
         m = window.model_id
         aid = alert_id(m, feature, check, ep.first.member)
         firing = ep.resolved is None
@@ -186,48 +187,49 @@ class AlertPolicy:
         inhibitors = [] if quality else [
             a for a, (f, lo, hi) in (await self.alerts.quality_spans(m)).items()
             if inhibited(check, feature, {f}) and lo < end and ep.first.window_start < hi]
-        alert = muted_now({
-            "id": aid, "model_id": m, "model_version": ep.first.member.split(":", 2)[2],
-            "feature": feature, "check": check,
-            "state": "firing" if firing else "resolved",
-            "severity": sev, "owner": model.owner, "tier": model.tier, "routing": model.routing,
-            "group_key": group, "source": source, "incident_id": None,
-            "window_start": ep.first.window_start,
-            "window_end": ep.first.window_start + int(ep.first.member.split(":", 1)[0]),  # its true length
-            "window_start_local": model.local_time(ep.first.window_start),
-            "fired_window_start": ep.fired.window_start,
-            "last_window_start": last.window_start,
-            "resolved_window_start": None if firing else ep.resolved.window_start,
-            "effect_size": last.effect_size, "floor": last.floor, "p_value": last.p_value,
-            "evidence_count": len(ep.evidence),
-            "evidence": [{"window_start": o.window_start, "effect_size": o.effect_size,
-                          "p_value": o.p_value} for o in ep.evidence[-MAX_EVIDENCE:]],
-            "inhibited_by": inhibitors,
-            "seq": seq, "created_at": now, "updated_at": now,
-        }, silences, now)
+        alert = muted_now(Alert(
+            id=aid, model_id=m, model_version=ep.first.member.split(":", 2)[2],
+            feature=feature, check=check,
+            state="firing" if firing else "resolved",
+            severity=sev, owner=model.owner, tier=model.tier, routing=model.routing,
+            group_key=group, source=source, incident_id=None,
+            window_start=ep.first.window_start,
+            window_end=ep.first.window_start + int(ep.first.member.split(":", 1)[0]),  # its true length
+            window_start_local=model.local_time(ep.first.window_start),
+            fired_window_start=ep.fired.window_start,
+            last_window_start=last.window_start,
+            resolved_window_start=None if firing else ep.resolved.window_start,
+            effect_size=last.effect_size, floor=last.floor, p_value=last.p_value,
+            evidence_count=len(ep.evidence),
+            evidence=[Evidence(window_start=o.window_start, effect_size=o.effect_size,
+                               p_value=o.p_value) for o in ep.evidence[-MAX_EVIDENCE:]],
+            inhibited_by=inhibitors,
+            seq=seq, created_at=now, updated_at=now,
+            silenced_by=[], notify=True,  # as muted_now makes them
+        ), silences, now)
         status = await self.alerts.upsert(alert)
         if status == 0:
             return None
         if status == 1:
             # per-slice checks count under their catalog name: a bounded label set
             metrics.ALERTS_RAISED.labels(check=base_check(check), severity=sev).inc()
-            if not alert["notify"]:
+            if not alert.notify:
                 metrics.ALERTS_SUPPRESSED.labels(
                     reason="inhibited" if inhibitors else "silenced").inc()
             log.info("alert fired model=%s feature=%s check=%s severity=%s window=%s effect=%.3g p=%.2e",
                      m, feature, check, sev, window.member, last.effect_size, last.p_value)
         stored = await self.alerts.alert(aid)
         assert stored is not None
-        joined = stored.get("incident_id")
+        joined = stored.incident_id
         # Named by its key and the first breach, whichever replica opens it.
         new_id = digest(group, str(ep.first.window_start))
         incident = await self.alerts.join(
             group, aid, (ep.first.window_start, end), model.persistence.m * window.length,
-            {"id": new_id, "group_key": group, "source": source, "title": _title(group),
-             "created_at": now}, joined)
+            IncidentRecord(id=new_id, group_key=group, source=source, title=_title(group),
+                           created_at=now), joined)
         if joined is None:  # also an episode that fired and resolved in one release
             await self.alerts.set_incident(aid, incident)
-            stored["incident_id"] = incident
+            stored = stored.model_copy(update={"incident_id": incident})
         await self.alerts.set_open(stored, firing)
         if quality:
             await self.alerts.set_quality_span(m, aid, feature, ep.first.window_start,
@@ -240,19 +242,18 @@ class AlertPolicy:
         return stored
 
 
-async def resolve_by_user(alerts: AlertStore, alert: dict[str, Any], by: str, comment: str | None,
+async def resolve_by_user(alerts: AlertStore, alert: Alert, by: str, comment: str | None,
                           now: float) -> None:
     """A user resolved ``alert``: record it and end its episode, so that a later breach
     of the series is a new alert, and stop inhibiting (the alert stays in its incident)."""
-    aid, m, feature, check = alert["id"], alert["model_id"], alert["feature"], alert["check"]
     await alerts.resolve(alert, {"resolved_by": by, "resolved_at": repr(now),
                                  "resolve_comment": comment or ""})
-    await alerts.emit("resolved", aid, alert.get("incident_id"))
-    await alerts.settle(m, series_field(feature, check), None)
-    if check in DATA_QUALITY_CHECKS:  # inhibits no later breach
-        length = alert["window_end"] - alert["window_start"]
-        await alerts.set_quality_span(m, aid, feature, alert["window_start"],
-                                      alert["last_window_start"] + length)
+    await alerts.emit("resolved", alert.id, alert.incident_id)
+    await alerts.settle(alert.model_id, series_field(alert.feature, alert.check), None)
+    if alert.check in DATA_QUALITY_CHECKS:  # inhibits no later breach
+        length = alert.window_end - alert.window_start
+        await alerts.set_quality_span(alert.model_id, alert.id, alert.feature, alert.window_start,
+                                      alert.last_window_start + length)
 
 
 def _touches(ep: Episode, lo: float, hi: float) -> bool:

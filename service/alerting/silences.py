@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from detectors.policy.silence import (
     STORED_CONTEXT,
@@ -34,6 +34,7 @@ from detectors.policy.silence import (
     silencing,
 )
 from service.alerting.keys import SILENCES
+from service.alerting.models import Alert
 from service.runtime.redis_client import Client
 from service.stored import Unreadable, encode_stored, read_stored
 
@@ -49,20 +50,20 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", Silence, "Receiver")
 
 
-def alert_labels(alert: dict[str, Any]) -> dict[str, str | None]:
+def alert_labels(alert: Alert) -> dict[str, str | None]:
     """The labels silence matchers compare: model, feature, check, severity, owner.
 
     Examples
     --------
-    >>> alert_labels({"model_id": "fraud", "feature": "amount", "check": "psi",
-    ...               "severity": "critical", "owner": None})["model"]
+    >>> alert_labels(Alert.model_construct(model_id="fraud", feature="amount", check="psi",
+    ...                                    severity="critical", owner=None))["model"]
     'fraud'
     """
-    return {"model": alert["model_id"], "feature": alert["feature"], "check": alert["check"],
-            "severity": alert["severity"], "owner": alert.get("owner")}
+    return {"model": alert.model_id, "feature": alert.feature, "check": alert.check,
+            "severity": alert.severity, "owner": alert.owner}
 
 
-def muted_now(alert: dict[str, Any], silences: list[Silence], now: datetime | float) -> dict[str, Any]:
+def muted_now(alert: Alert, silences: list[Silence], now: datetime | float) -> Alert:
     """``alert`` with ``silenced_by`` (the ids of the silences in ``silences`` active at
     ``now`` that match its labels, in input order) and ``notify`` (neither inhibited nor
     silenced: whether it may page) as they stand at ``now``.
@@ -75,13 +76,14 @@ def muted_now(alert: dict[str, Any], silences: list[Silence], now: datetime | fl
     --------
     >>> s = Silence(id="s1", created_at=0, starts_at=100, ends_at=200, created_by="ana",
     ...             comment="c", matchers=[{"name": "model", "value": "fraud"}])
-    >>> a = {"model_id": "fraud", "feature": "amount", "check": "psi", "severity": "warning",
-    ...      "inhibited_by": [], "silenced_by": [], "notify": True}
-    >>> [(m["silenced_by"], m["notify"]) for m in (muted_now(a, [s], t) for t in (50, 150, 200))]
+    >>> a = Alert.model_construct(model_id="fraud", feature="amount", check="psi", owner=None,
+    ...                           severity="warning", inhibited_by=[], silenced_by=[], notify=True)
+    >>> [(m.silenced_by, m.notify) for m in (muted_now(a, [s], t) for t in (50, 150, 200))]
     [([], True), (['s1'], False), ([], True)]
     """
     silenced = silencing(silences, alert_labels(alert), now)
-    return {**alert, "silenced_by": silenced, "notify": not alert.get("inhibited_by") and not silenced}
+    return alert.model_copy(update={"silenced_by": silenced,
+                                    "notify": not alert.inhibited_by and not silenced})
 
 
 def read_matching(cls: type[M], key: bytes | str, raw: bytes, *, role: str, kind: str) -> M | None:

@@ -13,9 +13,10 @@ import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+from pydantic import ValidationError
 
 from service.alerting.keys import (
     ALERTS,
@@ -33,9 +34,11 @@ from service.alerting.keys import (
     series_key,
 )
 from service.alerting.lua import JOIN, PENDING_HORIZON_SECONDS, RECORD, SET_OPEN, SETTLE, UPSERT
+from service.alerting.models import Alert, Incident, IncidentRecord
 from service.alerting.silences import SilenceStore, muted_now
 from service.profiles.keys import pending_key, status_key
 from service.runtime.redis_client import Client
+from service.stored import describe
 
 log = logging.getLogger("fleetwatch.alerting")
 
@@ -44,7 +47,7 @@ EVENTS_MAXLEN = 100_000
 SPAN_MEMORY_SECONDS = 8 * 86_400
 #: Least number of alert ids a filtered page reads from the time index at a time.
 SCAN_BATCH = 200
-USER_FIELDS = ("acked_by", "acked_at", "ack_comment", "resolved_by", "resolved_at", "resolve_comment")
+T = TypeVar("T", Alert, Incident)
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,8 @@ class OpenAlert:
     incident_id: str | None
 
     @classmethod
-    def of(cls, alert: dict[str, Any]) -> OpenAlert:
-        return cls(alert["model_id"], alert["severity"], alert.get("incident_id") or None)
+    def of(cls, alert: Alert) -> OpenAlert:
+        return cls(alert.model_id, alert.severity, alert.incident_id or None)
 
     def to_json(self) -> bytes:
         return orjson.dumps([self.model_id, self.severity, self.incident_id])
@@ -80,11 +83,47 @@ def series_field(feature: str, check: str) -> str:
     return f"{feature}\0{check}"
 
 
-def effective_state(alert: dict[str, Any]) -> str:
+def effective_state(alert: Alert) -> str:
     """firing / acknowledged / resolved, with the user's actions applied."""
-    if alert["state"] == "resolved" or alert.get("resolved_by"):
+    if alert.state == "resolved" or alert.resolved_by:
         return "resolved"
-    return "acknowledged" if alert.get("acked_by") else "firing"
+    return "acknowledged" if alert.acked_by else "firing"
+
+
+def read_alert(key: bytes | str, raw: dict[bytes, bytes]) -> Alert | None:
+    """An alert from its hash (``raw``): the JSON body with the hash's own fields (the first
+    write's ``created_at``, the incident, the user's actions) over it and the user's actions
+    applied to its state; None when it has no body or does not parse (logged).
+
+    Examples
+    --------
+    >>> body = ('{"id": "a1", "model_id": "fraud", "model_version": "3", "feature": "amount",'
+    ...         ' "check": "psi", "state": "firing", "severity": "warning", "tier": 2,'
+    ...         ' "group_key": "feature:amount", "incident_id": null, "window_start": 0,'
+    ...         ' "window_end": 300, "fired_window_start": 300, "last_window_start": 300,'
+    ...         ' "evidence_count": 2, "notify": true, "created_at": 700.0}')
+    >>> a = read_alert("k", {b"body": body.encode(), b"created_at": b"600.0", b"seq": b"4",
+    ...                      b"state": b"firing", b"incident_id": b"i1", b"acked_by": b"ana"})
+    >>> a.state, a.created_at, a.incident_id, a.acked_by
+    ('acknowledged', 600.0, 'i1', 'ana')
+    >>> read_alert("k", {b"seq": b"4"}) is None
+    True
+    """
+    if b"body" not in raw:
+        return None
+    fields = {k.decode(): v.decode() for k, v in raw.items()}
+    body = orjson.loads(fields.pop("body"))
+    body["created_at"] = float(fields.pop("created_at"))
+    fields.pop("seq", None)
+    fields.pop("state", None)
+    body.update(fields)
+    try:
+        alert = Alert.model_validate(body)
+    except ValidationError as exc:
+        log.error("stored alert %r does not parse (%s); it is left out of every read",
+                  key.decode() if isinstance(key, bytes) else key, describe(exc))
+        return None
+    return alert.model_copy(update={"state": effective_state(alert)})
 
 
 class AlertStore:
@@ -137,45 +176,36 @@ class AlertStore:
         await self._settle(keys=[series_key(model_id)], args=[field, -2 if upto is None else upto])
 
     # -- alerts --------------------------------------------------------------------
-    async def upsert(self, alert: dict[str, Any]) -> int:
-        """Write an alert unless the stored one is newer: 1 created, 2 updated, 3 updated
-        with a new state, 0 stale."""
+    async def upsert(self, alert: Alert) -> int:
+        """Write an alert (its body, :meth:`Alert.body`) unless the stored one is newer:
+        1 created, 2 updated, 3 updated with a new state, 0 stale."""
         return int(await self._upsert(
-            keys=[alert_key(alert["id"]), ALERTS, model_alerts_key(alert["model_id"])],
-            args=[alert["seq"], alert["created_at"], alert["state"], json.dumps(alert), alert["id"]]))
+            keys=[alert_key(alert.id), ALERTS, model_alerts_key(alert.model_id)],
+            args=[alert.seq, alert.created_at, alert.state, json.dumps(alert.body()), alert.id]))
 
     async def set_incident(self, alert_id: str, incident_id: str) -> None:
         await self.r.hset(alert_key(alert_id), "incident_id", incident_id)
 
-    async def alerts_by_id(self, ids: list[str]) -> list[dict[str, Any]]:
+    async def alerts_by_id(self, ids: list[str]) -> list[Alert]:
+        """The stored alerts of ``ids`` that exist (:func:`read_alert`), silenced as of now."""
         async with self.r.pipeline(transaction=False) as p:
             for i in ids:
                 p.hgetall(alert_key(i))
             raws = await p.execute()
-        out = []
-        for raw in raws:
-            if b"body" not in raw:
-                continue
-            fields = {k.decode(): v.decode() for k, v in raw.items()}
-            alert = orjson.loads(fields.pop("body"))
-            alert["created_at"] = float(fields.pop("created_at"))
-            fields.pop("seq", None)
-            fields.pop("state", None)
-            alert.update(fields)
-            alert["state"] = effective_state(alert)
-            out.append(alert)
+        out = [a for a in (read_alert(alert_key(i), raw) for i, raw in zip(ids, raws, strict=True))
+               if a is not None]
         if not out:
             return out
         now = time.time()
         active = await self.silences.active(now)
         return [muted_now(a, active, now) for a in out]
 
-    async def alert(self, alert_id: str) -> dict[str, Any] | None:
+    async def alert(self, alert_id: str) -> Alert | None:
         got = await self.alerts_by_id([alert_id])
         return got[0] if got else None
 
     async def alerts(self, model_id: str | None, since: float, limit: int, offset: int = 0,
-                     keep: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
+                     keep: Callable[[Alert], bool] | None = None) -> list[Alert]:
         """Alerts created at or after ``since`` (Unix seconds), newest first.
 
         Parameters
@@ -194,8 +224,8 @@ class AlertStore:
         return await self._page(index, since, limit, offset, self.alerts_by_id, keep)
 
     async def _page(self, index: str, since: float, limit: int, offset: int,
-                    load: Callable[[list[str]], Awaitable[list[dict[str, Any]]]],
-                    keep: Callable[[dict[str, Any]], bool] | None) -> list[dict[str, Any]]:
+                    load: Callable[[list[str]], Awaitable[list[T]]],
+                    keep: Callable[[T], bool] | None) -> list[T]:
         """One page of the items of a time index (ZSET id -> created at), newest first.
 
         ``keep`` selects before ``limit`` and ``offset`` page, so a filtered page is
@@ -207,7 +237,7 @@ class AlertStore:
         if keep is None:
             ids = await self.r.zrevrangebyscore(index, "+inf", since, start=offset, num=limit)
             return await load([i.decode() for i in ids])
-        page: list[dict[str, Any]] = []
+        page: list[T] = []
         skip, start, batch = offset, 0, max(SCAN_BATCH, offset + limit)
         while len(page) < limit:
             ids = await self.r.zrevrangebyscore(index, "+inf", since, start=start, num=batch)
@@ -256,23 +286,23 @@ class AlertStore:
             out[k.decode()] = (feature, float(lo), math.inf if hi is None else float(hi))
         return out
 
-    async def set_open(self, alert: dict[str, Any], is_open: bool) -> None:
+    async def set_open(self, alert: Alert, is_open: bool) -> None:
         """Mark ``alert`` (as stored, with its incident) open or not, in ``{fw}:open`` and the
         overview's ``{fw}:open:alerts`` at once; an alert a user resolved stays closed."""
-        await self._set_open(keys=[OPEN, OPEN_INDEX, alert_key(alert["id"])],
-                             args=[alert["id"], int(is_open), OpenAlert.of(alert).to_json()])
+        await self._set_open(keys=[OPEN, OPEN_INDEX, alert_key(alert.id)],
+                             args=[alert.id, int(is_open), OpenAlert.of(alert).to_json()])
 
-    async def resolve(self, alert: dict[str, Any], fields: dict[str, str]) -> None:
+    async def resolve(self, alert: Alert, fields: dict[str, str]) -> None:
         """Record a user's resolution (``fields``) and close the alert, in one step."""
-        args: list[Any] = [alert["id"], 0, b""]
+        args: list[Any] = [alert.id, 0, b""]
         for k, v in fields.items():
             args += [k, v]
-        await self._set_open(keys=[OPEN, OPEN_INDEX, alert_key(alert["id"])], args=args)
+        await self._set_open(keys=[OPEN, OPEN_INDEX, alert_key(alert.id)], args=args)
 
-    async def open_alerts(self) -> list[dict[str, Any]]:
+    async def open_alerts(self) -> list[Alert]:
         """Every alert not resolved (firing or acknowledged)."""
         ids = sorted(m.decode() for m in await self.r.smembers(OPEN))
-        return [a for a in await self.alerts_by_id(ids) if a["state"] != "resolved"]
+        return [a for a in await self.alerts_by_id(ids) if a.open()]
 
     async def open_index(self) -> dict[str, OpenAlert]:
         """Every alert not resolved, by id, as the fleet overview reads them: two commands
@@ -287,11 +317,11 @@ class AlertStore:
         out = {k.decode(): OpenAlert.from_json(v) for k, v in index_raw.items()}
         missing = sorted(ids - out.keys())
         for alert in await self.alerts_by_id(missing):
-            if alert["state"] == "resolved":
+            if not alert.open():
                 await self.resolve(alert, {})
             else:
                 await self.set_open(alert, True)
-                out[alert["id"]] = OpenAlert.of(alert)
+                out[alert.id] = OpenAlert.of(alert)
         return {k: v for k, v in out.items() if k in ids}
 
     async def set_quality_span(self, model_id: str, alert_id: str, feature: str, lo: float,
@@ -307,7 +337,7 @@ class AlertStore:
 
     # -- incidents ---------------------------------------------------------------------
     async def join(self, group: str, alert_id: str, span: tuple[int, int], gap: int,
-                   incident: dict[str, Any], joined: str | None = None) -> str:
+                   incident: IncidentRecord, joined: str | None = None) -> str:
         """The incident of ``group`` that ``alert_id`` belongs to, by event time.
 
         An alert not yet in an incident (``joined`` None) joins the incident of its
@@ -321,25 +351,33 @@ class AlertStore:
         """
         raw = await self._join(
             keys=[incident_spans_key(group), INCIDENTS],
-            args=[alert_id, incident["id"], json.dumps(incident), incident["created_at"],
+            args=[alert_id, incident.id, json.dumps(incident.model_dump(mode="json")), incident.created_at,
                   int(span[0]), int(span[1]), int(gap), int(span[0]) - SPAN_MEMORY_SECONDS,
                   joined or "", SPAN_MEMORY_SECONDS, incident_key("")])
         return raw.decode()
 
-    async def incident(self, incident_id: str) -> dict[str, Any] | None:
+    async def incident(self, incident_id: str) -> Incident | None:
+        """The incident with its alerts (:meth:`Incident.of`); None when unknown or when its
+        stored record does not parse (logged)."""
         raw = await self.r.get(incident_key(incident_id))
         if raw is None:
             return None
+        try:
+            record = IncidentRecord.model_validate_json(raw)
+        except ValidationError as exc:
+            log.error("stored incident %r does not parse (%s); it is left out of every read",
+                      incident_id, describe(exc))
+            return None
         ids = sorted(m.decode() for m in await self.r.smembers(f"{incident_key(incident_id)}:alerts"))
-        return {**json.loads(raw), "alerts": await self.alerts_by_id(ids)}
+        return Incident.of(record, await self.alerts_by_id(ids))
 
     async def incidents(self, since: float, limit: int, offset: int = 0,
-                        keep: Callable[[dict[str, Any]], bool] | None = None) -> list[dict[str, Any]]:
+                        keep: Callable[[Incident], bool] | None = None) -> list[Incident]:
         """Incidents opened at or after ``since``, newest first, with their alerts; ``keep``
         selects before ``limit`` and ``offset`` page (as in :meth:`alerts`)."""
         return await self._page(INCIDENTS, since, limit, offset, self._incidents_by_id, keep)
 
-    async def _incidents_by_id(self, ids: list[str]) -> list[dict[str, Any]]:
+    async def _incidents_by_id(self, ids: list[str]) -> list[Incident]:
         out = []
         for i in ids:
             inc = await self.incident(i)

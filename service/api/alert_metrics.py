@@ -19,12 +19,12 @@ async def refresh(alerts: AlertStore) -> None:
     open_alerts = await alerts.open_alerts()
     counts = {(state, sev): 0 for state in ("firing", "acknowledged") for sev in SEVERITIES}
     for a in open_alerts:
-        counts[(a["state"], a["severity"])] += 1
+        counts[(a.state, a.severity)] += 1
     for (state, sev), n in counts.items():
         ALERTS_OPEN.labels(state=state, severity=sev).set(n)
-    ranked = sorted(open_alerts, key=lambda a: -abs(a["effect_size"] or 0.0))
+    ranked = sorted(open_alerts, key=lambda a: -abs(a.effect_size or 0.0))
     ALERT_EFFECT.clear()
     for a in ranked[:MAX_EFFECT_SERIES]:
-        ALERT_EFFECT.labels(model=a["model_id"], feature=a["feature"], check=a["check"]).set(
-            a["effect_size"] or 0.0)
+        ALERT_EFFECT.labels(model=a.model_id, feature=a.feature, check=a.check).set(
+            a.effect_size or 0.0)
     EFFECT_SERIES_DROPPED.set(max(len(ranked) - MAX_EFFECT_SERIES, 0))

@@ -62,18 +62,18 @@ class UserAction(StrictModel):
         {"by": "ana@payments", "comment": "upstream fix deploying"}]}}
 
 
-async def require_alert(alerts: AlertStore, alert_id: str) -> dict[str, Any]:
+async def require_alert(alerts: AlertStore, alert_id: str) -> Alert:
     alert = await alerts.alert(alert_id)
     if alert is None:
         raise ApiError(404, "alert_not_found", f"unknown alert {alert_id!r}", "alert_id")
     return alert
 
 
-async def require_unresolved(alerts: AlertStore, alert_id: str, resolved: str) -> dict[str, Any]:
+async def require_unresolved(alerts: AlertStore, alert_id: str, resolved: str) -> Alert:
     """The alert; 404 when unknown, 409 ``alert_resolved`` (the message: the alert
     ``resolved``) when it is resolved."""
     alert = await require_alert(alerts, alert_id)
-    if alert["state"] == "resolved":
+    if not alert.open():
         raise ApiError(409, "alert_resolved", f"alert {alert_id!r} {resolved}", "alert_id")
     return alert
 
@@ -98,19 +98,18 @@ async def list_alerts(
         await require_model(store, model)
     lo = since.replace(tzinfo=since.tzinfo or UTC).timestamp() if since else 0
 
-    def keep(alert: dict[str, Any]) -> bool:
-        return ((state is None or alert["state"] == state.value)
-                and (severity is None or alert["severity"] == severity.value))
+    def keep(alert: Alert) -> bool:
+        return ((state is None or alert.state == state.value)
+                and (severity is None or alert.severity == severity.value))
 
-    page = await alerts.alerts(model, lo, limit, offset, None if state is None and severity is None else keep)
-    return [Alert.model_validate(a) for a in page]
+    return await alerts.alerts(model, lo, limit, offset, None if state is None and severity is None else keep)
 
 
 @router.get("/{alert_id}", summary="One alert",
             response_model=Alert, response_model_exclude_unset=True,
             responses={200: json_example(ALERT_EXAMPLE), 404: {"model": ErrorBody}})
 async def get_alert(alert_id: AlertId, alerts: AlertStoreDep) -> Alert:
-    return Alert.model_validate(await require_alert(alerts, alert_id))
+    return await require_alert(alerts, alert_id)
 
 
 @router.post("/{alert_id}/ack", summary="Acknowledge a firing alert",
@@ -121,8 +120,8 @@ async def ack_alert(alert_id: AlertId, body: UserAction, alerts: AlertStoreDep) 
     alert = await require_unresolved(alerts, alert_id, "is resolved")
     await alerts.act(alert_id, {"acked_by": body.by, "acked_at": repr(time.time()),
                                 "ack_comment": body.comment or ""})
-    await alerts.emit("acknowledged", alert_id, alert.get("incident_id"))
-    return Alert.model_validate(await require_alert(alerts, alert_id))
+    await alerts.emit("acknowledged", alert_id, alert.incident_id)
+    return await require_alert(alerts, alert_id)
 
 
 @router.post("/{alert_id}/resolve", summary="Resolve an alert by hand",
@@ -132,4 +131,4 @@ async def ack_alert(alert_id: AlertId, body: UserAction, alerts: AlertStoreDep) 
 async def resolve_alert(alert_id: AlertId, body: UserAction, alerts: AlertStoreDep) -> Alert:
     alert = await require_unresolved(alerts, alert_id, "is already resolved")
     await resolve_by_user(alerts, alert, body.by, body.comment, time.time())
-    return Alert.model_validate(await require_alert(alerts, alert_id))
+    return await require_alert(alerts, alert_id)

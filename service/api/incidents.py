@@ -7,7 +7,6 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
 
-from detectors.policy.severity import highest
 from service.alerting.models import Incident
 from service.api.alerts import ALERT_EXAMPLE
 from service.api.deps import AlertStoreDep
@@ -25,23 +24,6 @@ INCIDENT_EXAMPLE: dict[str, Any] = {
     "alerts": [ALERT_EXAMPLE]}
 
 
-def summarize(incident: dict[str, Any]) -> dict[str, Any]:
-    """An incident with its state, severity and scope derived from its alerts."""
-    alerts = incident["alerts"]
-    open_ = [a for a in alerts if a["state"] != "resolved"]
-    return {
-        **{k: v for k, v in incident.items() if k != "alerts"},
-        "state": "open" if open_ else "resolved",
-        "severity": highest([a["severity"] for a in open_ or alerts]),
-        "models": sorted({a["model_id"] for a in alerts}),
-        "features": sorted({a["feature"] for a in alerts}),
-        "checks": sorted({a["check"] for a in alerts}),
-        "first_window_start": min((a["window_start"] for a in alerts), default=None),
-        "alert_count": len(alerts),
-        "alerts": alerts,
-    }
-
-
 @router.get("", summary="Incidents, newest first",
             response_model=list[Incident], response_model_exclude_unset=True,
             description="The incidents opened since `since`, in `state` and touching `model`; `limit` "
@@ -57,13 +39,10 @@ async def list_incidents(
 ) -> list[Incident]:
     lo = since.replace(tzinfo=since.tzinfo or UTC).timestamp() if since else 0
 
-    def keep(incident: dict[str, Any]) -> bool:
-        summary = summarize(incident)
-        return (state is None or summary["state"] == state) and (model is None or model in summary["models"])
+    def keep(incident: Incident) -> bool:
+        return (state is None or incident.state == state) and (model is None or model in incident.models)
 
-    selected = await alerts.incidents(lo, limit, offset,
-                                      None if state is None and model is None else keep)
-    return [Incident.model_validate(summarize(i)) for i in selected]
+    return await alerts.incidents(lo, limit, offset, None if state is None and model is None else keep)
 
 
 @router.get("/{incident_id}", summary="One incident with its alerts",
@@ -77,4 +56,4 @@ async def get_incident(
     incident = await alerts.incident(incident_id)
     if incident is None:
         raise ApiError(404, "incident_not_found", f"unknown incident {incident_id!r}", "incident_id")
-    return Incident.model_validate(summarize(incident))
+    return incident

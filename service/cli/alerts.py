@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import getpass
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import Annotated
 
 import typer
 
+from service.alerting.models import Alert, Incident
 from service.cli.connection import ApiKey, ApiUrl, Json, Offset, api, segment
 from service.cli.output import Column, fields, print_json, show, table, when
 from service.cli.times import since as since_
@@ -26,20 +28,20 @@ Since = Annotated[str | None, typer.Option(
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="Print only the ids, one a line")]
 
 ALERT_COLUMNS: list[Column] = [
-    ("ID", lambda a: a["id"]), ("STATE", lambda a: a["state"]), ("SEVERITY", lambda a: a["severity"]),
-    ("MODEL", lambda a: a["model_id"]), ("FEATURE", lambda a: a["feature"] or "-"),
-    ("CHECK", lambda a: a["check"]), ("EFFECT", lambda a: a.get("effect_size")),
-    ("FLOOR", lambda a: a.get("floor")), ("WINDOW", lambda a: when(a.get("window_start"))),
-    ("INCIDENT", lambda a: a.get("incident_id")),
-    ("SILENCED BY", lambda a: a.get("silenced_by") or None),
+    ("ID", lambda a: a.id), ("STATE", lambda a: a.state), ("SEVERITY", lambda a: a.severity),
+    ("MODEL", lambda a: a.model_id), ("FEATURE", lambda a: a.feature or "-"),
+    ("CHECK", lambda a: a.check), ("EFFECT", lambda a: a.effect_size),
+    ("FLOOR", lambda a: a.floor), ("WINDOW", lambda a: when(a.window_start)),
+    ("INCIDENT", lambda a: a.incident_id),
+    ("SILENCED BY", lambda a: a.silenced_by or None),
 ]
 
 
-def _ids_or_table(rows: list[dict[str, Any]], as_json: bool, quiet: bool, columns: list[Column],
+def _ids_or_table(rows: Sequence[Alert | Incident], as_json: bool, quiet: bool, columns: list[Column],
                   empty: str) -> None:
     if quiet:
         for r in rows:
-            typer.echo(r["id"])
+            typer.echo(r.id)
         return
     else:
         show(rows, as_json, lambda rs: table(rs, columns, empty))
@@ -58,27 +60,27 @@ def list_alerts(
 ) -> None:
     """Alerts, newest first (GET /v1/alerts)."""
     with api(url, api_key) as client:
-        alerts = client.get("/alerts", model=model, state=state, severity=severity, since=since_(since),
-                            limit=limit, offset=offset)
+        alerts = [Alert.model_validate(a) for a in client.get(
+            "/alerts", model=model, state=state, severity=severity, since=since_(since),
+            limit=limit, offset=offset)]
     _ids_or_table(alerts, as_json, quiet, ALERT_COLUMNS, "no alerts")
 
 
-def _show_alert(a: dict[str, Any]) -> None:
+def _show_alert(a: Alert) -> None:
     fields([
-        ("alert", a["id"]), ("state", a["state"]), ("severity", a["severity"]),
-        ("model", f"{a['model_id']} (version {a.get('model_version') or '-'})"),
-        ("feature", a["feature"] or "-"), ("check", a["check"]),
-        ("effect size", a.get("effect_size")), ("floor", a.get("floor")), ("p-value", a.get("p_value")),
-        ("window", f"{when(a.get('window_start'))} to {when(a.get('window_end'))}"),
-        ("fired at window", when(a.get("fired_window_start"))),
-        ("incident", a.get("incident_id")), ("source", a.get("source")),
-        ("owner", a.get("owner")), ("routing", a.get("routing")),
-        ("silenced by", a.get("silenced_by")), ("inhibited by", a.get("inhibited_by")),
-        ("acknowledged", None if not a.get("acked_by") else
-         f"by {a['acked_by']} at {when(a.get('acked_at'))}: {a.get('ack_comment') or '-'}"),
-        ("resolved by", a.get("resolved_by")),
-        ("evidence", [f"{when(e['window_start'])} effect {e['effect_size']:.4g}"
-                      for e in a.get("evidence") or []]),
+        ("alert", a.id), ("state", a.state), ("severity", a.severity),
+        ("model", f"{a.model_id} (version {a.model_version or '-'})"),
+        ("feature", a.feature or "-"), ("check", a.check),
+        ("effect size", a.effect_size), ("floor", a.floor), ("p-value", a.p_value),
+        ("window", f"{when(a.window_start)} to {when(a.window_end)}"),
+        ("fired at window", when(a.fired_window_start)),
+        ("incident", a.incident_id), ("source", a.source),
+        ("owner", a.owner), ("routing", a.routing),
+        ("silenced by", a.silenced_by), ("inhibited by", a.inhibited_by),
+        ("acknowledged", None if not a.acked_by else
+         f"by {a.acked_by} at {when(a.acked_at)}: {a.ack_comment or '-'}"),
+        ("resolved by", a.resolved_by),
+        ("evidence", [f"{when(e.window_start)} effect {e.effect_size:.4g}" for e in a.evidence]),
     ])
 
 
@@ -87,7 +89,7 @@ def show_alert(alert_id: Annotated[str, typer.Argument(help="Alert id", show_def
                url: ApiUrl = None, api_key: ApiKey = None, as_json: Json = False) -> None:
     """One alert with its evidence (GET /v1/alerts/{id})."""
     with api(url, api_key) as client:
-        alert = client.get(f"/alerts/{segment(alert_id)}")
+        alert = Alert.model_validate(client.get(f"/alerts/{segment(alert_id)}"))
     show(alert, as_json, _show_alert)
 
 
@@ -97,9 +99,10 @@ def _act(action: str, alert_ids: list[str], by: str | None, comment: str | None,
     done = []
     with api(url, api_key) as client:
         for alert_id in alert_ids:  # in order; the first refusal stops (printed, exit 1)
-            done.append(client.request("POST", f"/alerts/{segment(alert_id)}/{action}", body=body))
+            done.append(Alert.model_validate(
+                client.request("POST", f"/alerts/{segment(alert_id)}/{action}", body=body)))
             if not as_json:
-                typer.echo(f"{alert_id}: {done[-1]['state']} (by {body['by']})")
+                typer.echo(f"{alert_id}: {done[-1].state} (by {body['by']})")
     if as_json:
         print_json(done)
 
@@ -119,10 +122,10 @@ def resolve(alert_ids: AlertIds, by: By = None, comment: Comment = None,
 
 
 INCIDENT_COLUMNS: list[Column] = [
-    ("ID", lambda i: i["id"]), ("STATE", lambda i: i["state"]), ("SEVERITY", lambda i: i["severity"]),
-    ("TITLE", lambda i: i.get("title")), ("MODELS", lambda i: i["models"]),
-    ("FEATURES", lambda i: i["features"]), ("ALERTS", lambda i: i["alert_count"]),
-    ("FIRST WINDOW", lambda i: when(i.get("first_window_start"))),
+    ("ID", lambda i: i.id), ("STATE", lambda i: i.state), ("SEVERITY", lambda i: i.severity),
+    ("TITLE", lambda i: i.title), ("MODELS", lambda i: i.models),
+    ("FEATURES", lambda i: i.features), ("ALERTS", lambda i: i.alert_count),
+    ("FIRST WINDOW", lambda i: when(i.first_window_start)),
 ]
 
 
@@ -138,18 +141,18 @@ def list_incidents(
 ) -> None:
     """Incidents, newest first (GET /v1/incidents)."""
     with api(url, api_key) as client:
-        incidents = client.get("/incidents", model=model, state=state, since=since_(since), limit=limit,
-                               offset=offset)
+        incidents = [Incident.model_validate(i) for i in client.get(
+            "/incidents", model=model, state=state, since=since_(since), limit=limit, offset=offset)]
     _ids_or_table(incidents, as_json, quiet, INCIDENT_COLUMNS, "no incidents")
 
 
-def _show_incident(i: dict[str, Any]) -> None:
-    fields([("incident", i["id"]), ("title", i.get("title")), ("state", i["state"]),
-            ("severity", i["severity"]), ("source", i.get("source")), ("models", i["models"]),
-            ("features", i["features"]), ("checks", i["checks"]),
-            ("first window", when(i.get("first_window_start"))), ("opened", when(i.get("created_at")))])
+def _show_incident(i: Incident) -> None:
+    fields([("incident", i.id), ("title", i.title), ("state", i.state),
+            ("severity", i.severity), ("source", i.source), ("models", i.models),
+            ("features", i.features), ("checks", i.checks),
+            ("first window", when(i.first_window_start)), ("opened", when(i.created_at))])
     typer.echo("")
-    table(i["alerts"], ALERT_COLUMNS, "no alerts")
+    table(i.alerts, ALERT_COLUMNS, "no alerts")
 
 
 @incidents_app.command("show")
@@ -157,4 +160,5 @@ def show_incident(incident_id: Annotated[str, typer.Argument(help="Incident id",
                   url: ApiUrl = None, api_key: ApiKey = None, as_json: Json = False) -> None:
     """One incident with its alerts (GET /v1/incidents/{id})."""
     with api(url, api_key) as client:
-        show(client.get(f"/incidents/{segment(incident_id)}"), as_json, _show_incident)
+        incident = Incident.model_validate(client.get(f"/incidents/{segment(incident_id)}"))
+    show(incident, as_json, _show_incident)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import orjson
 import typer
 
+from service.alerting.models import Alert
 from service.api.model_views import DELETED, KEPT
 from service.cli.connection import ApiKey, ApiUrl, Json, Offset, api, fail, segment
 from service.cli.output import fields, floors_text, show, table, when
@@ -199,11 +200,11 @@ def status(
             return
         ids = [m["model_id"] for m in client.get("/models", limit=FLEET_STATUS_MODELS)]
         statuses = [client.get(f"/models/{segment(m)}/status") for m in ids]
-        firing = client.get("/alerts", state="firing", limit=1000)
+        firing = [Alert.model_validate(a) for a in client.get("/alerts", state="firing", limit=1000)]
     if as_json:
         show(statuses, True, print)
         return
-    open_alerts = {m: sum(a["model_id"] == m for a in firing) for m in ids}
+    open_alerts = {m: sum(a.model_id == m for a in firing) for m in ids}
     table(statuses, [
         ("MODEL", lambda s: s["model_id"]),
         ("RECORDS", lambda s: s["records"]["in_evaluated_windows"]),

@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 import typer
+from pydantic import BaseModel
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -29,8 +30,16 @@ def render(renderable: Any) -> None:
 
 
 def print_json(value: Any) -> None:
-    """``value`` as indented JSON on stdout."""
-    typer.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode())
+    """``value`` as indented JSON on stdout; a pydantic model (e.g. an alert the API answered)
+    as the fields it was given."""
+    typer.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS,
+                            default=_given).decode())
+
+
+def _given(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_unset=True)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def when(t: Any) -> str:
@@ -75,10 +84,10 @@ def cell(value: Any) -> str:
     return str(value)
 
 
-Column = tuple[str, Callable[[dict[str, Any]], Any]]
+Column = tuple[str, Callable[[Any], Any]]
 
 
-def table(rows: Iterable[dict[str, Any]], columns: Sequence[Column], empty: str) -> None:
+def table(rows: Iterable[Any], columns: Sequence[Column], empty: str) -> None:
     """Rows as a table with one column per ``(header, getter)``; ``empty`` when none."""
     rows = list(rows)
     if not rows:

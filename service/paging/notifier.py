@@ -47,7 +47,6 @@ from redis.exceptions import ResponseError
 
 from service import metrics
 from service.alerting.keys import EVENTS
-from service.alerting.models import Alert, IncidentRecord
 from service.alerting.store import AlertStore
 from service.paging.courier import Courier
 from service.paging.keys import GROUPS_DUE, notify_group_key
@@ -198,13 +197,13 @@ class Notifier:
         alert = await self.alerts.alert(fields.get("alert_id", ""))
         if alert is None:
             return 0
-        incident_id = fields.get("incident_id") or alert.get("incident_id")
+        incident_id = fields.get("incident_id") or alert.incident_id
         if not incident_id:
             return 0
         touched = 0
         for rc in receivers:
             key = notify_group_key(rc.id, incident_id)
-            if (alert.get("notify") and rc.matches(alert)) or await self.r.exists(key):
+            if (alert.notify and rc.matches(alert)) or await self.r.exists(key):
                 await self._touch(keys=[key, GROUPS_DUE],
                                   args=[repr(now), repr(rc.group_wait_seconds),
                                         repr(rc.group_interval_seconds), f"{rc.id}:{incident_id}",
@@ -255,14 +254,13 @@ class Notifier:
         if receiver is None or incident is None:  # receiver deleted (or incident gone)
             await self.outbox.commit(Guard(key, version, None, GROUPS_DUE, member, None), [])
             return []
-        view = [a for a in incident["alerts"]
-                if a["id"] in state.members or (a.get("notify") and receiver.matches(a))]
+        view = [a for a in incident.alerts
+                if a.id in state.members or (a.notify and receiver.matches(a))]
         decision = decide(state, view, Timing.of(receiver), now)
-        meta = IncidentRecord.model_validate({k: v for k, v in incident.items() if k != "alerts"})
-        alerts = [Alert.model_validate(a) for a in view]
+        meta = incident.record()
         items = []
         for action in decision.actions:
-            body = render(receiver.kind, Notice(action, receiver.id, receiver.name, meta, alerts, now,
+            body = render(receiver.kind, Notice(action, receiver.id, receiver.name, meta, view, now,
                                                 incident_url(self.settings.public_url, incident_id)))
             if body is not None:
                 items.append(NewItem(uuid.uuid4().hex, receiver.id, receiver.kind, incident_id, action,

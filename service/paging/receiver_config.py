@@ -40,13 +40,13 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import ConfigDict, Field, StringConstraints, ValidationInfo, field_validator
 
 from detectors.policy.silence import MAX_MATCHERS, Matcher
 from detectors.strict import LAX, StrictModel
+from service.alerting.models import Alert
 from service.paging.kinds import KINDS, ReceiverKind
 from service.paging.ssrf import http_host
 
@@ -73,12 +73,12 @@ class ReceiverMatcher(Matcher):
                                              "or a routing label")
 
 
-def alert_labels(alert: Mapping[str, Any]) -> dict[str, str]:
+def alert_labels(alert: Alert) -> dict[str, str]:
     """The labels receivers match on: routing labels overlaid with the built-in ones.
 
     Parameters
     ----------
-    alert : mapping
+    alert : Alert
         An alert as ``service.alerting.store.AlertStore`` returns it.
 
     Returns
@@ -89,17 +89,15 @@ def alert_labels(alert: Mapping[str, Any]) -> dict[str, str]:
 
     Examples
     --------
-    >>> labels = alert_labels({"model_id": "fraud", "feature": "amount", "check": "psi",
-    ...                        "severity": "critical", "owner": None, "routing": {"team": "pay"}})
+    >>> labels = alert_labels(Alert.model_construct(model_id="fraud", feature="amount", check="psi",
+    ...                                             severity="critical", routing={"team": "pay"}))
     >>> sorted(labels.items())  # doctest: +NORMALIZE_WHITESPACE
     [('check', 'psi'), ('feature', 'amount'), ('model', 'fraud'), ('owner', ''),
      ('severity', 'critical'), ('team', 'pay')]
     """
-    labels = {str(k): str(v) for k, v in (alert.get("routing") or {}).items()}
-    labels.update({
-        "model": alert.get("model_id") or "", "feature": alert.get("feature") or "",
-        "check": alert.get("check") or "", "severity": alert.get("severity") or "",
-        "owner": alert.get("owner") or ""})
+    labels = {str(k): str(v) for k, v in alert.routing.items()}
+    labels.update({"model": alert.model_id, "feature": alert.feature, "check": alert.check,
+                   "severity": alert.severity, "owner": alert.owner or ""})
     return labels
 
 
@@ -241,16 +239,17 @@ class Receiver(ReceiverSpec):
     ...              url="https://hooks.slack.com/services/T/B/X",
     ...              matchers=[{"name": "severity", "value": "critical"},
     ...                        {"name": "team", "value": "pay.*", "regex": True}])
-    >>> r.matches({"model_id": "fraud", "severity": "critical", "routing": {"team": "payments"}})
-    True
-    >>> r.matches({"model_id": "fraud", "severity": "warning", "routing": {"team": "payments"}})
-    False
+    >>> def alert(severity):
+    ...     return Alert.model_construct(model_id="fraud", feature="amount", check="psi",
+    ...                                  severity=severity, routing={"team": "payments"})
+    >>> r.matches(alert("critical")), r.matches(alert("warning"))
+    (True, False)
     """
 
     id: str = Field(..., min_length=1, max_length=64, description="Receiver id")
     created_at: float = Field(..., description="Creation time, Unix seconds")
 
-    def matches(self, alert: Mapping[str, Any]) -> bool:
+    def matches(self, alert: Alert) -> bool:
         """Whether the alert's labels (:func:`alert_labels`) satisfy every matcher."""
         labels = alert_labels(alert)
         return all(m.matches_value(labels.get(m.name)) for m in self.matchers)

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from service.alerting.models import Alert
 
 if TYPE_CHECKING:
     from service.paging.receiver_config import Receiver
@@ -92,7 +94,7 @@ class Decision:
     next_at: float | None
 
 
-def decide(state: GroupState, alerts: Sequence[Mapping[str, Any]], timing: Timing,
+def decide(state: GroupState, alerts: Sequence[Alert], timing: Timing,
            now: float) -> Decision:
     """The notifications one receiver gets for one incident at ``now``.
 
@@ -100,10 +102,10 @@ def decide(state: GroupState, alerts: Sequence[Mapping[str, Any]], timing: Timin
     ----------
     state : GroupState
         What the receiver was told so far.
-    alerts : sequence of mapping
+    alerts : sequence of Alert
         The incident's alerts the receiver gets (notifiable and matching, or
-        already notified), each with ``id`` and ``state`` (firing,
-        acknowledged, resolved).
+        already notified); their ``id`` and ``state`` (firing, acknowledged,
+        resolved) decide.
     timing : Timing
     now : float
         Unix seconds.
@@ -130,19 +132,21 @@ def decide(state: GroupState, alerts: Sequence[Mapping[str, Any]], timing: Timin
     --------
     >>> t = Timing(group_wait=30, group_interval=300, repeat_interval=3600)
     >>> s = GroupState(first_seen=0.0)
-    >>> firing = [{"id": "a", "state": "firing"}, {"id": "b", "state": "firing"}]
+    >>> def of(*states):  # the incident's alerts a and b, only their id and state
+    ...     return [Alert.model_construct(id=i, state=st) for i, st in zip("ab", states, strict=True)]
+    >>> firing = of("firing", "firing")
     >>> decide(s, firing, t, 10).actions, decide(s, firing, t, 10).next_at  # group_wait
     ((), 30.0)
     >>> d = decide(s, firing, t, 30)
     >>> d.actions, d.state.firing, d.next_at
     (('trigger',), ('a', 'b'), 3630)
-    >>> resolved = [{"id": "a", "state": "resolved"}, {"id": "b", "state": "resolved"}]
+    >>> resolved = of("resolved", "resolved")
     >>> decide(d.state, resolved, t, 100).next_at  # group_interval after the trigger
     330
     >>> r = decide(d.state, resolved, t, 330)
     >>> r.actions, r.state.sent, r.next_at
     (('resolve',), 'resolved', None)
-    >>> acked = [{"id": "a", "state": "acknowledged"}, {"id": "b", "state": "firing"}]
+    >>> acked = of("acknowledged", "firing")
     >>> decide(d.state, acked, t, 40).actions  # no repeats while acknowledged
     ('acknowledge',)
     >>> decide(d.state, firing, t, 3630).actions
@@ -150,9 +154,9 @@ def decide(state: GroupState, alerts: Sequence[Mapping[str, Any]], timing: Timin
     >>> decide(s, resolved, t, 30).actions  # resolved before group_wait: never notified
     ()
     """
-    ids = tuple(sorted({a["id"] for a in alerts} | set(state.members)))
-    firing = tuple(sorted(a["id"] for a in alerts if a.get("state") != "resolved"))
-    acked = any(a.get("state") == "acknowledged" for a in alerts)
+    ids = tuple(sorted({a.id for a in alerts} | set(state.members)))
+    firing = tuple(sorted(a.id for a in alerts if a.open()))
+    acked = any(a.state == "acknowledged" for a in alerts)
     if state.sent != "firing":
         if not firing:
             return Decision((), state, None)

@@ -44,6 +44,7 @@ from detectors.catalog import DEFAULT_ALERTING, matches
 from detectors.performance.tasks import PERFORMANCE_CHECKS
 from sdk import AsyncClient, upload_reference
 from service import metrics
+from service.alerting.models import Alert
 from service.api.server import ApiServer
 from service.profiles.keys import pending_key, window_index_key
 from service.profiles.store import Store
@@ -291,7 +292,8 @@ async def _main(settings: Settings, scenario: inc.Scenario, opts: SimOptions) ->
             alerting = alerting_check(kinds)
             evidence = {i.id: rep.strongest_evidence(i, windows, alerting) for i in scenario.incidents}
             kinds.update({inc.SCORE: "score", inc.PERFORMANCE: "performance", inc.VOLUME: "volume"})
-            fw_card = sc.scorecard("fleetwatch", scenario.incidents, [sc.from_api(a) for a in alerts],
+            fw_card = sc.scorecard("fleetwatch", scenario.incidents,
+                                   [sc.from_api(Alert.model_validate(a)) for a in alerts],
                                    ids, scenario.start, scenario.end, WINDOW_SECONDS,
                                    feature_kinds=kinds)
             naive_card = sc.scorecard("naive", scenario.incidents, naive, ids, scenario.start,

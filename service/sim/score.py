@@ -33,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from service.alerting import models as alerting
 from service.sim.incidents import (
     COVARIATE_SHIFT,
     INCIDENT_KINDS,
@@ -77,21 +78,20 @@ class Alert:
     notify: bool = True
 
 
-def from_api(a: Mapping[str, Any]) -> Alert:
-    """An alert of ``GET /v1/alerts``.
+def from_api(a: alerting.Alert) -> Alert:
+    """An alert of ``GET /v1/alerts``, as scored.
 
     Examples
     --------
-    >>> a = from_api({"id": "x", "model_id": "m", "feature": "f", "check": "psi",
-    ...               "window_start": 0, "window_end": 3600, "fired_window_start": 3600,
-    ...               "incident_id": "i", "notify": True})
+    >>> a = from_api(alerting.Alert.model_construct(
+    ...     id="x", model_id="m", feature="f", check="psi", window_start=0, window_end=3600,
+    ...     fired_window_start=3600, incident_id="i", notify=True))
     >>> a.fired_at
     7200
     """
-    length = a["window_end"] - a["window_start"]
-    return Alert(str(a["id"]), a["model_id"], a["feature"], a["check"], a["window_start"],
-                 a["window_end"], a["fired_window_start"] + length, a.get("incident_id"),
-                 bool(a.get("notify", True)))
+    length = a.window_end - a.window_start
+    return Alert(a.id, a.model_id, a.feature, a.check, a.window_start, a.window_end,
+                 a.fired_window_start + length, a.incident_id, a.notify)
 
 
 def maps_to(alert: Alert, incident: Incident) -> bool:

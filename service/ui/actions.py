@@ -113,11 +113,9 @@ async def incident_action(
     inc = await incident_of(request, incident_id)
     wanted = "firing" if action == "ack" else None
     ids = [
-        a["id"]
-        for a in inc["alerts"]
-        if a["state"] != "resolved"
-        and (wanted is None or a["state"] == wanted)
-        and (not alert or a["id"] == alert)
+        a.id
+        for a in inc.alerts
+        if a.open() and (wanted is None or a.state == wanted) and (not alert or a.id == alert)
     ]
     if alert and not ids:
         raise UiError(

@@ -13,8 +13,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
 from markupsafe import Markup, escape
 
+from service.alerting.models import Incident
 from service.alerting.store import AlertStore
-from service.api.incidents import summarize
 from service.ui.session import Session, UiError, set_cookies
 from service.ui.views.common import Ctx, feature_label
 from service.ui.views.fleet import FleetRow
@@ -90,9 +90,9 @@ def start_of(text: str) -> int:
     return int(text)
 
 
-async def incident_of(request: Request, incident_id: str) -> dict[str, Any]:
-    """The incident's summary (:func:`service.api.incidents.summarize`); 404 as a page."""
-    raw = await ctx_of(request).alerts.incident(incident_id)
-    if raw is None:
+async def incident_of(request: Request, incident_id: str) -> Incident:
+    """The incident with its alerts; 404 as a page."""
+    incident = await ctx_of(request).alerts.incident(incident_id)
+    if incident is None:
         raise UiError(404, "Unknown incident", f"No incident {incident_id!r}.")
-    return summarize(raw)
+    return incident

@@ -11,7 +11,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from service.api import performance as performance_api
-from service.api.incidents import summarize
 from service.registry import ModelConfig
 from service.ui.page import ctx_of, fmt_time, incident_of, page, require_model, start_of
 from service.ui.session import SessionDep, UiError
@@ -133,7 +132,7 @@ async def incidents_page(request: Request, s: SessionDep, page_no: int = 1) -> H
         request,
         s,
         "incidents.html",
-        incidents=[summarize(i) for i in got[:size]],
+        incidents=got[:size],
         page_no=max(page_no, 1),
         more=len(got) > size,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from service.alerting.models import Alert
 from service.ui import charts
 from service.ui.views.common import Ctx, config_of, feature_label, ratio
 from service.ui.views.distribution import Distribution, distribution
@@ -29,7 +30,7 @@ class FeatureView:
     chosen: int | None
     checks: list[CheckChart]
     distribution: Distribution
-    alerts: list[dict[str, Any]]
+    alerts: list[Alert]
 
 
 async def feature_view(ctx: Ctx, model_id: str, feature: str, window: int | None) -> FeatureView | None:
@@ -43,7 +44,7 @@ async def feature_view(ctx: Ctx, model_id: str, feature: str, window: int | None
         ref = await ctx.store.reference(model_id)
         if ref is None or (feature not in ref.features and feature not in ref.vectors):
             return None
-    alerts = [a for a in await ctx.alerts.alerts(model_id, 0, 200) if a["feature"] == feature]
+    alerts = [a for a in await ctx.alerts.alerts(model_id, 0, 200) if a.feature == feature]
     starts = [s for _m, s in windows]
     checks = sorted({r["check"] for results in history for r in results if r["feature"] == feature})
     out = []
@@ -63,13 +64,13 @@ async def feature_view(ctx: Ctx, model_id: str, feature: str, window: int | None
         ]
         bands = [
             (
-                a["window_start"],
-                (a.get("resolved_window_start") or a["last_window_start"]) + cfg.window_seconds,
-                f"alert {a['check']} {a['state']} ({a['severity']})",
-                f"/ui/incidents/{a['incident_id']}" if a.get("incident_id") else None,
+                a.window_start,
+                (a.resolved_window_start or a.last_window_start) + cfg.window_seconds,
+                f"alert {a.check} {a.state} ({a.severity})",
+                f"/ui/incidents/{a.incident_id}" if a.incident_id else None,
             )
             for a in alerts
-            if a["check"] == check
+            if a.check == check
         ]
         chart = charts.line_chart(
             starts,

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from service.alerting.models import Alert, Incident
 from service.paging.outbox import Outbox
 from service.ui import charts
 from service.ui.views.common import Ctx, config_of, feature_label
@@ -14,8 +15,8 @@ from service.ui.views.common import Ctx, config_of, feature_label
 
 @dataclass(frozen=True)
 class IncidentView:
-    incident: dict[str, Any]
-    alerts: list[dict[str, Any]]
+    incident: Incident
+    alerts: list[Alert]
     timeline: charts.Timeline
     notifications: list[dict[str, Any]]
     silence_matchers: list[dict[str, Any]]
@@ -25,11 +26,11 @@ def _alternation(values: Sequence[str]) -> str:
     return "|".join(re.escape(v) for v in sorted(set(values)))
 
 
-def silence_matchers(incident: dict[str, Any]) -> list[dict[str, Any]]:
+def silence_matchers(incident: Incident) -> list[dict[str, Any]]:
     """Matchers that silence exactly this incident's scope: its models and its features
     (anchored regular expressions when there are several)."""
     out = []
-    for name, values in (("model", incident["models"]), ("feature", [f for f in incident["features"] if f])):
+    for name, values in (("model", incident.models), ("feature", [f for f in incident.features if f])):
         if len(values) == 1:
             out.append({"name": name, "value": values[0], "regex": False})
         elif values:
@@ -37,30 +38,28 @@ def silence_matchers(incident: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-async def incident_view(ctx: Ctx, summary: dict[str, Any]) -> IncidentView:
-    """The incident page from its summary (``service.api.incidents.summarize``)."""
-    configs = await ctx.store.model_configs(summary["models"])
+async def incident_view(ctx: Ctx, incident: Incident) -> IncidentView:
+    """The incident page."""
+    configs = await ctx.store.model_configs(incident.models)
     rows = []
     alerts = sorted(
-        summary["alerts"],
-        key=lambda a: (a["state"] == "resolved", a["window_start"], a["model_id"], a["feature"], a["check"]),
+        incident.alerts,
+        key=lambda a: (not a.open(), a.window_start, a.model_id, a.feature, a.check),
     )
     for a in alerts:
-        length = config_of(configs.get(a["model_id"])).window_seconds
-        end = (a.get("resolved_window_start") or a["last_window_start"]) + length
-        kind = a["state"] + (" muted" if a.get("inhibited_by") or a.get("silenced_by") else "")
+        length = config_of(configs.get(a.model_id)).window_seconds
+        end = (a.resolved_window_start or a.last_window_start) + length
+        kind = a.state + (" muted" if a.inhibited_by or a.silenced_by else "")
         rows.append(
             (
-                f"{a['model_id']} · {feature_label(a['feature'])} · {a['check']}",
-                f"/ui/models/{a['model_id']}/features/{a['feature']}"
-                if a["feature"]
-                else f"/ui/models/{a['model_id']}",
-                a["window_start"],
+                f"{a.model_id} · {feature_label(a.feature)} · {a.check}",
+                f"/ui/models/{a.model_id}/features/{a.feature}" if a.feature else f"/ui/models/{a.model_id}",
+                a.window_start,
                 end,
                 kind,
-                [e["window_start"] for e in a.get("evidence", [])],
+                [e.window_start for e in a.evidence],
             )
         )
     seconds = min((config_of(c).window_seconds for c in configs.values()), default=300)
-    log = [i.view() for i in await Outbox(ctx.store.r).for_incident(summary["id"])]
-    return IncidentView(summary, alerts, charts.timeline(rows, seconds), log, silence_matchers(summary))
+    log = [i.view() for i in await Outbox(ctx.store.r).for_incident(incident.id)]
+    return IncidentView(incident, alerts, charts.timeline(rows, seconds), log, silence_matchers(incident))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from service.alerting.models import Alert
 from service.registry import ModelConfig
 from service.ui import charts
 from service.ui.views.common import OUTPUTS, Ctx, config_of, feature_label, ratio
@@ -40,7 +41,7 @@ class ModelView:
     expected: list[float | None]
     features: list[FeatureRow]
     outputs: list[FeatureRow]
-    alerts: list[dict[str, Any]]
+    alerts: list[Alert]
     incidents: list[str]
     performance: dict[str, Any] | None
     perf_chart: charts.LineChart | None
@@ -133,7 +134,7 @@ async def model_view(ctx: Ctx, model_id: str, performance: dict[str, Any] | None
         features,
         outputs,
         alerts,
-        sorted({a["incident_id"] for a in alerts if a.get("incident_id")}),
+        sorted({a.incident_id for a in alerts if a.incident_id}),
         performance,
         perf_chart,
     )

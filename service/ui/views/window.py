@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from service.alerting.models import Alert
 from service.profiles.keys import parse_member
 from service.ui.views.common import Ctx, config_of, feature_label, ratio
 
@@ -17,7 +18,7 @@ class TestLine:
     eligible: bool
     discovered: bool | None
     breach: bool | None
-    alert: dict[str, Any] | None
+    alert: Alert | None
 
 
 @dataclass(frozen=True)
@@ -58,11 +59,9 @@ async def window_view(ctx: Ctx, model_id: str, start: int) -> WindowView | None:
                 (
                     a
                     for a in alerts
-                    if a["feature"] == r["feature"]
-                    and a["check"] == r["check"]
-                    and a["window_start"]
-                    <= start
-                    <= (a.get("resolved_window_start") or a["last_window_start"])
+                    if a.feature == r["feature"]
+                    and a.check == r["check"]
+                    and a.window_start <= start <= (a.resolved_window_start or a.last_window_start)
                 ),
                 None,
             )
