@@ -14,6 +14,7 @@ import pytest_asyncio
 
 from detectors.policy.silence import STORED_CONTEXT, Matcher, Silence, compile_regex, silencing
 from service.alerting.keys import SILENCES
+from service.alerting.models import Alert
 from service.alerting.silences import SilenceStore
 from service.api.app import create_app
 from service.paging.keys import RECEIVERS
@@ -169,7 +170,9 @@ async def test_stored_patterns_re2_refuses_read_back_as_matching_nothing(http, r
         shown = (await http.get("/v1/receivers/legacy-r")).json()
         assert shown["matchers"][1] == {**legacy, "usable": False}
         [stored] = await ReceiverStore(store.r).all()
-        assert not stored.matches({"model_id": "m", "owner": "payroll", "routing": {"team": "pay"}})
+        alert = Alert.model_construct(model_id="m", feature="x", check="psi", severity="warning",
+                                      owner="payroll", routing={"team": "pay"})
+        assert not stored.matches(alert)
         assert (await http.delete("/v1/receivers/legacy-r")).status_code == 204
     finally:
         await store.close()

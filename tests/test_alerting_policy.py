@@ -7,13 +7,13 @@ import asyncio
 import math
 import random
 import time
-from typing import Any
 
 from detectors.fdr.epoch import EpochSpending
 from detectors.policy.persistence import ImmediateRule, PersistenceConfig
 from detectors.policy.silence import Matcher, SilenceSpec
 from detectors.result import TestResult, judged
 from service.alerting.fdr import FdrGate
+from service.alerting.models import Alert
 from service.alerting.policy import AlertPolicy, WindowRef, alert_id
 from service.alerting.silences import SilenceStore
 from service.alerting.store import AlertStore
@@ -43,7 +43,7 @@ def policy(store: Store) -> AlertPolicy:
 
 async def apply(p: AlertPolicy, model: str, i: int, outcomes: dict[tuple[str, str], tuple[float, float]],
                 config: ModelConfig | None = None, silences=(), now: float = 1e9,
-                fdr_weights: dict[str, float] | None = None) -> list[dict[str, Any]]:
+                fdr_weights: dict[str, float] | None = None) -> list[Alert]:
     results = [result(f, c, *v) for (f, c), v in outcomes.items()]
     alerting: dict[str, frozenset[str]] = {}
     for f, c in outcomes:
@@ -52,12 +52,12 @@ async def apply(p: AlertPolicy, model: str, i: int, outcomes: dict[tuple[str, st
                          list(silences), now, fdr_weights)
 
 
-def view(alerts: list[dict[str, Any]]) -> set[tuple]:
+def view(alerts: list[Alert]) -> set[tuple]:
     """What must not depend on timing or replicas. (Which incident of a group key an
     alert joins can: it joins the incident open when it fires.)"""
-    return {(a["id"], a["model_id"], a["feature"], a["check"], a["state"], a["window_start"],
-             a["fired_window_start"], a["evidence_count"], a["resolved_window_start"], a["severity"],
-             a["group_key"], a["incident_id"] is not None, a["notify"]) for a in alerts}
+    return {(a.id, a.model_id, a.feature, a.check, a.state, a.window_start,
+             a.fired_window_start, a.evidence_count, a.resolved_window_start, a.severity,
+             a.group_key, a.incident_id is not None, a.notify) for a in alerts}
 
 
 async def test_two_of_three_fires_once_collects_evidence_and_auto_resolves(store):
@@ -66,24 +66,24 @@ async def test_two_of_three_fires_once_collects_evidence_and_auto_resolves(store
     states = []
     for i, code in enumerate(series):
         await apply(p, "m", i, {("x", "psi"): BREACH if code == "B" else HEALTHY})
-        states.append([(a["state"], a["evidence_count"]) for a in await alerts.alerts(None, 0, 100)])
+        states.append([(a.state, a.evidence_count) for a in await alerts.alerts(None, 0, 100)])
     assert states == [[], [], [("firing", 2)], [("firing", 3)], [("firing", 3)], [("firing", 3)],
                       [("resolved", 3)]]
     [a] = await alerts.alerts(None, 0, 100)
-    assert a["id"] == alert_id("m", "x", "psi", window_member(W, T0, "1"))
-    assert (a["window_start"], a["fired_window_start"], a["resolved_window_start"]) == (
+    assert a.id == alert_id("m", "x", "psi", window_member(W, T0, "1"))
+    assert (a.window_start, a.fired_window_start, a.resolved_window_start) == (
         T0, T0 + 2 * W, T0 + 6 * W)
-    assert [e["window_start"] for e in a["evidence"]] == [T0, T0 + 2 * W, T0 + 3 * W]
-    assert a["severity"] == "critical"  # effect 5x the floor on a tier-2 model
+    assert [e.window_start for e in a.evidence] == [T0, T0 + 2 * W, T0 + 3 * W]
+    assert a.severity == "critical"  # effect 5x the floor on a tier-2 model
     [incident] = await alerts.incidents(0, 10)
-    assert incident["group_key"] == "feature:x" and [x["id"] for x in incident["alerts"]] == [a["id"]]
+    assert incident.group_key == "feature:x" and [x.id for x in incident.alerts] == [a.id]
     events = [(e[b"kind"], e[b"alert_id"].decode(), e[b"incident_id"].decode())
               for _id, e in await store.r.xrange("{fw}:alert-events")]
-    assert events == [(b"fired", a["id"], incident["id"]), (b"resolved", a["id"], incident["id"])]
+    assert events == [(b"fired", a.id, incident.id), (b"resolved", a.id, incident.id)]
     # A new breach pair after the resolution is a new alert in a new incident.
     await apply(p, "m", 7, {("x", "psi"): BREACH})
     await apply(p, "m", 8, {("x", "psi"): BREACH})
-    ids = [x["id"] for x in await alerts.alerts(None, 0, 100)]
+    ids = [x.id for x in await alerts.alerts(None, 0, 100)]
     assert len(ids) == 2 and alert_id("m", "x", "psi", window_member(W, T0 + 7 * W, "1")) in ids
     assert len(await alerts.incidents(0, 10)) == 2
 
@@ -163,13 +163,13 @@ async def test_features_sharing_a_source_fail_as_one_incident_across_models(stor
         await apply(p, "b", i, {("temp", "psi"): BREACH}, b)
         for m in ("c", "d"):  # no declared lineage: the feature name groups
             await apply(p, m, i, {("dist", "psi"): BREACH})
-    incidents = {i["group_key"]: i for i in await alerts.incidents(0, 10)}
+    incidents = {i.group_key: i for i in await alerts.incidents(0, 10)}
     assert set(incidents) == {"source:weather_feed", "feature:dist"}
     src = incidents["source:weather_feed"]
-    assert sorted((x["model_id"], x["feature"]) for x in src["alerts"]) == [
+    assert sorted((x.model_id, x.feature) for x in src.alerts) == [
         ("a", "humid"), ("a", "temp"), ("b", "temp")]
-    assert src["source"] == "weather_feed" and "weather_feed" in src["title"]
-    assert sorted(x["model_id"] for x in incidents["feature:dist"]["alerts"]) == ["c", "d"]
+    assert src.source == "weather_feed" and "weather_feed" in src.title
+    assert sorted(x.model_id for x in incidents["feature:dist"].alerts) == ["c", "d"]
 
 
 async def test_incidents_group_by_event_time_whatever_the_evaluation_order(store):
@@ -182,11 +182,11 @@ async def test_incidents_group_by_event_time_whatever_the_evaluation_order(store
     plan = {i: BREACH if i in (0, 1, 20, 21) else HEALTHY for i in range(25)}
     for i in range(25):
         await apply(p, "a", i, {("x", "psi"): plan[i]}, cfg)
-    first_break = {a["incident_id"] for a in await alerts.alerts(None, 0, 10)}
+    first_break = {a.incident_id for a in await alerts.alerts(None, 0, 10)}
     assert len(first_break) == 2  # a's two episodes, two breaks apart in event time
     for i in range(25):  # b's breaches start a window later than a's
         await apply(p, "b", i, {("x", "psi"): plan[i - 1] if i else HEALTHY}, cfg)
-    incident_of = {(a["model_id"], a["window_start"]): a["incident_id"]
+    incident_of = {(a.model_id, a.window_start): a.incident_id
                    for a in await alerts.alerts(None, 0, 10)}
     assert sorted(incident_of) == [("a", T0), ("a", T0 + 20 * W), ("b", T0 + W), ("b", T0 + 21 * W)]
     assert incident_of["b", T0 + W] == incident_of["a", T0]
@@ -201,7 +201,7 @@ async def test_an_alert_far_apart_in_event_time_does_not_join_a_firing_incident(
         await apply(p, "a", i, {("x", "psi"): BREACH}, cfg)
     for i in (10, 11):  # c, evaluated meanwhile, breaches 10 windows later in event time
         await apply(p, "c", i, {("x", "psi"): BREACH}, cfg)
-    ids = {a["model_id"]: a["incident_id"] for a in await alerts.alerts(None, 0, 10)}
+    ids = {a.model_id: a.incident_id for a in await alerts.alerts(None, 0, 10)}
     assert ids["a"] != ids["c"] and len(await alerts.incidents(0, 10)) == 2
 
 
@@ -210,10 +210,10 @@ async def test_data_quality_alert_inhibits_drift_on_its_feature_only(store):
     for i in (0, 1):
         await apply(p, "m", i, {("x", "null_rate"): BREACH, ("x", "psi"): BREACH,
                                 ("y", "psi"): BREACH})
-    by = {(a["feature"], a["check"]): a for a in await AlertStore(store.r).alerts(None, 0, 10)}
-    assert by[("x", "null_rate")]["notify"] and by[("y", "psi")]["notify"]
-    assert not by[("x", "psi")]["notify"]
-    assert by[("x", "psi")]["inhibited_by"] == [by[("x", "null_rate")]["id"]]
+    by = {(a.feature, a.check): a for a in await AlertStore(store.r).alerts(None, 0, 10)}
+    assert by[("x", "null_rate")].notify and by[("y", "psi")].notify
+    assert not by[("x", "psi")].notify
+    assert by[("x", "psi")].inhibited_by == [by[("x", "null_rate")].id]
 
 
 async def test_inhibition_follows_event_time_when_windows_are_released_together(store):
@@ -230,10 +230,10 @@ async def test_inhibition_follows_event_time_when_windows_are_released_together(
     await apply(p, "m", 0, {("x", "null_rate"): HEALTHY, ("x", "psi"): HEALTHY})
     for i in (20, 21):
         await apply(p, "m", i, {("x", "null_rate"): HEALTHY, ("x", "psi"): BREACH})
-    by = {(a["check"], a["window_start"]): a for a in await AlertStore(store.r).alerts(None, 0, 10)}
+    by = {(a.check, a.window_start): a for a in await AlertStore(store.r).alerts(None, 0, 10)}
     assert sorted(by) == [("null_rate", T0 + W), ("psi", T0 + W), ("psi", T0 + 20 * W)]
-    assert by["psi", T0 + W]["inhibited_by"] == [by["null_rate", T0 + W]["id"]]
-    assert by["psi", T0 + 20 * W]["inhibited_by"] == [] and by["psi", T0 + 20 * W]["notify"]
+    assert by["psi", T0 + W].inhibited_by == [by["null_rate", T0 + W].id]
+    assert by["psi", T0 + 20 * W].inhibited_by == [] and by["psi", T0 + 20 * W].notify
 
 
 async def test_silenced_alert_is_recorded_but_not_notified(store):
@@ -247,10 +247,10 @@ async def test_silenced_alert_is_recorded_but_not_notified(store):
         await apply(p, "m", i, {("x", "psi"): BREACH, ("x", "null_rate"): HEALTHY},
                     silences=await silences.active(now), now=now)
         await apply(p, "other", i, {("x", "psi"): BREACH}, silences=await silences.active(now), now=now)
-    by = {a["model_id"]: a for a in await AlertStore(store.r).alerts(None, 0, 10)}
+    by = {a.model_id: a for a in await AlertStore(store.r).alerts(None, 0, 10)}
     [sid] = [s.id for s in await silences.active(now)]
-    assert by["m"]["silenced_by"] == [sid] and not by["m"]["notify"] and by["m"]["state"] == "firing"
-    assert by["other"]["silenced_by"] == [] and by["other"]["notify"]
+    assert by["m"].silenced_by == [sid] and not by["m"].notify and by["m"].state == "firing"
+    assert by["other"].silenced_by == [] and by["other"].notify
 
 
 async def test_fdr_gate_shares_slot_capacity_and_rewards_old_discoveries(store):
@@ -285,11 +285,11 @@ async def test_overwhelming_breaches_page_at_their_first_window_subtle_ones_wait
              ("z", "psi"): (1.0, 1e-8),  # 5 x floor, p only just below the level: waits
              ("v", "null_rate"): (0.25, 1e-40)}  # a null-rate jump (floor 0.2 here): at once
     await apply(p, "m", 0, first)
-    fired = {(a["feature"], a["check"]): a for a in await alerts.alerts(None, 0, 100)}
+    fired = {(a.feature, a.check): a for a in await alerts.alerts(None, 0, 100)}
     assert set(fired) == {("x", "psi"), ("v", "null_rate")}
-    assert all(a["fired_window_start"] == a["window_start"] == T0 for a in fired.values())
+    assert all(a.fired_window_start == a.window_start == T0 for a in fired.values())
     await apply(p, "m", 1, first)
-    assert {(a["feature"], a["fired_window_start"]) for a in await alerts.alerts(None, 0, 100)} == {
+    assert {(a.feature, a.fired_window_start) for a in await alerts.alerts(None, 0, 100)} == {
         ("x", T0), ("v", T0), ("y", T0 + W), ("z", T0 + W)}
     # The rule is the deployment's: with it off, the same windows wait for k of m.
     off = AlertPolicy(AlertStore(store.r), FdrGate(store.r, PARAMS),
@@ -395,7 +395,7 @@ async def test_fdr_weights_move_the_window_level_from_quality_to_drift(store):
     for i in (0, 1):
         await apply(p, "uniform", i, borderline)
         await apply(p, "weighted", i, borderline, fdr_weights={"null_rate": 0.1})
-    assert [(a["model_id"], a["check"]) for a in await alerts.alerts(None, 0, 10)] == [("weighted", "psi")]
+    assert [(a.model_id, a.check) for a in await alerts.alerts(None, 0, 10)] == [("weighted", "psi")]
 
 
 async def test_persistence_config_from_the_model(store):
@@ -403,9 +403,9 @@ async def test_persistence_config_from_the_model(store):
     config = ModelConfig(persistence=PersistenceConfig(k=1, m=1, resolve_after=1), tier=3)
     await apply(p, "m", 0, {("x", "psi"): BREACH}, config)
     [a] = await AlertStore(store.r).alerts(None, 0, 10)
-    assert a["state"] == "firing" and a["severity"] == "warning"  # tier 3 never pages critical
+    assert a.state == "firing" and a.severity == "warning"  # tier 3 never pages critical
     await apply(p, "m", 1, {("x", "psi"): HEALTHY}, config)
-    assert [x["state"] for x in await AlertStore(store.r).alerts(None, 0, 10)] == ["resolved"]
+    assert [x.state for x in await AlertStore(store.r).alerts(None, 0, 10)] == ["resolved"]
 
 
 async def test_a_window_pending_for_over_a_day_no_longer_holds_the_model_back(store):
@@ -415,5 +415,5 @@ async def test_a_window_pending_for_over_a_day_no_longer_holds_the_model_back(st
     day = 86_400 // W
     assert await apply(p, "m", 1, {("x", "psi"): BREACH}, config) == []  # held back by window 0
     [alert] = await apply(p, "m", day + 1, {("x", "psi"): BREACH}, config)
-    assert (alert["window_start"], alert["evidence_count"]) == (T0 + W, 2)  # window 1 released too
+    assert (alert.window_start, alert.evidence_count) == (T0 + W, 2)  # window 1 released too
     assert await store.r.zcard("fw:{m}:pending") == 0

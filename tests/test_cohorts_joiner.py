@@ -82,9 +82,9 @@ async def test_late_labels_join_their_predictions_and_a_performance_drop_pages(s
     alerts = await AlertStore(store.r).alerts(MODEL, 0, 100)
     # The AUC falls to 0.5 with 1,500 labels a cohort: overwhelming evidence (p far below the
     # gate's level, effect >= 3 x the floor), so it pages at its first window, no k-of-m wait.
-    assert {(a["feature"], a["check"], a["window_start"], a["fired_window_start"]) for a in alerts} == {
+    assert {(a.feature, a.check, a.window_start, a.fired_window_start) for a in alerts} == {
         ("__performance__", check, T0 + 4 * W, T0 + 4 * W) for check in ("auc_drop", "log_loss_increase")}
-    assert len({a["incident_id"] for a in alerts}) == 1  # one incident: the model's performance
+    assert len({a.incident_id for a in alerts}) == 1  # one incident: the model's performance
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(settings, store)),
                                  base_url="http://t") as http:
         body = (await http.get(f"/v1/models/{MODEL}/performance")).json()

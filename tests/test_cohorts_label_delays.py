@@ -124,10 +124,10 @@ async def test_accuracy_drop_with_labels_three_days_late_pages_within_maturity_p
 
     # The stream ended with cohort CHANGE + 1's labels: one window after cohort CHANGE matured.
     alerts = [a for a in await AlertStore(store.r).alerts(MODEL, 0, 100)
-              if a["feature"] == "__performance__"]
+              if a.feature == "__performance__"]
     assert alerts, "the accuracy drop did not page"
-    assert {a["window_start"] for a in alerts} == {T0 + CHANGE * DAY}
-    assert all(a["fired_window_start"] <= T0 + (CHANGE + 1) * DAY and a["state"] == "firing"
+    assert {a.window_start for a in alerts} == {T0 + CHANGE * DAY}
+    assert all(a.fired_window_start <= T0 + (CHANGE + 1) * DAY and a.state == "firing"
                for a in alerts)
     async with api(settings, store) as http:
         body = (await http.get(f"/v1/models/{MODEL}/performance")).json()
@@ -189,4 +189,4 @@ async def test_a_labelled_reference_is_the_baseline_from_the_first_cohort(settin
     assert first["baseline"] == "reference" and first["baseline_labeled"] == len(validation)
     assert {r["check"]: r["status"] for r in first["results"]}["auc_drop"] == "drift"
     alerts = await AlertStore(store.r).alerts(model, 0, 100)
-    assert alerts and {a["window_start"] for a in alerts} == {T0}
+    assert alerts and {a.window_start for a in alerts} == {T0}

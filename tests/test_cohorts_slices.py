@@ -99,14 +99,14 @@ async def slice_alerts(store, truth: dict[str, tuple[str, int, float, bool]]) ->
     # p ~ 1e-13, is overwhelming: it fires at the first bad window without the k-of-m wait;
     # the log-loss increase, p ~ 1e-8, is not, and waits for the second, 2 of 3),
     # in the model's performance incident; the whole model, DE and NL do not page.
-    assert {a["check"] for a in alerts} <= {"auc_drop@country:FR", "log_loss_increase@country:FR"}
-    assert "auc_drop@country:FR" in {a["check"] for a in alerts}
+    assert {a.check for a in alerts} <= {"auc_drop@country:FR", "log_loss_increase@country:FR"}
+    assert "auc_drop@country:FR" in {a.check for a in alerts}
     for a in alerts:
-        assert a["feature"] == "__performance__" and a["state"] == "firing"
-        first = BAD[0] if a["check"].startswith("auc_drop") else BAD[1]
-        assert (a["window_start"], a["fired_window_start"]) == (T0 + BAD[0] * W, T0 + first * W)
-        assert a["group_key"] == f"model:{MODEL}:__performance__"
-    assert len({a["incident_id"] for a in alerts}) == 1
+        assert a.feature == "__performance__" and a.state == "firing"
+        first = BAD[0] if a.check.startswith("auc_drop") else BAD[1]
+        assert (a.window_start, a.fired_window_start) == (T0 + BAD[0] * W, T0 + first * W)
+        assert a.group_key == f"model:{MODEL}:__performance__"
+    assert len({a.incident_id for a in alerts}) == 1
 
     last = T0 + BAD[1] * W
     whole = (await cohorts.evaluations(MODEL))[last]
@@ -140,7 +140,7 @@ async def minimum_sample_rule(store) -> None:
         assert e["labeled"] == SIZES["NL"]
         assert {r["status"] for r in e["results"]} == {"insufficient_data"}
         assert all(f"needs >= {MIN_LABELED}" in r["reason"] for r in e["results"])
-    assert not [a for a in await AlertStore(store.r).alerts(MODEL, 0, 100) if "country:NL" in a["check"]]
+    assert not [a for a in await AlertStore(store.r).alerts(MODEL, 0, 100) if "country:NL" in a.check]
     # The drop is there, and is the kind that pages when the slice is large enough: the same
     # checks without the minimum sample rule are significant far beyond the gate's level.
     codec = BinaryCodec(0.5)

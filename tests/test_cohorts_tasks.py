@@ -120,9 +120,9 @@ async def test_multiclass_cohorts_match_sklearn_and_an_accuracy_drop_pages(setti
 
     alerts = await AlertStore(store.r).alerts(model, 0, 100)
     # Accuracy > 0.8 -> < 0.45: overwhelming, so it pages at its first bad window (no k-of-m wait).
-    assert {(a["feature"], a["check"], a["window_start"], a["fired_window_start"]) for a in alerts} >= {
+    assert {(a.feature, a.check, a.window_start, a.fired_window_start) for a in alerts} >= {
         ("__performance__", "accuracy_drop", T0 + BAD[0] * W, T0 + BAD[0] * W)}
-    assert {a["check"] for a in alerts} <= {"accuracy_drop", "accuracy_drop@device:mobile",
+    assert {a.check for a in alerts} <= {"accuracy_drop", "accuracy_drop@device:mobile",
                                             "accuracy_drop@device:desktop"}
     body = await performance(settings, store, model)
     assert body["task"] == "multiclass" and body["threshold"] is None
@@ -195,7 +195,7 @@ async def test_regression_cohorts_match_sklearn_and_an_mae_increase_pages(settin
     alerts = await AlertStore(store.r).alerts(model, 0, 100)
     # MAE < 1 -> > 2: overwhelming, so it pages at its first bad window (no k-of-m wait).
     assert ("__performance__", "mae_increase", T0 + BAD[0] * W, T0 + BAD[0] * W) in {
-        (a["feature"], a["check"], a["window_start"], a["fired_window_start"]) for a in alerts}
+        (a.feature, a.check, a.window_start, a.fired_window_start) for a in alerts}
     body = await performance(settings, store, model)
     assert body["task"] == "regression" and body["cohorts"][0]["estimated"] == {}
     good, bad = body["cohorts"][0]["realized"], body["cohorts"][BAD[1]]["realized"]

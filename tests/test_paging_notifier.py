@@ -26,6 +26,7 @@ from prometheus_client import REGISTRY
 from detectors.policy.persistence import PersistenceConfig
 from detectors.policy.silence import Matcher, SilenceSpec
 from service.alerting.keys import EVENTS
+from service.alerting.models import Alert
 from service.alerting.silences import SilenceStore
 from service.alerting.store import AlertStore
 from service.api.app import create_app
@@ -192,8 +193,8 @@ async def settled(store: Store) -> bool:
 
 
 async def incident_of(store: Store, model: str, feature: str) -> str:
-    [alert] = [a for a in await AlertStore(store.r).alerts(model, 0, 100) if a["feature"] == feature]
-    return alert["incident_id"]
+    [alert] = [a for a in await AlertStore(store.r).alerts(model, 0, 100) if a.feature == feature]
+    return alert.incident_id
 
 
 # --- the flow, PagerDuty format ---------------------------------------------------------------
@@ -224,7 +225,7 @@ async def test_pagerduty_gets_one_trigger_an_acknowledge_and_a_resolve_through_f
         assert sorted(a["feature"] for a in event["payload"]["custom_details"]["alerts"]) == ["x", "y"]
 
         [alert, _] = await AlertStore(rstore.r).alerts("fraud", 0, 10)
-        assert (await http.post(f"/v1/alerts/{alert['id']}/ack", json={"by": "ana"})).status_code == 200
+        assert (await http.post(f"/v1/alerts/{alert.id}/ack", json={"by": "ana"})).status_code == 200
         await wait_for(answered(hook, "/pd", 2), timeout=15)
         assert hook.delivered("/pd")[1].json == {"routing_key": "R" * 32, "event_action": "acknowledge",
                                                  "dedup_key": incident}
@@ -401,9 +402,9 @@ async def test_an_alert_silenced_after_it_fired_reads_silenced_and_is_not_paged(
                                 group_wait_seconds=30)
         await apply(p, "late", 0, {("q", "psi"): BREACH}, PLAIN, (), now)
         [fired] = await AlertStore(rstore.r).alerts("late", 0, 10)
-        assert fired["notify"] and fired["silenced_by"] == []
+        assert fired.notify and fired.silenced_by == []
         notifier = Notifier(cfg, rstore)
-        event = {"kind": "fired", "alert_id": fired["id"], "incident_id": fired["incident_id"]}
+        event = {"kind": "fired", "alert_id": fired.id, "incident_id": fired.incident_id}
         assert await notifier.handle_event(event, await notifier.receivers.all(), now) == 1  # group_wait
 
         resp = await http.post("/v1/silences", json={
@@ -411,18 +412,18 @@ async def test_an_alert_silenced_after_it_fired_reads_silenced_and_is_not_paged(
             "ends_at": datetime.fromtimestamp(now + 3600, UTC).isoformat()})
         sid = resp.json()["id"]
         # Every view says so at once, though the policy wrote the alert before the silence.
-        views = [next(a for a in (await http.get("/v1/alerts")).json() if a["id"] == fired["id"]),
-                 (await http.get(f"/v1/alerts/{fired['id']}")).json(),
-                 (await http.get(f"/v1/incidents/{fired['incident_id']}")).json()["alerts"][0],
+        views = [next(a for a in (await http.get("/v1/alerts")).json() if a["id"] == fired.id),
+                 (await http.get(f"/v1/alerts/{fired.id}")).json(),
+                 (await http.get(f"/v1/incidents/{fired.incident_id}")).json()["alerts"][0],
                  (await http.get("/v1/incidents")).json()[0]["alerts"][0]]
         assert [(v["silenced_by"], v["notify"]) for v in views] == [([sid], False)] * 4
         # The group's trigger is due, and nothing is sent.
-        assert await notifier.flush(f"{rc['id']}:{fired['incident_id']}", now + 60) == []
+        assert await notifier.flush(f"{rc['id']}:{fired.incident_id}", now + 60) == []
         assert await Outbox(rstore.r).list(None, 10) == []
         assert await notifier.handle_event(event, await notifier.receivers.all(), now + 61) == 0
 
         assert (await http.delete(f"/v1/silences/{sid}")).status_code == 200
-        back = (await http.get(f"/v1/alerts/{fired['id']}")).json()
+        back = (await http.get(f"/v1/alerts/{fired.id}")).json()
         assert back["silenced_by"] == [] and back["notify"]  # an expired silence no longer mutes
 
 
@@ -515,20 +516,24 @@ async def test_receiver_api_hides_credentials_and_names_bad_fields(cfg, rstore):
 
 
 # --- pure parts ------------------------------------------------------------------------------------------
+def alerts(*specs: str) -> list[Alert]:
+    """Alerts with only what ``decide`` reads: ``"id:state"`` each."""
+    return [Alert.model_construct(id=i, state=st) for i, st in (s.split(":") for s in specs)]
+
+
 def test_decide_spaces_updates_and_retriggers_after_a_resolve():
     t = Timing(group_wait=10, group_interval=60, repeat_interval=600)
-    sent = decide(GroupState(first_seen=0.0), [{"id": "a", "state": "firing"}], t, 10).state
-    two = [{"id": "a", "state": "firing"}, {"id": "b", "state": "firing"}]
+    sent = decide(GroupState(first_seen=0.0), alerts("a:firing"), t, 10).state
+    two = alerts("a:firing", "b:firing")
     early = decide(sent, two, t, 30)
     assert (early.actions, early.next_at) == ((), 70)  # a new alert waits for group_interval
     update = decide(sent, two, t, 70)
     assert update.actions == ("update",) and update.state.firing == ("a", "b")
-    resolved = decide(update.state, [{"id": "a", "state": "resolved"}, {"id": "b", "state": "resolved"}],
-                      t, 200)
+    resolved = decide(update.state, alerts("a:resolved", "b:resolved"), t, 200)
     assert resolved.actions == ("resolve",) and resolved.state.members == ("a", "b")
-    again = decide(resolved.state, [{"id": "c", "state": "firing"}], t, 230)
+    again = decide(resolved.state, alerts("c:firing"), t, 230)
     assert (again.actions, again.next_at) == ((), 260)  # group_interval after the resolve
-    assert decide(resolved.state, [{"id": "c", "state": "firing"}], t, 260).actions == ("trigger",)
+    assert decide(resolved.state, alerts("c:firing"), t, 260).actions == ("trigger",)
 
 
 def test_backoff_comes_from_tenacity_and_grows_to_its_cap():

@@ -98,8 +98,8 @@ async def snapshot(store: Store) -> tuple[dict, set]:
                 p.count, x.numeric.min, x.numeric.max, x.null_count,
                 c.categorical.frequencies(), c.null_count,
             )
-    alerts = {(a["id"], a["model_id"], a["window_start"], a["feature"], a["check"], a["state"],
-               a["fired_window_start"], a["evidence_count"], a["incident_id"])
+    alerts = {(a.id, a.model_id, a.window_start, a.feature, a.check, a.state,
+               a.fired_window_start, a.evidence_count, a.incident_id)
               for a in await AlertStore(store.r).alerts(None, 0, 100_000)}
     return profiles, alerts
 

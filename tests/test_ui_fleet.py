@@ -148,12 +148,12 @@ async def test_open_index_follows_the_policy_and_the_users_resolution(store):
     for w in range(2):
         await apply(p, "m", w, {("x", "psi"): BREACH}, cfg)
     [a] = await alerts.alerts(None, 0, 10)
-    assert await alerts.open_index() == {a["id"]: OpenAlert("m", a["severity"], a["incident_id"])}
-    assert a["incident_id"]
+    assert await alerts.open_index() == {a.id: OpenAlert("m", a.severity, a.incident_id)}
+    assert a.incident_id
     await resolve_by_user(alerts, a, "alice", None, 1e9)
-    assert await alerts.open_index() == {} and not await store.r.sismember(OPEN, a["id"])
+    assert await alerts.open_index() == {} and not await store.r.sismember(OPEN, a.id)
     # the policy writing the user-resolved alert again does not reopen it
-    await alerts.set_open(await alerts.alert(a["id"]), True)
+    await alerts.set_open(await alerts.alert(a.id), True)
     assert await alerts.open_index() == {} and await alerts.open_alerts() == []
     await apply(p, "m", 2, {("x", "psi"): HEALTHY}, cfg)
     assert await alerts.open_index() == {}
@@ -173,8 +173,8 @@ async def test_index_is_filled_in_for_data_stored_before_it(settings, store, mon
     assert index.columns["old"] == ModelColumns("search", 3, 300, ("src2",))
     assert index.columns["implicit"] == ModelColumns()
     assert ModelColumns.from_json(await store.r.hget(FLEET_COLUMNS, "old")) == index.columns["old"]
-    assert (await alerts.open_index())[a["id"]].model_id == "old"
-    assert await store.r.hexists(OPEN_INDEX, a["id"])
+    assert (await alerts.open_index())[a.id].model_id == "old"
+    assert await store.r.hexists(OPEN_INDEX, a.id)
     # a repair never overwrites columns written since it read the configuration
     raw = await store.r.get(config_key("old"))
     await store.put_model_config("old", config(0))

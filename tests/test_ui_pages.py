@@ -174,26 +174,26 @@ async def test_incident_log_lists_all_its_notifications_whatever_the_outbox_hold
     [incident] = await AlertStore(store.r).incidents(0, 10)
     outbox = Outbox(store.r, retention=timedelta(seconds=600))
     guard = Guard("{fw}:test:guard", "", {}, "{fw}:test:due", "g", None)
-    assert await outbox.commit(guard, items(incident["id"], 3, 1_000.0, receivers=3))
+    assert await outbox.commit(guard, items(incident.id, 3, 1_000.0, receivers=3))
     assert await outbox.commit(dataclasses.replace(guard, version="1"), items("other", 2_100, 2_000.0))
     # the first is delivered on its second attempt, the second dead-lettered; the third
     # (claimed: a send in flight) pends
-    claimed = {i.id: i for i in await outbox.claim(1e6, 60, 10, "tok") if i.incident_id == incident["id"]}
-    first, second, third = (claimed[f"{incident['id'][:6]}-{k:05d}"] for k in (0, 1, 2))
+    claimed = {i.id: i for i in await outbox.claim(1e6, 60, 10, "tok") if i.incident_id == incident.id}
+    first, second, third = (claimed[f"{incident.id[:6]}-{k:05d}"] for k in (0, 1, 2))
     assert await outbox.finish(first, "tok", "delivered", 1_001.0, 2)
     assert await outbox.finish(second, "tok", "dead", 1_002.0, 5, "HTTP 500")
-    assert await store.r.ttl(incident_index_key(incident["id"])) == -1  # one still pending
+    assert await store.r.ttl(incident_index_key(incident.id)) == -1  # one still pending
     async with client(create_app(settings, store)) as http:
-        page = await http.get(f"/ui/incidents/{incident['id']}")
+        page = await http.get(f"/ui/incidents/{incident.id}")
     log = page.text.split("<h2>Notification log</h2>", 1)[1]
     rows = re.findall(r'<tr class="n-(\w+)">', log)
     assert rows == ["delivered", "dead", "pending"], log[:1500]
     assert "2 (1 retry)" in log and "HTTP 500" in log
     assert await outbox.finish(third, "tok", "delivered", 1_003.0, 1)
-    assert 0 < await store.r.ttl(incident_index_key(incident["id"])) <= 600  # expires with the items
+    assert 0 < await store.r.ttl(incident_index_key(incident.id)) <= 600  # expires with the items
     await store.r.delete(f"{{fw}}:outbox:item:{first.id}")  # expired
-    assert [i.id for i in await outbox.for_incident(incident["id"])] == [second.id, third.id]
-    assert await store.r.zcard(incident_index_key(incident["id"])) == 2
+    assert [i.id for i in await outbox.for_incident(incident.id)] == [second.id, third.id]
+    assert await store.r.zcard(incident_index_key(incident.id)) == 2
 
 
 async def test_fdr_page_shows_tests_submitted_granted_discovered_and_capacity(settings, store):
@@ -304,7 +304,7 @@ async def test_feature_page_marks_breaches_inconclusive_windows_and_the_alert_sp
     [alert] = (await AlertStore(store.r).alerts("m1", 0, 10))
     starts = [window("m1", w).start for w in range(len(plan))]
     # the alert starts at its first breach (k of m) and its span ends with its last one
-    span = (alert["window_start"], alert["last_window_start"], alert["state"])
+    span = (alert.window_start, alert.last_window_start, alert.state)
     assert span == (starts[2], starts[4], "firing")
     async with client(create_app(settings, store)) as http:
         page = await http.get("/ui/models/m1/features/x")
@@ -318,10 +318,10 @@ async def test_feature_page_marks_breaches_inconclusive_windows_and_the_alert_sp
     # (hollow) circles, the others dots
     assert [r or "path" for _s, _k, _x, r in found] == ["2.5", "4.5", "path", "path", "path", "2.5"]
     [(href, x0, width, title)] = BAND.findall(chart)
-    assert href == f"/ui/incidents/{alert['incident_id']}"
-    assert title == f"alert psi firing ({alert['severity']})"
+    assert href == f"/ui/incidents/{alert.incident_id}"
+    assert title == f"alert psi firing ({alert.severity})"
     # from the alert's first window to the end of its last breach: the next window's start
-    assert float(x0) == pytest.approx(markers[alert["window_start"]][1])
+    assert float(x0) == pytest.approx(markers[alert.window_start][1])
     assert float(x0) + float(width) == pytest.approx(markers[starts[5]][1])
 
 
