@@ -148,7 +148,7 @@ async def bench(args: argparse.Namespace) -> dict:
             build = time.perf_counter() - t0
             app = create_app(settings, store)
             alerts = AlertStore(store.r)
-            incidents = [i["id"] for i in await alerts.incidents(0, 100)]
+            incidents = [i.id for i in await alerts.incidents(0, 100)]
             rnd = random.Random(args.seed)
             async with httpx.AsyncClient(
                 transport=httpx.ASGITransport(app=app), base_url="http://bench"

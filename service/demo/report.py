@@ -5,6 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import BaseModel
+
+from service.alerting.models import Alert, Incident
 from service.demo.fault import WeatherFeedFault
 
 
@@ -16,44 +19,58 @@ def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def as_json(value: Any) -> Any:
+    """The JSON of a value of the report that ``json`` does not know: an alert as the API
+    answered it, anything else as text (``json.dumps(report, default=as_json)``)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json", exclude_unset=True)
+    return str(value)
+
+
 def classify(result: dict[str, Any], fault: WeatherFeedFault) -> dict[str, Any]:
-    """Split alerts into fault alerts and others; time the first fault alert per model."""
+    """Split alerts into fault alerts and others; time the first fault alert per model.
+
+    ``result["alerts"]`` and ``result["incidents"]`` are the API's JSON; the report's
+    ``fault_alerts`` and ``other_alerts`` are :class:`~service.alerting.models.Alert`.
+    """
     affected = [m["model_id"] for m in result["models"] if m["uses_weather"]]
-    fault_alerts, other = [], []
-    for a in sorted(result["alerts"], key=lambda a: (a["window_start"], a["model_id"], a["feature"])):
+    fault_alerts: list[Alert] = []
+    other: list[Alert] = []
+    alerts = [Alert.model_validate(a) for a in result["alerts"]]
+    for a in sorted(alerts, key=lambda a: (a.window_start, a.model_id, a.feature)):
         in_fault = (
-            a["model_id"] in affected
-            and a["feature"] in fault.features
-            and a["window_start"] < fault.end
-            and a["window_end"] > fault.start
+            a.model_id in affected
+            and a.feature in fault.features
+            and a.window_start < fault.end
+            and a.window_end > fault.start
         )
         (fault_alerts if in_fault else other).append(a)
     detection = {}
     for model_id in affected:
-        mine = [a for a in fault_alerts if a["model_id"] == model_id]
+        mine = [a for a in fault_alerts if a.model_id == model_id]
         if not mine:
             detection[model_id] = None
             continue
-        first = min(mine, key=lambda a: (a["fired_window_start"], a["created_at"]))
-        fired_end = first["fired_window_start"] + first["window_end"] - first["window_start"]
+        first = min(mine, key=lambda a: (a.fired_window_start, a.created_at))
+        fired_end = first.fired_window_start + first.window_end - first.window_start
         sent = result["fault_sent_at"].get(model_id)
         detection[model_id] = {
-            "first_breach_window": _day(first["window_start"]),
-            "first_alert_window": _day(first["fired_window_start"]),
-            "feature": first["feature"],
-            "check": first["check"],
+            "first_breach_window": _day(first.window_start),
+            "first_alert_window": _day(first.fired_window_start),
+            "feature": first.feature,
+            "check": first.check,
             "event_time_hours_from_fault": round((fired_end - fault.start) / 3600, 1),
             "wall_seconds_from_first_faulty_record": (
-                round(first["created_at"] - sent, 1) if sent else None
+                round(first.created_at - sent, 1) if sent else None
             ),
         }
-    fault_ids = {a["id"] for a in fault_alerts}
-    incidents = result["incidents"]
-    fault_incidents = [i for i in incidents if {a["id"] for a in i["alerts"]} & fault_ids]
+    fault_ids = {a.id for a in fault_alerts}
+    incidents = [Incident.model_validate(i) for i in result["incidents"]]
+    fault_incidents = [i for i in incidents if {a.id for a in i.alerts} & fault_ids]
     return {
         **{k: v for k, v in result.items() if k not in ("alerts", "incidents", "fault_sent_at")},
-        "fault_incidents": [{k: i[k] for k in ("id", "title", "group_key", "models", "features",
-                                               "alert_count", "severity", "first_window_start")}
+        "fault_incidents": [i.model_dump(include={"id", "title", "group_key", "models", "features",
+                                                  "alert_count", "severity", "first_window_start"})
                             for i in fault_incidents],
         "other_incidents": len(incidents) - len(fault_incidents),
         "fault": {"start": _iso(fault.start), "end": _iso(fault.end),
@@ -65,22 +82,22 @@ def classify(result: dict[str, Any], fault: WeatherFeedFault) -> dict[str, Any]:
     }
 
 
-def _groups(alerts: list[dict[str, Any]]) -> list[tuple[tuple[str, str], list[dict[str, Any]]]]:
-    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+def _groups(alerts: list[Alert]) -> list[tuple[tuple[str, str], list[Alert]]]:
+    by: dict[tuple[str, str], list[Alert]] = {}
     for a in alerts:
-        by.setdefault((a["feature"], a["check"]), []).append(a)
+        by.setdefault((a.feature, a.check), []).append(a)
     return sorted(by.items(), key=lambda kv: -len(kv[1]))
 
 
-def _group_table(alerts: list[dict[str, Any]]) -> list[str]:
+def _group_table(alerts: list[Alert]) -> list[str]:
     lines = [f"  {'feature/check':<22} {'alerts':>6} {'models':>6} {'days':>5} "
              f"{'median effect':>13}  first day   last day"]
     for (feature, check), group in _groups(alerts):
-        effects = sorted(abs(a["effect_size"]) for a in group)
-        days = [a["window_start"] for a in group]
+        effects = sorted(abs(a.effect_size or 0.0) for a in group)
+        days = [a.window_start for a in group]
         lines.append(
             f"  {feature + '/' + check:<22} {len(group):>6} "
-            f"{len({a['model_id'] for a in group}):>6} {len(set(days)):>5} "
+            f"{len({a.model_id for a in group}):>6} {len(set(days)):>5} "
             f"{effects[len(effects) // 2]:>13.3f}  {_day(min(days))}  {_day(max(days))}"
         )
     return lines

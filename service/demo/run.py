@@ -40,7 +40,7 @@ from sdk import AsyncClient, upload_reference
 from service.api.server import ApiServer
 from service.demo import data
 from service.demo.fault import WeatherFeedFault
-from service.demo.report import classify, render
+from service.demo.report import as_json, classify, render
 from service.profiles.store import Store
 from service.runtime.infrastructure import infrastructure, install_signal_handlers
 from service.runtime.roles import run_roles
@@ -271,7 +271,7 @@ def run_demo(settings: Settings, json_path: Path | None = None, serve: bool = Fa
         report["dashboard_url"] = url
         print(render(report))
         if json_path is not None:
-            json_path.write_text(json.dumps(report, indent=2, default=str))
+            json_path.write_text(json.dumps(report, indent=2, default=as_json))
         if serve:
             print(f"\nDashboard: {url} (the fault's incident under Incidents); the pipeline keeps running. "
                   "Ctrl-C stops.", flush=True)
