@@ -34,20 +34,10 @@ BODY_PSI = (
     '{"window_start": 1700007000, "effect_size": 1.0, "p_value": 1e-08}], '
     '"inhibited_by": ["161dcdd5f3795c5766a1"], "seq": 3, "created_at": 1700007001.5, '
     '"updated_at": 1700007001.5, "silenced_by": [], "notify": false}')
-BODY_NULL_RATE = (
-    '{"id": "161dcdd5f3795c5766a1", "model_id": "fraud", "model_version": "1", '
-    '"feature": "amount", "check": "null_rate", "state": "firing", "severity": "critical", '
-    '"owner": "payments-ml", "tier": 1, "routing": {"team": "payments"}, '
-    '"group_key": "source:payments_db", "source": "payments_db", "incident_id": null, '
-    '"window_start": 1700006400, "window_end": 1700006700, '
-    '"window_start_local": "2023-11-15T00:00:00+00:00", "fired_window_start": 1700006700, '
-    '"last_window_start": 1700007000, "resolved_window_start": null, "effect_size": 1.0, '
-    '"floor": 0.2, "p_value": 1e-08, "evidence_count": 3, '
-    '"evidence": [{"window_start": 1700006400, "effect_size": 1.0, "p_value": 1e-08}, '
-    '{"window_start": 1700006700, "effect_size": 1.0, "p_value": 1e-08}, '
-    '{"window_start": 1700007000, "effect_size": 1.0, "p_value": 1e-08}], "inhibited_by": [], '
-    '"seq": 3, "created_at": 1700007001.5, "updated_at": 1700007001.5, "silenced_by": [], '
-    '"notify": true}')
+#: The null-rate alert's body: the PSI alert's but for its id, its check and its inhibition.
+BODY_NULL_RATE = (BODY_PSI.replace(PSI_ID, NULL_RATE_ID).replace('"check": "psi"', '"check": "null_rate"')
+                  .replace(f'"inhibited_by": ["{NULL_RATE_ID}"]', '"inhibited_by": []')
+                  .replace('"notify": false', '"notify": true'))
 INCIDENT = ('{"id": "2a100198b4e7e6b9239d", "group_key": "source:payments_db", "source": "payments_db", '
             '"title": "upstream source payments_db failing", "created_at": 1700007001.5}')
 #: The hashes' own fields beside the body: the first write's time, the incident, the user's actions.
