@@ -123,7 +123,7 @@ async def test_a_restless_feature_does_not_page_at_its_peak_and_a_stable_one_sti
     member = await put_hour(store, start, live(rng, PEAK, 2000, stable_shift=1.0))
     alerts = await Detector(settings, store).evaluate(MODEL, member)
     # the stable feature alerts on its distribution and its mean (both alert by default)
-    assert sorted((a["feature"], a["check"]) for a in alerts) == [("stable", "mean_shift"), ("stable", "psi")]
+    assert sorted((a.feature, a.check) for a in alerts) == [("stable", "mean_shift"), ("stable", "psi")]
     results = {(r["feature"], r["check"]): r for r in await store.results(MODEL, member)}
     restless, stable = results["restless", "psi"], results["stable", "psi"]
     assert restless["effect_size"] > 0.25 and restless["status"] == "ok"
@@ -141,7 +141,7 @@ async def test_a_restless_feature_does_not_page_at_its_peak_and_a_stable_one_sti
     assert (await http.get(f"/v1/models/{MODEL}")).json()["floors"]["learned"] is None
     member = await put_hour(store, start + 24 * HOUR, live(rng, PEAK, 2000))
     alerts = await Detector(settings, store).evaluate(MODEL, member)
-    fired = {a["feature"] for a in alerts if a["fired_window_start"] == start + 24 * HOUR}
+    fired = {a.feature for a in alerts if a.fired_window_start == start + 24 * HOUR}
     assert fired == {"restless"}  # (the stable feature's alerts of the day before are still open)
     assert {(r["feature"], r["check"]): r for r in await store.results(MODEL, member)}[
         "restless", "psi"]["floor_source"] == "configured"

@@ -49,8 +49,8 @@ async def test_five_records_a_day_alerts_within_14_days_of_a_one_sd_shift(settin
     for day in range(SHIFT_DAY + 14):
         member = await put_day(store, day, rng)
         for a in await detector.evaluate(MODEL, member):
-            if a["state"] == "firing" and a["fired_window_start"] == T0 + day * DAY:
-                fired.append((day, a["feature"], a["check"]))
+            if a.state == "firing" and a.fired_window_start == T0 + day * DAY:
+                fired.append((day, a.feature, a.check))
         results = await store.results(MODEL, member)
         if results:
             notes[day] = results[0]["pool_note"]

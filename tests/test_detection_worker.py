@@ -54,7 +54,7 @@ async def test_drift_endpoint_serves_every_feature_computed_then_stored(settings
         alerts = await Detector(settings, store).evaluate(MODEL, member)
         # a lognormal's log-location shift moves its distribution, mean and spread: the three
         # numeric checks that alert by default; the unchanged country does not alert
-        assert sorted((a["feature"], a["check"]) for a in alerts) == [
+        assert sorted((a.feature, a.check) for a in alerts) == [
             ("amount", "mean_shift"), ("amount", "psi"), ("amount", "variance_shift")]
         latest = (await http.get(f"/v1/models/{MODEL}/drift")).json()["windows"][0]
         assert latest["source"] == "stored" and latest["features"]["amount"] == w["features"]["amount"]
@@ -110,7 +110,7 @@ async def test_seasonal_baseline_and_volume_from_stored_windows(settings, store)
     assert volume["status"] == "drift" and volume["n_baseline"] == 36 * 200
     assert volume["effect_size"] == -0.9
     alerts = await Detector(settings, store).evaluate(MODEL, member)
-    assert [(a["feature"], a["check"]) for a in alerts] == [("", "volume")]
+    assert [(a.feature, a.check) for a in alerts] == [("", "volume")]
 
 
 async def test_a_failed_release_is_logged_and_counted(settings, store, caplog):

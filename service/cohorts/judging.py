@@ -26,6 +26,7 @@ from detectors.performance.slices import for_slice, sample_shortfall
 from detectors.performance.tasks import PERFORMANCE, PERFORMANCE_CHECKS, task_tests
 from detectors.result import TestResult
 from service import metrics
+from service.alerting.models import Alert
 from service.alerting.policy import AlertPolicy, WindowRef
 from service.alerting.silences import SilenceStore
 from service.cohorts import (
@@ -92,7 +93,7 @@ class CohortJudge:
             baseline.merge(c)
         return baseline
 
-    async def evaluate_model(self, model_id: str, cfg: ModelConfig, watermark: float) -> list[dict[str, Any]]:
+    async def evaluate_model(self, model_id: str, cfg: ModelConfig, watermark: float) -> list[Alert]:
         """Test every cohort (whole model, then slices) that matured since the last
         call, and again every cohort judged ``insufficient_data`` that has gained labels
         since, by the model's ``watermark`` (its latest prediction event time read); the
@@ -133,7 +134,7 @@ class CohortJudge:
         return changed + await self.evaluate_slices(model_id, cfg, codec, starts, watermark)
 
     async def evaluate_slices(self, model_id: str, cfg: ModelConfig, codec: Codec, starts: list[int],
-                              watermark: float) -> list[dict[str, Any]]:
+                              watermark: float) -> list[Alert]:
         """Test every slice cohort that matured since the last call, each against the
         same slice's judged cohorts of the baseline period; the alerts changed."""
         perf = cfg.performance
@@ -179,7 +180,7 @@ class CohortJudge:
                         perf.expected_label_fraction, perf.label_horizon_seconds)
 
     async def _apply(self, model_id: str, cfg: ModelConfig, start: int, version: str,
-                     results: list[TestResult], force: bool = False) -> list[dict[str, Any]]:
+                     results: list[TestResult], force: bool = False) -> list[Alert]:
         """The window's results through the FDR gate and the alert policy (a slice whose
         checks could not run is skipped: it has nothing to gate or record)."""
         if not force and not any(r.p_value is not None for r in results):

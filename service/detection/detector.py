@@ -15,12 +15,12 @@ import os
 import socket
 import time
 from dataclasses import asdict
-from typing import Any
 
 from detectors.config import DetectorConfig, merge
 from detectors.result import TestResult
 from detectors.suite import alerting_checks
 from service import metrics
+from service.alerting.models import Alert
 from service.alerting.policy import AlertPolicy, WindowRef
 from service.alerting.silences import SilenceStore
 from service.profiles.evaluation import evaluate_member, service_config
@@ -108,7 +108,7 @@ class Detector:
         await self.store.count_window(model_id, member, start, increments, fields,
                                       start - self.settings.retention_window_seconds)
 
-    async def evaluate(self, model_id: str, member: str) -> list[dict[str, Any]]:
+    async def evaluate(self, model_id: str, member: str) -> list[Alert]:
         """Test one closed window and apply the alert policy; the alerts it created or
         changed. A window that cannot be tested is still released to the policy, so
         the model's later windows are not held back."""
