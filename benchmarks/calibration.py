@@ -13,6 +13,20 @@ fallback with its data-dependent error bound); ``discrete`` an integer-coded
 feature (exact tables), ``categorical`` 8 categories, ``wide`` 2,000 Zipf
 categories (sketches beyond 256). A calibrated test alarms in ~5 % of pairs.
 
+Each test alone on many pairs (``by_test/...``, ``--test-reps``, 2,000 per n):
+the tests of :data:`BY_TEST` (PSI, JS, KS, W1 and the mean shift of the
+continuous feature, PSI, JS, KS, W1 of the score, every distribution test of
+the discrete feature, chi2, PSI and JS of the categories and the predicted
+label) on pairs of windows as above. At n <= 1,000 they are drawn as values;
+beyond, as the statistics the tests read, with their exact laws
+(:mod:`calibration_counts`: counts in the reference's edges, extremes,
+moments, exact tables), in O(bins) per window instead of O(n), so that every
+rate of the binned/exact path rests on 2,000 pairs (a true 0.05 then lies in
+[0.03, 0.07] at 4.1 standard errors). The full windows keep 300 pairs at
+n <= 1,000 down to 60 at 10^6: the tests that read the values (the digest
+fallback ``unbinned``, the variance shift and extremes) stay on them.
+Every rate is printed with its pairs and Clopper-Pearson 99 % interval.
+
 Power (``power``): for a fixed set of alternatives at n = 1e3 ... 1e6 per side,
 the share of pairs with status drift of each profile test, and of the same
 test on the raw values of the same pairs: scipy's ``ks_2samp``, Welch's
@@ -56,8 +70,10 @@ mixture in 384 dimensions, n = 100 ... 1e5; ``--no-vectors`` skips them): their
 rates join ``fpr`` as ``"embedding/check/n"`` and their power at 1,000
 vectors per side is ``embedding_power`` (``"alternative/check/n"`` -> rate).
 
-The last line printed is JSON: ``fpr`` (flat: ``"feature/check/n"`` -> rate),
-``fpr_max`` (per feature/check), ``inconclusive_rate`` (flat, as ``fpr``),
+The last line printed is JSON: ``fpr`` (flat: ``"feature/check/n"`` -> rate;
+``"by_test/feature/check/n"`` for the tests alone), ``fpr_pairs`` and
+``fpr_ci99`` (the same keys: pairs, and the 99 % interval), ``fpr_max`` (per
+feature/check), ``inconclusive_rate`` (flat, as ``fpr``),
 ``power`` (``"alternative/check/n"`` -> profile and raw rates),
 ``power_ratio`` (flat) and ``power_ratio_min`` (the multivariate part adds
 ``fpr`` / ``fpr_max`` keys ``multivariate/<check>`` and ``power`` keys
@@ -75,6 +91,7 @@ import math
 import time
 from collections import defaultdict
 
+import calibration_counts as counts
 import calibration_vectors
 import numpy as np
 from scipy import stats
@@ -90,6 +107,7 @@ from detectors.drift.js import js_terms, js_test
 from detectors.drift.ks import ks_test
 from detectors.drift.mean_shift import mean_shift_test
 from detectors.drift.psi import psi, psi_terms
+from detectors.drift.variance_shift import variance_shift_test
 from detectors.drift.wasserstein import wasserstein_test
 from detectors.result import Status
 from detectors.stats.divergence_null import JS_QUARTIC, PSI_QUARTIC, divergence_null
@@ -99,7 +117,7 @@ from sdk.columns import RecordColumns
 from sketches.bins import BinCounts, derive_edges
 from sketches.categorical import CategoricalSketch
 from sketches.comoments import CoMoments
-from sketches.numeric import NumericSketch
+from sketches.numeric import MAX_EXACT_VALUES, NumericSketch
 from sketches.profile import FeatureProfile, WindowProfile
 
 ALPHA = 0.05
@@ -122,10 +140,15 @@ CATEGORY_TESTS = (("chi2", chi2_test), ("psi", psi), ("js", js_test))
 
 
 def _numeric(values: np.ndarray, nulls: int = 0, bins: BinCounts | None = None) -> FeatureProfile:
-    f = FeatureProfile()
-    f.numeric = NumericSketch.binned(bins)
+    f = _feature(NumericSketch.binned(bins))
     f.numeric.update(values)
     f.missing = nulls
+    return f
+
+
+def _feature(sketch: NumericSketch) -> FeatureProfile:
+    f = FeatureProfile()
+    f.numeric = sketch
     return f
 
 
@@ -151,7 +174,7 @@ def window(n: int, rng: np.random.Generator,
     p.count = n
     nulls = int(rng.binomial(n, NULL_P))
     cont = rng.normal(0.0, 1.0, n - nulls)
-    zipf = rng.zipf(1.3, n)
+    zipf, beyond = counts.zipf_counts(n, rng, 1.3, WIDE_CATEGORIES)
     score = rng.beta(2.0, 5.0, n)
     bins = {"continuous": _bins(cont, edges, "continuous"), "score": _bins(score, edges, "score")}
     continuous = _numeric(cont, nulls, bins["continuous"])
@@ -161,10 +184,9 @@ def window(n: int, rng: np.random.Generator,
     p.features = {
         "continuous": continuous,
         "unbinned": unbinned,
-        "discrete": _numeric(rng.poisson(4.0, n).astype(np.float64)),
+        "discrete": _feature(counts.discrete(n, rng)),
         "categorical": _categorical(rng.multinomial(n, CATEGORY_P)),
-        "wide": _categorical(np.bincount(zipf[zipf <= WIDE_CATEGORIES], minlength=WIDE_CATEGORIES),
-                             int((zipf > WIDE_CATEGORIES).sum())),
+        "wide": _categorical(np.concatenate(([0], zipf)), beyond),
     }
     p.score = NumericSketch.binned(bins["score"])
     p.score.update(score)
@@ -197,19 +219,102 @@ def fpr(n_ref: int, n_cur: int, reps: int, seed: int) -> tuple[dict[str, float],
     return ({k: drift[k] / reps for k in sorted(seen)}, {k: inconclusive[k] / reps for k in sorted(seen)})
 
 
-def categorical_fpr(n: int, reps: int, seed: int) -> dict[str, float]:
-    """H0 rate of chi2, PSI and JS on the 8-category feature alone (exact counts: many pairs
-    cheaply at large n), and of scipy's chi2 on the same counts."""
+BY_TEST: dict[str, tuple[str, ...]] = {
+    "continuous": ("ks", "psi", "js", "wasserstein", "mean_shift"),
+    "score": ("ks", "psi", "js", "wasserstein"),
+    "discrete": ("ks", "psi", "js", "wasserstein", "mean_shift", "variance_shift"),
+    "categorical": ("chi2", "psi", "js"),
+    "__prediction__": ("chi2", "psi", "js"),
+}
+"""The tests measured one by one on many pairs (:func:`test_fpr`): each reads only statistics
+:mod:`calibration_counts` draws with their exact law (the variance shift on the continuous
+feature and the score also reads the CDF grid with the moments: full windows only)."""
+TESTS = {"ks": ks_test, "psi": psi, "js": js_test, "wasserstein": wasserstein_test,
+         "mean_shift": mean_shift_test, "variance_shift": variance_shift_test, "chi2": chi2_test}
+TEST_REPS = 2_000
+"""H0 pairs per n of :func:`test_fpr`: a true 0.05 lies within [0.03, 0.07] at > 4 standard errors."""
+
+
+def _sketches(p: WindowProfile) -> dict[str, NumericSketch | CategoricalSketch]:
+    """The sketches of a full window that :data:`BY_TEST` reads."""
+    return {"continuous": p.features["continuous"].numeric, "score": p.score,
+            "discrete": p.features["discrete"].numeric,
+            "categorical": p.features["categorical"].categorical, "__prediction__": p.prediction}
+
+
+def counted_window(n: int, rng: np.random.Generator,
+                   ref: dict[str, NumericSketch | CategoricalSketch] | None = None,
+                   ) -> dict[str, NumericSketch | CategoricalSketch]:
+    """One H0 window of ``n`` records as :func:`window` draws it, built from the statistics the
+    tests read, drawn directly (:mod:`calibration_counts`); ``ref`` None: a baseline."""
+    finite = n - int(rng.binomial(n, NULL_P))
+    if ref is None:
+        cont, score = counts.reference(counts.NORMAL, finite, rng), counts.reference(counts.SCORE, n, rng)
+    else:
+        cont = counts.current(counts.NORMAL, finite, ref["continuous"], rng)
+        score = counts.current(counts.SCORE, n, ref["score"], rng)
+    labels = int(rng.binomial(n, 0.3))
+    prediction = CategoricalSketch()
+    prediction.update_counts({"true": labels, "false": n - labels})
+    return {"continuous": cont, "score": score, "discrete": counts.discrete(n, rng),
+            "categorical": _categorical(rng.multinomial(n, CATEGORY_P)).categorical,
+            "__prediction__": prediction}
+
+
+def direct_draws(n: int) -> bool:
+    """True when both sides of an n-record pair are past ``MAX_EXACT_VALUES`` (digest mode, binned
+    tests): the windows are then drawn as counts (:func:`counted_window`), else as values."""
+    return n * (1 - NULL_P) > 2 * MAX_EXACT_VALUES
+
+
+def test_fpr(n: int, reps: int, seed: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Per "feature/check" of :data:`BY_TEST`: the share of ``reps`` H0 pairs of ``n`` records
+    with status drift, and of inconclusive; with scipy's chi2 on the categorical counts."""
     rng = np.random.default_rng(seed)
-    hits: dict[str, int] = defaultdict(int)
+    drift: dict[str, int] = defaultdict(int)
+    inconclusive: dict[str, int] = defaultdict(int)
+    seen: set[str] = set()
     for _ in range(reps):
-        a, b = rng.multinomial(n, CATEGORY_P), rng.multinomial(n, CATEGORY_P)
-        ca, cb = _categorical(a).categorical, _categorical(b).categorical
-        for check, fn in CATEGORY_TESTS:
-            hits[check] += fn(ca, cb).status == Status.DRIFT
-        raw_p = stats.chi2_contingency(np.vstack([a, b]), correction=False).pvalue
-        hits["chi2_raw_scipy"] += bool(raw_p < ALPHA)
-    return {f"categorical_only/{k}/{n}": v / reps for k, v in sorted(hits.items())}
+        if direct_draws(n):
+            base = counted_window(n, rng)
+            cur = counted_window(n, rng, base)
+        else:
+            ref, edges = window(n, rng)
+            base, cur = _sketches(ref), _sketches(window(n, rng, edges)[0])
+        table = np.vstack([[w["categorical"].exact.get(f"c{i}", 0) for i in range(CATEGORY_P.size)]
+                           for w in (base, cur)])
+        p = stats.chi2_contingency(table[:, table.sum(axis=0) > 0], correction=False).pvalue
+        seen.add("categorical/chi2_raw_scipy")
+        drift["categorical/chi2_raw_scipy"] += p < ALPHA
+        for feature, checks in BY_TEST.items():
+            for check in checks:
+                r = TESTS[check](base[feature], cur[feature], alpha=ALPHA)
+                if r.status in (Status.INSUFFICIENT_DATA, Status.ERROR):
+                    continue
+                key = f"{feature}/{check}"
+                seen.add(key)
+                drift[key] += r.status == Status.DRIFT
+                inconclusive[key] += r.status == Status.INCONCLUSIVE
+    return ({k: drift[k] / reps for k in sorted(seen)}, {k: inconclusive[k] / reps for k in sorted(seen)})
+
+
+def interval99(rate: float, pairs: int) -> tuple[float, float]:
+    """Clopper-Pearson 99 % interval of a rate observed over ``pairs`` pairs."""
+    ci = stats.binomtest(round(rate * pairs), pairs).proportion_ci(0.99)
+    return round(float(ci.low), 4), round(float(ci.high), 4)
+
+
+def print_cells(label: str, pairs: int, rates: dict[str, float], inconclusive: dict[str, float]) -> None:
+    """One line per feature: each check's rate, its 99 % interval and inconclusive share."""
+    by_feature: dict[str, list[str]] = defaultdict(list)
+    for key, rate in rates.items():
+        feature, check = key.rsplit("/", 1)
+        lo, hi = interval99(rate, pairs)
+        inc = inconclusive.get(key, 0.0)
+        cell = f"{check}={rate:.3f} [{lo:.3f},{hi:.3f}]"
+        by_feature[feature].append(cell + (f" inc={inc:.3f}" if inc else ""))
+    for feature, cells in by_feature.items():
+        print(f"n={label:>12} pairs={pairs:>5} {feature:>24}: " + " ".join(cells), flush=True)
 
 
 def alternative(name: str, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -480,6 +585,8 @@ def main() -> None:
                     help="comma-separated n of the H0 part (default 100 ... 1e6 and 50k x 561k)")
     ap.add_argument("--power-sizes", type=lambda v: [int(x) for x in v.split(",") if x], default=None,
                     help="comma-separated n of the power part (default 1e3 ... 1e6; empty: none)")
+    ap.add_argument("--test-reps", type=int, default=TEST_REPS,
+                    help="H0 pairs per n of the tests measured one by one (by_test/...)")
     ap.add_argument("--seed", type=int, default=20240605)
     ap.add_argument("--small-sample", action="store_true",
                     help="only the PSI/JS small-sample null law and the power at alpha 1e-6")
@@ -501,29 +608,32 @@ def main() -> None:
         return
     sizes = args.sizes or ([100, 1000] if args.quick else [100, 1000, 10_000, 100_000, 1_000_000])
     t0 = time.perf_counter()
-    out: dict[str, dict] = {"fpr": {}, "inconclusive_rate": {}, "reps": {}}
+    out: dict[str, dict] = {"fpr": {}, "fpr_pairs": {}, "inconclusive_rate": {}, "reps": {}}
     cases = [] if args.vectors_only else [(n, n, reps_for(n, args.reps), str(n)) for n in sizes]
     if args.sizes is None and not args.vectors_only:
         cases.append((50_000, 561_000, 20 if args.quick else 40, "50000x561000"))
     for n_ref, n_cur, reps, label in cases:
         f, inc = fpr(n_ref, n_cur, reps, args.seed + n_cur)
         out["reps"][label] = reps
-        out["fpr"].update({f"{k}/{label}": v for k, v in f.items()})
+        for k, v in f.items():
+            out["fpr"][f"{k}/{label}"], out["fpr_pairs"][f"{k}/{label}"] = v, reps
         out["inconclusive_rate"].update({f"{k}/{label}": v for k, v in inc.items()})
-        print(f"n={label:>12} reps={reps:>5} fpr " + " ".join(f"{k}={v:.3f}" for k, v in f.items()),
-              flush=True)
-        print(f"{'':>14} inconclusive " + " ".join(f"{k}={v:.3f}" for k, v in inc.items() if v),
-              flush=True)
+        print_cells(label, reps, f, inc)
+    for n in [] if args.vectors_only else sizes:
+        f, inc = test_fpr(n, args.test_reps, args.seed + 5 * n)
+        out["reps"][f"by_test/{n}"] = args.test_reps
+        for k, v in f.items():
+            out["fpr"][f"by_test/{k}/{n}"], out["fpr_pairs"][f"by_test/{k}/{n}"] = v, args.test_reps
+        out["inconclusive_rate"].update({f"by_test/{k}/{n}": v for k, v in inc.items()})
+        print_cells(f"by_test {n}", args.test_reps, f, inc)
     if not args.no_vectors:
         v = calibration_vectors.run([n for n in sizes if n <= 100_000], power_reps=50 if args.quick else 200,
                                     reps_scale=0.25 if args.quick else 1.0)
         out["fpr"].update(v["fpr"])
+        out["fpr_pairs"].update({k: 2_000 if "/norm_shift_many/" in k else v["reps"][k.rsplit("/", 1)[1]]
+                                 for k in v["fpr"]})
         out["reps"].update({f"embedding/{k}": r for k, r in v["reps"].items()})
         out["embedding_power"] = v["power"]
-    for n in [n for n in sizes if n >= 100_000 and not args.vectors_only]:
-        f = categorical_fpr(n, 2_000, args.seed + 3 * n)
-        out["fpr"].update(f)
-        print("categorical only, 2000 pairs: " + " ".join(f"{k}={v:.3f}" for k, v in f.items()), flush=True)
     checks = sorted({k.rsplit("/", 1)[0] for k in out["fpr"]})
     out["fpr_max"] = {c: max(v for k, v in out["fpr"].items() if k.rsplit("/", 1)[0] == c) for c in checks}
     out["power"], out["power_ratio"] = {}, {}
@@ -540,9 +650,10 @@ def main() -> None:
     if not args.no_multivariate and not args.vectors_only:
         for heavy in (False, True):
             for n in [100, 1000] if args.quick else MV_SIZES:
-                f = multivariate_fpr(n, MV_REPS.get(n, 200) // (4 if heavy else 1),
-                                     args.seed + 11 * n + heavy, heavy)
+                reps = MV_REPS.get(n, 200) // (4 if heavy else 1)
+                f = multivariate_fpr(n, reps, args.seed + 11 * n + heavy, heavy)
                 out["fpr"].update(f)
+                out["fpr_pairs"].update(dict.fromkeys(f, reps))
                 print(f"n={n}: " + " ".join(f"{k}={v:.3f}" for k, v in f.items()), flush=True)
         for name in ("multivariate", "multivariate_heavy"):
             for check in MULTIVARIATE_CHECKS:
@@ -553,6 +664,7 @@ def main() -> None:
         print("correlation 0.8 -> 0, n=1000: " + " ".join(
             f"{k.split('/', 1)[1].rsplit('/', 1)[0]}={v['profile']:.2f}/{v['default_floors']:.2f}"
             for k, v in brk.items()), flush=True)
+    out["fpr_ci99"] = {k: interval99(v, out["fpr_pairs"][k]) for k, v in out["fpr"].items()}
     out["seconds"] = round(time.perf_counter() - t0, 1)
     print(json.dumps(out))
 
