@@ -183,6 +183,12 @@ class Settings(BaseSettings):
     fdr_alpha: float = Field(
         0.05, gt=0, lt=1, description="Target false discovery rate of the fleet's alerts per FDR epoch (q)"
     )
+    fdr_performance_share: float = Field(
+        0.05, gt=0, le=0.1,
+        description="Share of fdr_alpha given to the label-joined performance tests, gated as a family "
+                    "of their own with their own slot capacity (the feature and score tests get the "
+                    "rest); the union's FDR stays <= fdr_alpha (docs/alerting.md)",
+    )
     fdr_epoch_seconds: int = Field(
         86_400, ge=60,
         description="FDR epoch: the guarantee holds per epoch; a multiple of window_seconds",

@@ -417,3 +417,38 @@ async def test_a_window_pending_for_over_a_day_no_longer_holds_the_model_back(st
     [alert] = await apply(p, "m", day + 1, {("x", "psi"): BREACH}, config)
     assert (alert.window_start, alert.evidence_count) == (T0 + W, 2)  # window 1 released too
     assert await store.r.zcard("fw:{m}:pending") == 0
+
+
+def test_performance_tests_have_their_own_share_of_the_fdr_budget():
+    """q is split between two families, each gated with its own capacity: the feature
+    and score tests at q (1 - s), the label-joined performance tests at q s
+    (``FLEETWATCH_FDR_PERFORMANCE_SHARE``), so the FDR of the union stays <= q."""
+    from service.alerting.fdr import FEATURES, PERFORMANCE, spending
+    from service.settings import Settings
+
+    s = Settings(fdr_alpha=0.05, window_seconds=3600)
+    features, performance = spending(s, FEATURES), spending(s, PERFORMANCE)
+    assert math.isclose(features.alpha + performance.alpha, 0.05)
+    assert math.isclose(performance.alpha, 0.05 * s.fdr_performance_share)
+    assert 0 < s.fdr_performance_share <= 0.1  # features keep >= 90 % of q
+
+
+async def test_a_performance_drop_clears_the_gate_of_a_large_fleet(store):
+    """Two hundred models submit ~200 feature tests each to an hourly slot (capacity
+    ~50,000); a tier-1 model's cohort (AUC drop and log-loss increase) at p 5e-7 --
+    the default simulator's concept drifts -- was gated as 2 of those 50,000 tests
+    (level ~1e-7) and missed. In its own family it is 2 of the performance tests."""
+    from service.settings import Settings
+
+    s = Settings(window_seconds=3600)
+    detector = AlertPolicy.for_settings(store.r, s)
+    joiner = AlertPolicy.for_settings(store.r, s, family="performance")
+    hour = 3600
+    await detector.gate.gate("fleet", T0, hour, [0.5] * 40_000)
+    cohort = await joiner.gate.gate("m\0cohort", T0, hour, [5e-7, 1e-6], model_id="m")
+    assert cohort.discoveries.tolist() == [True, True] and cohort.capacity == 20
+    shared = await detector.gate.gate("m\0shared", T0, hour, [5e-7, 1e-6], model_id="m")
+    assert not shared.discoveries.any()  # in the features' family it would not clear
+    # the families' counters are apart: the features' slot never saw the cohort
+    used = await store.r.hget(f"{{fw}}:fdr:{T0 // 86_400}:used", 0)
+    assert int(used) == 40_002

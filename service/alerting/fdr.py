@@ -18,6 +18,20 @@ Keys, per epoch ``e`` (expire after 8 epochs):
                               to each of its slots (sizes a cold start)
 ============================  =================================================
 
+Two families of tests are gated apart, each with its own counters, capacity and share
+of ``fdr_alpha`` (q): the detector's feature, score and window tests (``features``, the
+keys above, at q (1 - s)) and the label joiner's performance tests (``performance``,
+``{fw}:fdr-perf:...``, at q s, s = ``fdr_performance_share``). With V_f, R_f and V_p,
+R_p the false and all discoveries of each family, V / R = V_f / R + V_p / R <=
+V_f / R_f + V_p / R_p, so FDR(union) <= q (1 - s) + q s = q: the guarantee is the
+fleet's, whichever family an alert came from. Why apart: a tier-1 model's cohort
+submits 2 tests (AUC drop, log-loss increase) per window; gated among the ~200 feature
+tests of each of 200 models (capacity ~50,000) it was 2 / 50,000 of the slot's budget,
+and an AUC drop of 0.18 at p 1.5e-7 missed (the default simulator's concept drifts). In
+its own family it gets s q shared by the performance tests alone: the family users care
+most about is not diluted by the size of the feature fleet, at a cost of s to the
+features' level.
+
 A slot's capacity is ``EpochSpending.capacity`` of the largest of this and the
 ``capacity_lookback_epochs`` previous epochs' ``peak`` (and at least the
 touching window's tests), computed inside the reserve script, so every replica
@@ -47,7 +61,7 @@ import numpy as np
 
 from detectors.fdr.epoch import MAX_LOOKBACK_EPOCHS, EpochSpending
 from service import metrics
-from service.alerting.keys import FDR_DEMAND, FDR_USED_PATTERN, fdr_key
+from service.alerting.keys import FDR_USED_PATTERN, fdr_demand_key, fdr_key
 from service.profiles.keys import MODELS
 from service.runtime.redis_client import Client
 from service.settings import Settings
@@ -127,9 +141,17 @@ class GateDecision:
     capacity: int  # of the window's slot (the largest of its slots)
 
 
-def spending(settings: Settings) -> EpochSpending:
-    """The deployment's gate parameters (``FLEETWATCH_FDR_*``; slot = ``window_seconds``)."""
-    return EpochSpending(alpha=settings.fdr_alpha, epoch_seconds=settings.fdr_epoch_seconds,
+#: The gate's families: the detector's tests, and the label joiner's performance tests.
+FEATURES, PERFORMANCE = "features", "performance"
+
+
+def spending(settings: Settings, family: str = FEATURES) -> EpochSpending:
+    """The deployment's gate parameters for one family of tests (``FLEETWATCH_FDR_*``;
+    slot = ``window_seconds``): ``alpha`` is ``fdr_alpha`` times
+    ``fdr_performance_share`` for :data:`PERFORMANCE`, times the rest for :data:`FEATURES`."""
+    share = settings.fdr_performance_share
+    alpha = settings.fdr_alpha * (share if family == PERFORMANCE else 1 - share)
+    return EpochSpending(alpha=alpha, epoch_seconds=settings.fdr_epoch_seconds,
                          slot_seconds=settings.window_seconds,
                          headroom=settings.fdr_capacity_headroom,
                          min_tests_per_slot=settings.fdr_min_tests_per_window,
@@ -141,9 +163,10 @@ def spending(settings: Settings) -> EpochSpending:
 class FdrGate:
     """The fleet's online FDR gate, shared by every detector replica through Redis."""
 
-    def __init__(self, r: Client, params: EpochSpending) -> None:
+    def __init__(self, r: Client, params: EpochSpending, family: str = FEATURES) -> None:
         self.r = r
         self.params = params
+        self.family = family
         self._reserve = r.register_script(_RESERVE)
         self._commit = r.register_script(_COMMIT)
         self._ttl = EPOCHS_KEPT * params.epoch_seconds
@@ -163,24 +186,25 @@ class FdrGate:
         n = len(p_values)
         p = self.params
         per_slot = n * max(1, p.slot_seconds // max(window_seconds, 1))
-        keys = [fdr_key(epoch, "grant"), fdr_key(epoch, "used"), fdr_key(epoch, "disc"),
-                fdr_key(epoch, "req"), fdr_key(epoch, "cap"), fdr_key(epoch, "peak"),
-                *(fdr_key(epoch - k, "peak") for k in range(1, p.capacity_lookback_epochs + 1))]
+        f = self.family
+        keys = [fdr_key(epoch, "grant", f), fdr_key(epoch, "used", f), fdr_key(epoch, "disc", f),
+                fdr_key(epoch, "req", f), fdr_key(epoch, "cap", f), fdr_key(epoch, "peak", f),
+                *(fdr_key(epoch - k, "peak", f) for k in range(1, p.capacity_lookback_epochs + 1))]
         args = [window_id, slot, n, p.reward_lag_slots, self._ttl, span, repr(p.headroom),
                 p.min_tests_per_slot, p.max_tests_per_slot or 0]
         raw = await self._reserve(keys=keys, args=[*args, -1])
         if raw == b"cold":
-            declared = await declared_demand(self.r, model_id, per_slot)
+            declared = await declared_demand(self.r, model_id, per_slot, f)
             raw = await self._reserve(keys=keys, args=[*args, declared])
         if model_id is not None:
-            await self.r.hset(FDR_DEMAND, model_id, per_slot)
+            await self.r.hset(fdr_demand_key(f), model_id, per_slot)
         granted, rewarded, capacity = (int(x) for x in raw.decode().split(":"))
         found = p.decide(p_values, granted, rewarded, capacity, span, weights)
-        await self._commit(keys=[fdr_key(epoch, "done"), fdr_key(epoch, "disc")],
+        await self._commit(keys=[fdr_key(epoch, "done", f), fdr_key(epoch, "disc", f)],
                            args=[window_id, slot, int(found.sum()), self._ttl])
         if granted < n:
             metrics.FDR_TESTS_UNFUNDED.inc(n - granted)
-        used = await self.r.hget(fdr_key(epoch, "used"), slot)
+        used = await self.r.hget(fdr_key(epoch, "used", f), slot)
         metrics.FDR_ALPHA_WEALTH.set(p.wealth(slot, int(used or 0), capacity))
         level = p.level(n, granted, rewarded, capacity, span)
         metrics.FDR_LEVEL.set(level)
@@ -190,18 +214,29 @@ class FdrGate:
         return GateDecision(found, level, granted, rewarded, capacity)
 
 
-async def declared_demand(r: Client, model_id: str | None, per_slot: int) -> int:
-    """The tests the registered fleet submits to one slot, as far as the gate knows.
+async def declared_demand(r: Client, model_id: str | None, per_slot: int,
+                          family: str = FEATURES) -> int:
+    """The tests the registered fleet submits to one slot of ``family``, as far as the
+    gate knows.
 
-    The sum over the registered models (``fw:models``) and ``model_id`` of what each
-    submitted to each of its slots when last gated (``{fw}:fdr:demand``), counting
-    ``per_slot`` (the window being gated) for ``model_id`` and for every model not
-    gated yet. It depends only on the fleet's registry and its test counts, never on
-    p-values, so a capacity sized with it keeps the guarantee.
+    :data:`FEATURES`: the sum over the registered models (``fw:models``) and
+    ``model_id`` of what each submitted to each of its slots when last gated
+    (``{fw}:fdr:demand``), counting ``per_slot`` (the window being gated) for
+    ``model_id`` and for every model not gated yet. :data:`PERFORMANCE`: the same over
+    the models gated in that family so far (``{fw}:fdr-perf:demand``) and ``model_id``:
+    only tier-1 models with label-joined checks submit to it, and counting every
+    registered model would size the family's cold slots for the whole fleet (the floor
+    ``fdr_min_tests_per_window`` funds the cohorts of the models not gated yet). It
+    depends only on the fleet's registry and its test counts, never on p-values, so a
+    capacity sized with it keeps the guarantee.
     """
-    models = {m.decode() for m in await r.smembers(MODELS)} - {model_id}
-    ordered = sorted(models)
-    known = await r.hmget(FDR_DEMAND, ordered) if ordered else []
+    demand = fdr_demand_key(family)
+    if family == PERFORMANCE:
+        models = {m.decode() for m in await r.hkeys(demand)}
+    else:
+        models = {m.decode() for m in await r.smembers(MODELS)}
+    ordered = sorted(models - {model_id})
+    known = await r.hmget(demand, ordered) if ordered else []
     return per_slot + sum(int(k) if k is not None else per_slot for k in known)
 
 

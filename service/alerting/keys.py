@@ -29,6 +29,8 @@ Keys (model keys hash-tagged ``{m}``):
 ``{fw}:silences``                HASH silence id -> JSON silence (:mod:`service.alerting.silences`)
 ``{fw}:fdr:{epoch}:{name}``      the online FDR gate's counters of one epoch (:mod:`service.alerting.fdr`)
 ``{fw}:fdr:demand``              HASH model -> tests per slot of its latest gated window
+``{fw}:fdr-perf:{epoch}:{name}``, ``{fw}:fdr-perf:demand``  the same for the label-joined
+                                 performance tests, a family gated apart (its own share of q)
 ``{fw}:open:alerts``             HASH alert id -> JSON :class:`~service.alerting.store.OpenAlert` (model,
                                  severity, incident) of every alert in ``{fw}:open``,
                                  written with it: the fleet overview's health of every
@@ -50,8 +52,8 @@ EVENTS = "{fw}:alert-events"
 SILENCES = "{fw}:silences"
 #: The SCAN pattern of the FDR gate's per-epoch ``used`` counters.
 FDR_USED_PATTERN = "{fw}:fdr:*:used"
-#: HASH model -> tests its latest gated window submitted to each slot (sizes a cold start).
-FDR_DEMAND = "{fw}:fdr:demand"
+#: The FDR gate's families (:data:`service.alerting.fdr.FEATURES`, ``PERFORMANCE``) -> key prefix.
+FDR_FAMILY_PREFIX = {"features": "fdr", "performance": "fdr-perf"}
 
 
 def series_key(m: str) -> str:
@@ -88,12 +90,24 @@ def incident_spans_key(group: str) -> str:
     return f"{GLOBAL}incident:spans:{group}"
 
 
-def fdr_key(epoch: int, name: str) -> str:
-    """One counter of the FDR gate's ``epoch`` (:mod:`service.alerting.fdr`).
+def fdr_key(epoch: int, name: str, family: str = "features") -> str:
+    """One counter of the FDR gate's ``epoch`` (:mod:`service.alerting.fdr`) for one
+    family of tests.
 
     Examples
     --------
-    >>> fdr_key(3, "used")
-    '{fw}:fdr:3:used'
+    >>> fdr_key(3, "used"), fdr_key(3, "used", "performance")
+    ('{fw}:fdr:3:used', '{fw}:fdr-perf:3:used')
     """
-    return f"{GLOBAL}fdr:{epoch}:{name}"
+    return f"{GLOBAL}{FDR_FAMILY_PREFIX[family]}:{epoch}:{name}"
+
+
+def fdr_demand_key(family: str = "features") -> str:
+    """HASH model -> tests per slot of its latest window gated in ``family``.
+
+    Examples
+    --------
+    >>> fdr_demand_key(), fdr_demand_key("performance")
+    ('{fw}:fdr:demand', '{fw}:fdr-perf:demand')
+    """
+    return f"{GLOBAL}{FDR_FAMILY_PREFIX[family]}:demand"

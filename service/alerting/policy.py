@@ -36,7 +36,7 @@ from detectors.policy.severity import highest, severity
 from detectors.policy.silence import Silence
 from detectors.result import TestResult
 from service import metrics
-from service.alerting.fdr import FdrGate, GateDecision, spending
+from service.alerting.fdr import FEATURES, FdrGate, GateDecision, spending
 from service.alerting.models import Alert, Evidence, IncidentRecord
 from service.alerting.silences import muted_now
 from service.alerting.store import AlertStore, series_field
@@ -115,9 +115,12 @@ class AlertPolicy:
         self.immediate = immediate or ImmediateRule()
 
     @classmethod
-    def for_settings(cls, r: Any, settings: Settings) -> AlertPolicy:
-        """The policy of a deployment: its FDR gate and its immediate-paging rule on ``r``."""
-        return cls(AlertStore(r, role="detector"), FdrGate(r, spending(settings)), immediate_rule(settings))
+    def for_settings(cls, r: Any, settings: Settings, family: str = FEATURES) -> AlertPolicy:
+        """The policy of a deployment on ``r``: its FDR gate for ``family`` (the detector's
+        tests, or the label joiner's :data:`~service.alerting.fdr.PERFORMANCE` tests) and its
+        immediate-paging rule."""
+        return cls(AlertStore(r, role="detector"), FdrGate(r, spending(settings, family), family),
+                   immediate_rule(settings))
 
     async def apply(self, window: WindowRef, results: Sequence[TestResult],
                     alerting: dict[str, frozenset[str]], model: ModelConfig,

@@ -43,6 +43,7 @@ from sdk.labels import decode_labels
 from sdk.sampling import sample_point
 from sdk.wire import decode_batch
 from service import metrics
+from service.alerting.fdr import PERFORMANCE
 from service.alerting.policy import AlertPolicy
 from service.alerting.silences import SilenceStore
 from service.cohorts import (
@@ -69,7 +70,8 @@ class Joiner:
         self.settings = settings
         self.store = store
         self.cohorts = CohortStore(store.r)
-        self.judge = CohortJudge(settings, self.cohorts, AlertPolicy.for_settings(store.r, settings),
+        self.judge = CohortJudge(settings, self.cohorts,
+                                 AlertPolicy.for_settings(store.r, settings, PERFORMANCE),
                                  SilenceStore(store.r, role="joiner"))
         self._configs = model_configs(store, settings, "joiner")
         self.outage = RedisOutage(settings, "joiner")
