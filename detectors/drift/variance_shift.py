@@ -55,17 +55,16 @@ def log_spreads(grid: JointCdf, n_ref: int, n_cur: int) -> tuple[float, float, f
     if grid.resolution != 0 or grid.x.size == 0 or grid.x[0] <= 0:
         return None
     y = np.log(grid.x)
-    sides = []
-    for f in (grid.ref, grid.cur):
-        mass = np.diff(np.concatenate(([0.0], f)))
-        mean = float(mass @ y)
-        sides.append((mean, float(mass @ (y - mean) ** 2)))
-    pooled = (n_ref * grid.ref + n_cur * grid.cur) / (n_ref + n_cur)
-    mass = np.diff(np.concatenate(([0.0], pooled)))
-    mean = float(mass @ y)
-    var = float(mass @ (y - mean) ** 2)
-    kappa = max(float(mass @ (y - mean) ** 4) / var**2, 1.0) if var > 0 else 1.0
-    return math.sqrt(max(sides[0][1], 0.0)), math.sqrt(max(sides[1][1], 0.0)), kappa
+
+    def moments(cdf: np.ndarray) -> tuple[float, float]:
+        mass = np.diff(np.concatenate(([0.0], cdf)))
+        d = y - float(mass @ y)
+        return float(mass @ d**2), float(mass @ d**4)
+
+    (v_ref, _), (v_cur, _) = moments(grid.ref), moments(grid.cur)
+    var, m4 = moments(grid.pooled(n_ref, n_cur))
+    kappa = max(m4 / var**2, 1.0) if var > 0 else 1.0
+    return math.sqrt(max(v_ref, 0.0)), math.sqrt(max(v_cur, 0.0)), kappa
 
 
 def variance_shift_test(
