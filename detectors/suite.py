@@ -20,7 +20,7 @@ from detectors.drift.divergence import MIN_COUNT
 from detectors.drift.grid import JointCdf, joint_cdf
 from detectors.multivariate import MULTIVARIATE_FEATURE
 from detectors.policy.learned import AppliedFloor, LearnedFloors
-from detectors.quality.volume import volume_test
+from detectors.quality.volume import VolumeHistory, volume_test
 from detectors.result import Status, TestResult, failed, insufficient
 from sketches.categorical import CategoricalSketch
 from sketches.comoments import CoMoments
@@ -171,7 +171,7 @@ def evaluate_window(
     current: WindowProfile,
     baseline: WindowProfile,
     config: DetectorConfig | None = None,
-    volume_history: Sequence[int] | None = None,
+    volume_history: Sequence[int] | VolumeHistory | None = None,
     learned: LearnedFloors | None = None,
     records: int | None = None,
 ) -> list[TestResult]:
@@ -183,9 +183,11 @@ def evaluate_window(
     config : DetectorConfig, optional
         Overrides of :func:`~detectors.config.service_defaults` (checks,
         floors, alpha; per feature).
-    volume_history : sequence of int, optional
+    volume_history : sequence of int or VolumeHistory, optional
         Record counts of comparable past windows for the volume test (the
-        same slot of past weeks); None: volume is ``insufficient_data``.
+        same slot of past weeks), or the history chosen by
+        :func:`detectors.volume_history.volume_history`; None: volume is
+        ``insufficient_data``.
     learned : LearnedFloors, optional
         What each feature normally moves window to window
         (:mod:`detectors.policy.learned`): each test's floor is then
@@ -248,6 +250,6 @@ def evaluate_window(
                                          plan(cfg, name, target, learned), alpha)
     if "volume" in window_plan.checks:
         results.append(volume_test(current.count if records is None else records,
-                                   volume_history or (), WINDOW_FEATURE,
+                                   volume_history, WINDOW_FEATURE,
                                    floor=window_plan.floors["volume"], alpha=alpha))
     return results

@@ -1,54 +1,255 @@
-"""Volume: the window's record count against a seasonal expectation."""
+"""Volume: the window's record count against an expectation from its history.
+
+The expectation (:class:`VolumeExpectation`) is the mean of comparable past windows
+(:func:`mean_expectation`: the same slot of past weeks, or the same hour on past days)
+or the straight line through the trailing windows (:func:`trend_expectation`), with the
+variance of the count's deviation from it under a quasi-Poisson model; which history
+answered is chosen in :mod:`detectors.volume_history`.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from itertools import combinations
 
 from detectors.result import TestResult, insufficient, judged
 from detectors.stats.interval import normal_interval_p
 
 MIN_HISTORY = 1
+#: Trailing windows a line needs after the out-of-line ones are left out (2 degrees of
+#: freedom for its dispersion).
+MIN_TREND_WINDOWS = 4
+
+
+@dataclass(frozen=True)
+class VolumeExpectation:
+    """What a window's record count is expected to be, and how far it may stray by chance.
+
+    Attributes
+    ----------
+    source : str
+        The history that answered: ``"seasonal"`` (the same slot of past weeks),
+        ``"daily"`` (the same hour on past days) or ``"trailing"`` (the line through
+        the trailing windows).
+    expected : float
+        lambda, records expected in the window (> 0).
+    variance : float
+        Var(count - lambda) under H0, records squared.
+    windows : int
+        Past windows used.
+    records : int
+        Records in them.
+    note : str
+        The history in words (which windows, what was left out), for the result's reason.
+    """
+
+    source: str
+    expected: float
+    variance: float
+    windows: int
+    records: int
+    note: str = ""
+
+
+def mean_expectation(history: Sequence[int], source: str = "seasonal",
+                     note: str = "") -> VolumeExpectation | None:
+    """The mean of comparable past windows; None without traffic in any.
+
+    Notes
+    -----
+    Quasi-Poisson: with lambda = mean(history) and dispersion phi = max(1, s^2 / lambda)
+    (s^2 the history's variance; 1 with a single past window), count - lambda has
+    variance phi lambda (1 + 1 / k) under H0 (McCullagh & Nelder, "Generalized Linear
+    Models", 1989, sec. 6.2).
+
+    Examples
+    --------
+    >>> e = mean_expectation([100, 100, 100, 100])
+    >>> e.expected, e.variance, e.windows, e.records
+    (100.0, 125.0, 4, 400)
+    >>> mean_expectation([0, 0]) is None
+    True
+    """
+    k, total = len(history), int(sum(history))
+    if k == 0 or total == 0:
+        return None
+    lam = total / k
+    var = sum((h - lam) ** 2 for h in history) / (k - 1) if k > 1 else lam
+    phi = max(1.0, var / lam)
+    return VolumeExpectation(source, lam, phi * lam * (1 + 1 / k), k, total, note)
+
+
+def trend_expectation(positions: Sequence[float], counts: Sequence[int], at: float, floor: float,
+                      note: str = "") -> VolumeExpectation | None:
+    """The least-squares line through the trailing windows' counts, read at ``at``.
+
+    Parameters
+    ----------
+    positions : sequence of float
+        The trailing windows' positions (their starts in window lengths), oldest first.
+    counts : sequence of int
+        Their record counts.
+    at : float
+        The current window's position.
+    floor : float
+        The volume floor: the line is fitted to the largest set of trailing windows that
+        lie within ``floor`` (relative) of it; the others are out of line (a drop already
+        under way, an outage) and left out, so an incident does not become its own
+        expectation, nor tilt the line that judges the window after it.
+
+    Returns
+    -------
+    VolumeExpectation or None
+        None when fewer than :data:`MIN_TREND_WINDOWS` windows remain, or the line
+        expects no traffic.
+
+    Notes
+    -----
+    Ordinary least squares on the kept windows (n of them): the prediction lambda at
+    ``at`` has leverage h = 1/n + (at - x_bar)^2 / S_xx, and under a quasi-Poisson model
+    Var(count - lambda) = phi (lambda + mu_bar h), mu_bar the kept windows' mean count
+    and phi = max(1, X^2 / (n - 2)) with X^2 = sum (c_i - mu_i)^2 / mu_i the Pearson
+    statistic of the fit (McCullagh & Nelder 1989, sec. 4.5 and 6.2; the prediction
+    variance: Seber & Lee, "Linear Regression Analysis", 2003, sec. 5.2). A daily rhythm
+    is smooth over a few hours, so the line follows it; its curvature, as any misfit,
+    raises phi.
+
+    Examples
+    --------
+    >>> e = trend_expectation([0, 1, 2, 3, 4, 5], [100, 110, 120, 130, 140, 150], 6, 0.3)
+    >>> round(e.expected, 6), e.windows
+    (160.0, 6)
+    >>> trend_expectation([0, 1, 2, 3, 4, 5], [100, 110, 120, 130, 140, 30], 6, 0.3).windows
+    5
+    """
+    kept = _on_one_line(positions, counts, floor)
+    if kept is None:
+        return None
+    xs, ys = [positions[i] for i in kept], [counts[i] for i in kept]
+    a, b = _line(xs, ys) or (0.0, 0.0)
+    n, x_bar = len(xs), sum(xs) / len(xs)
+    sxx = sum((x - x_bar) ** 2 for x in xs)
+    lam = a + b * at
+    mus = [a + b * x for x in xs]
+    if lam <= 0 or min(mus) <= 0:
+        return None
+    phi = max(1.0, sum((y - mu) ** 2 / mu for y, mu in zip(ys, mus, strict=True)) / (n - 2))
+    leverage = 1 / n + (at - x_bar) ** 2 / sxx
+    left_out = len(counts) - n
+    text = "; ".join(t for t in (note, f"{left_out} out of line left out" if left_out else "") if t)
+    return VolumeExpectation("trailing", lam, phi * (lam + sum(ys) / n * leverage), n, int(sum(ys)), text)
+
+
+def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float] | None:
+    """Intercept and slope of the least-squares line; None with fewer than 2 distinct xs."""
+    if len(xs) < 2:
+        return None
+    x_bar, y_bar = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - x_bar) ** 2 for x in xs)
+    if sxx == 0:
+        return None
+    b = sum((x - x_bar) * (y - y_bar) for x, y in zip(xs, ys, strict=True)) / sxx
+    return y_bar - b * x_bar, b
+
+
+def _on_one_line(xs: Sequence[float], ys: Sequence[int], floor: float) -> list[int] | None:
+    """The largest set of windows (at least :data:`MIN_TREND_WINDOWS`) that lie within
+    ``floor`` (relative) of the least-squares line through them, the best-fitting (least
+    squared relative misfit) among sets of that size; None if there is none. Exhaustive:
+    a trailing history holds a handful of windows."""
+    n = len(xs)
+    for size in range(n, MIN_TREND_WINDOWS - 1, -1):
+        best: tuple[float, list[int]] | None = None
+        for subset in combinations(range(n), size):
+            fit = _line([xs[i] for i in subset], [ys[i] for i in subset])
+            if fit is None:
+                continue
+            mus = [fit[0] + fit[1] * xs[i] for i in subset]
+            if min(mus) <= 0:
+                continue
+            misfits = [ys[i] / mu - 1 for i, mu in zip(subset, mus, strict=True)]
+            if max(abs(m) for m in misfits) <= floor:
+                score = sum(m * m for m in misfits)
+                if best is None or score < best[0]:
+                    best = (score, list(subset))
+        if best is not None:
+            return best[1]
+    return None
+
+
+@dataclass(frozen=True)
+class VolumeHistory:
+    """The past a window's count is judged against (chosen in :mod:`detectors.volume_history`).
+
+    Attributes
+    ----------
+    source : str
+        ``"seasonal"``, ``"daily"`` (judged against the counts' mean), ``"trailing"``
+        (against the line through them, :func:`trend_expectation`) or ``"none"``.
+    counts : tuple of int
+        The past windows' record counts.
+    positions : tuple of float
+        ``"trailing"``: each window's start relative to the current window's, in window
+        lengths (negative).
+    note : str
+        Which windows, in words (for ``"none"``: why there are none).
+    """
+
+    source: str
+    counts: tuple[int, ...] = ()
+    positions: tuple[float, ...] = ()
+    note: str = ""
+
+    def expectation(self, floor: float) -> VolumeExpectation | None:
+        """The expectation this history gives under volume floor ``floor`` (None: none)."""
+        if self.source == "trailing":
+            return trend_expectation(self.positions, self.counts, 0.0, floor, self.note)
+        if not self.counts:
+            return None
+        return mean_expectation(self.counts, self.source, self.note)
 
 
 def volume_test(
     count: int,
-    history: Sequence[int],
+    history: Sequence[int] | VolumeHistory | None,
     feature: str = "",
     *,
     floor: float = 0.0,
     alpha: float = 0.05,
     min_history: int = MIN_HISTORY,
 ) -> TestResult:
-    """Is the window's record count out of line with the same slot in past weeks?
+    """Is the window's record count out of line with its history?
 
     Parameters
     ----------
     count : int
         Records in the current window (0 for an empty window).
-    history : sequence of int
-        Record counts of comparable past windows (e.g. the same hour of week
-        over the previous k weeks), each of the current window's length.
+    history : sequence of int, VolumeHistory or None
+        Record counts of comparable past windows (e.g. the same hour of week over the
+        previous k weeks), each of the current window's length, judged against their
+        mean (:func:`mean_expectation`); or the history chosen by
+        :func:`detectors.volume_history.volume_history`; None: no history.
     feature : str
         Usually ``""`` (a window-level test).
     floor : float
-        Relative change tolerated under the null (0.5: +/-50 %).
+        Relative change tolerated under the null (0.3: +/-30 %).
     alpha, min_history
-        Level for ``drift``; past windows needed.
+        Level for ``drift``; past windows needed (a sequence of counts).
 
     Returns
     -------
     TestResult
-        ``statistic`` = z, ``effect_size`` = count / mean(history) - 1,
-        ``n_current`` = count, ``n_baseline`` = sum(history).
+        ``statistic`` = z, ``effect_size`` = count / lambda - 1, ``n_current`` = count,
+        ``n_baseline`` = records in the history used; its ``reason`` names the history
+        that answered (or why there is none: ``insufficient_data``).
 
     Notes
     -----
-    Quasi-Poisson count test: with lambda = mean(history) and dispersion
-    phi = max(1, s^2 / lambda) (s^2 the history's variance; 1 with a single
-    past window), count - lambda has variance phi lambda (1 + 1 / k) under H0
-    (McCullagh & Nelder, "Generalized Linear Models", 1989, sec. 6.2). The
-    interval null tolerates |count - lambda| <= floor * lambda.
+    z = (count - lambda) / sqrt(Var), lambda and Var from :class:`VolumeExpectation`; the
+    interval null tolerates |count - lambda| <= floor * lambda (normal approximation;
+    Hodges & Lehmann 1954).
 
     Examples
     --------
@@ -56,16 +257,23 @@ def volume_test(
     'drift'
     >>> volume_test(1010, [1000, 1100, 950, 1020], floor=0.5).status.value
     'ok'
+    >>> volume_test(100, VolumeHistory("none", note="no past day")).reason
+    'no past day'
     """
-    k = len(history)
-    total = int(sum(history))
-    if k < min_history or total == 0:
-        return insufficient("volume", feature, count, total,
-                            f"needs >= {min_history} past windows with traffic")
-    lam = total / k
-    var = sum((h - lam) ** 2 for h in history) / (k - 1) if k > 1 else lam
-    phi = max(1.0, var / lam)
-    se = math.sqrt(phi * lam * (1 + 1 / k))
-    diff = count - lam
-    return judged("volume", feature, diff / se, count / lam - 1, normal_interval_p(diff, se, floor * lam),
-                  count, total, floor=floor, alpha=alpha)
+    if not isinstance(history, VolumeHistory):
+        counts = tuple(int(c) for c in history or ())
+        history = VolumeHistory("seasonal", counts if len(counts) >= min_history else (),
+                                note="" if len(counts) >= min_history
+                                else f"needs >= {min_history} past windows with traffic")
+    e = history.expectation(floor)
+    if e is None:
+        return insufficient("volume", feature, count, int(sum(history.counts)),
+                            history.note if history.source == "none" or not history.counts
+                            else f"{history.source} history gives no expectation ({history.note})")
+    se = math.sqrt(e.variance)
+    diff = count - e.expected
+    result = judged("volume", feature, diff / se, count / e.expected - 1,
+                    normal_interval_p(diff, se, floor * e.expected), count, e.records,
+                    floor=floor, alpha=alpha)
+    said = f"expected {e.expected:.1f} records from {e.source} history ({e.note or f'{e.windows} windows'})"
+    return replace(result, reason=f"{result.reason}; {said}" if result.reason else said)

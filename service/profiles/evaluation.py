@@ -25,8 +25,10 @@ from detectors.baseline import (
 )
 from detectors.config import DetectorConfig, merge, service_defaults
 from detectors.policy.learned import LearnedFloors
+from detectors.quality.volume import VolumeHistory
 from detectors.result import TestResult
 from detectors.suite import evaluate_window
+from detectors.volume_history import plan_volume, volume_history
 from service.profiles.rollups import GRANULARITIES
 from service.profiles.store import Store
 from service.settings import Settings
@@ -57,7 +59,7 @@ class Resolved:
     """A window's baseline resolved (:func:`resolve_baseline`)."""
 
     baseline: Baseline | None
-    volume_history: list[int] | None
+    volume_history: VolumeHistory
     current: WindowProfile
     pooled: int
     learned: LearnedFloors | None
@@ -87,7 +89,9 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
     choice and merge (pure). A window with fewer records than a test needs is pooled
     with the windows before it (its volume is still the window's own); the volume
     history is the seasonal slot's window counts (the trailing windows' for a window
-    with no slot). ``grid``: the model's windows (:attr:`ModelConfig.window_grid`); on one
+    with no slot), and before any past week holds the slot, the same hour on past days
+    of the same kind or the line through the trailing windows
+    (:func:`detectors.volume_history.volume_history`). ``grid``: the model's windows (:attr:`ModelConfig.window_grid`); on one
     in a time zone the seasonal slot is the same local hour or day of the same weekday,
     and for day windows the trailing span reaches the previous local day, whatever DST
     did to their lengths; rollups are looked up on the grid's rollup periods."""
@@ -113,10 +117,17 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
     seasonal, counts = await past("seasonal", plan.seasonal) if plan.seasonal else (None, [])
     seasonal = usable(seasonal, settings.pool_min_records)
     trailing = None
+    volume = VolumeHistory("seasonal", tuple(counts), note=f"the same slot in {len(counts)} past week(s)"
+                           if counts else plan.seasonal_missing or "no past week holds the slot")
     if plan.trailing is not None and not (plan.trailing_if_needed and (reads.reference or seasonal)):
         trailing, trailing_counts = await past("trailing", (plan.trailing,))
         if plan.seasonal_missing is not None:
-            counts = trailing_counts
+            volume = VolumeHistory("previous", tuple(trailing_counts),
+                                   note=f"{len(trailing_counts)} trailing window(s): {plan.seasonal_missing}")
+    if plan.seasonal_missing is None and sum(counts) == 0:
+        vplan = plan_volume(current.window_start, current.window_seconds, grid)
+        volume = volume_history(vplan, current.window_start, current.window_seconds, counts,
+                                await store.counts_in(model_id, vplan.ranges), grid)
     pooled = 0
     if plan.pool is not None:
         preceding = await store.profiles_in(model_id, [plan.pool], (), grid)
@@ -125,7 +136,7 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
     learned = reads.floors if baseline is not None and baseline.kind == "reference" else None
     if learned is not None and learned.window_seconds != current.window_seconds:
         learned = None  # learned for windows of another length
-    return Resolved(baseline, counts, current, pooled, learned)
+    return Resolved(baseline, volume, current, pooled, learned)
 
 
 def pool_note(resolved: Resolved, settings: Settings) -> str | None:

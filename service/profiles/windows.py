@@ -206,6 +206,23 @@ class WindowStore:
                     break
         return out
 
+    async def counts_in(self, model_id: str, ranges: list[tuple[int, int]]) -> dict[int, int]:
+        """Record count per window start (model versions summed) of the closed windows
+        whose start is in any ``[lo, hi)`` range: the index in one round trip, then the
+        counts (:meth:`window_counts_many`, cached per window). Expired windows are left out."""
+        if not ranges:
+            return {}
+        async with self.r.pipeline(transaction=False) as p:
+            for lo, hi in ranges:
+                p.zrangebyscore(window_index_key(model_id), lo, f"({hi}")
+            members = sorted({m.decode() for ms in await p.execute() for m in ms})
+        out: dict[int, int] = {}
+        for member, count in zip(members, await self.window_counts(model_id, members), strict=True):
+            if count is not None:
+                start = parse_member(member)[1]
+                out[start] = out.get(start, 0) + count
+        return out
+
     async def latest_members(self, model_ids: list[str], n: int = 1) -> dict[str, list[tuple[str, int]]]:
         """Per model, its ``n`` latest closed windows (member, start), oldest first, in
         one round trip."""

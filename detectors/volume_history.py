@@ -1,0 +1,155 @@
+"""Which past a window's record count is judged against: the volume test's history.
+
+Pure functions: the detector plans the windows to read (:func:`plan_volume`), reads their
+record counts, and :func:`volume_history` chooses, in this order:
+
+1. ``seasonal``: the same slot of past weeks (:func:`detectors.baseline.seasonal_ranges`),
+   once any past week holds traffic there; it removes the daily and the weekly rhythm;
+2. ``daily``: before a week of history exists, the same hour (the same window, for
+   windows of a day) on the past :data:`DAILY_DAYS` days *of the same kind* -- weekdays
+   for a weekday, Saturdays and Sundays for a weekend day, in the grid's time zone -- so
+   the daily rhythm is removed and the weekly one never compared across;
+3. ``trailing``: before any past day of the same kind exists (a model's first day, its
+   first weekend), the least-squares line through the last :data:`TREND_WINDOWS` windows
+   of the same kind of day (:func:`detectors.quality.volume.trend_expectation`): a daily
+   rhythm is smooth over a few hours, and a Friday evening is never extrapolated into a
+   Saturday;
+4. ``none``: ``insufficient_data``, saying which of these is missing.
+
+Windows longer than a day have no daily slot (and mix days of both kinds): after the
+seasonal slot, the trailing line through their predecessors.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from detectors.baseline import DAY, seasonal_ranges
+from detectors.quality.volume import MIN_TREND_WINDOWS, VolumeHistory
+from sketches.window import WindowGrid
+
+#: Past days whose same hour answers before a week of history exists (a seventh would be
+#: the seasonal slot).
+DAILY_DAYS = 6
+#: Trailing windows the line is fitted through (the most recent first; the out-of-line
+#: ones left out): 8 hours of hourly windows, over which a daily rhythm is nearly linear.
+TREND_WINDOWS = 8
+
+
+@dataclass(frozen=True)
+class VolumePlan:
+    """The window starts whose counts :func:`volume_history` needs after the seasonal slot.
+
+    Attributes
+    ----------
+    daily : tuple of (int, int)
+        Window-start ranges ``[lo, hi)`` of the same hour on the past days, most recent
+        first (empty for windows longer than a day).
+    trailing : (int, int)
+        Window-start range of the trailing windows.
+    """
+
+    daily: tuple[tuple[int, int], ...]
+    trailing: tuple[int, int]
+
+    @property
+    def ranges(self) -> list[tuple[int, int]]:
+        """Every range to read."""
+        return [*self.daily, self.trailing]
+
+
+def plan_volume(window_start: int, window_seconds: int, grid: WindowGrid | None = None) -> VolumePlan:
+    """What :func:`volume_history` reads for the window at ``window_start``.
+
+    Examples
+    --------
+    >>> p = plan_volume(10 * DAY + 3_600, 3_600)
+    >>> p.daily[0], len(p.daily), p.trailing
+    ((781200, 784800), 6, (838800, 867600))
+    >>> plan_volume(10 * DAY, 2 * DAY).daily
+    ()
+    """
+    daily: tuple[tuple[int, int], ...] = ()
+    if window_seconds <= DAY:
+        daily = tuple(seasonal_ranges(window_start, window_seconds, DAILY_DAYS, period=DAY, grid=grid))
+    return VolumePlan(daily, (window_start - TREND_WINDOWS * window_seconds, window_start))
+
+
+def is_weekend(t: float, grid: WindowGrid | None = None) -> bool:
+    """Is ``t`` on a Saturday or Sunday in the grid's zone (UTC without one)?
+
+    Examples
+    --------
+    >>> is_weekend(2 * DAY), is_weekend(3 * DAY)  # 1970-01-03 was a Saturday
+    (True, True)
+    >>> is_weekend(0)
+    False
+    """
+    local = grid.local(t) if grid is not None else dt.datetime.fromtimestamp(t, dt.UTC)
+    return local.weekday() >= 5
+
+
+def volume_history(plan: VolumePlan, window_start: int, window_seconds: int, seasonal: Sequence[int],
+                   past: Mapping[int, int], grid: WindowGrid | None = None) -> VolumeHistory:
+    """The history the window's count is judged against (the order: module docstring).
+
+    Parameters
+    ----------
+    plan : VolumePlan
+        :func:`plan_volume` of the window.
+    window_start, window_seconds : int
+        The window (Unix seconds, seconds).
+    seasonal : sequence of int
+        Record counts of the seasonal slot's windows (empty: no past week there).
+    past : mapping of int to int
+        Record count per window start, of the windows in ``plan``'s ranges (model
+        versions summed).
+    grid : WindowGrid or None
+        The model's windows (the day kind is the local one).
+
+    Examples
+    --------
+    Hourly windows; a Tuesday (1970-01-06) at 10:00 with Monday's 10:00 in the past:
+
+    >>> t = 5 * DAY + 10 * 3_600
+    >>> past = {4 * DAY + 10 * 3_600: 300, **{t - k * 3_600: 290 for k in range(1, 9)}}
+    >>> h = volume_history(plan_volume(t, 3_600), t, 3_600, [], past)
+    >>> h.source, h.counts, h.note
+    ('daily', (300,), 'the same hour on 1 past weekday(s); no past week yet')
+
+    A Saturday (1970-01-03) at 10:00: Friday is another kind of day, so the line through
+    Saturday's windows so far answers:
+
+    >>> t = 2 * DAY + 10 * 3_600
+    >>> past = {t - k * 3_600: 300 for k in range(1, 12)}
+    >>> h = volume_history(plan_volume(t, 3_600), t, 3_600, [], past)
+    >>> h.source, h.positions
+    ('trailing', (-8.0, -7.0, -6.0, -5.0, -4.0, -3.0, -2.0, -1.0))
+    >>> volume_history(plan_volume(t, 3_600), t, 3_600, [280, 310], past).source
+    'seasonal'
+    """
+    if sum(seasonal) > 0:
+        return VolumeHistory("seasonal", tuple(int(c) for c in seasonal),
+                             note=f"the same slot in {len(seasonal)} past week(s)")
+    mixed = window_seconds > DAY
+    weekend = is_weekend(window_start, grid)
+    kind = "weekend day" if weekend else "weekday"
+    daily = [past[s] for lo, hi in plan.daily if is_weekend(lo, grid) == weekend
+             for s in sorted(past) if lo <= s < hi]
+    if sum(daily) > 0:
+        days = sum(1 for lo, hi in plan.daily if is_weekend(lo, grid) == weekend
+                   and any(lo <= s < hi for s in past))
+        return VolumeHistory("daily", tuple(daily), note=f"the same hour on {days} past {kind}(s); no past week yet")
+    lo, hi = plan.trailing
+    starts = [s for s in sorted(past) if lo <= s < hi and (mixed or is_weekend(s, grid) == weekend)]
+    if len(starts) >= MIN_TREND_WINDOWS:
+        which = "trailing windows" if mixed else f"trailing windows of the {kind}"
+        return VolumeHistory("trailing", tuple(past[s] for s in starts),
+                             tuple((s - window_start) / window_seconds for s in starts),
+                             note=f"the line through {len(starts)} {which}; no past week"
+                             + ("" if mixed else f" or past {kind} yet"))
+    missing = "no past week" if mixed else f"no past week, no past {kind}"
+    which = "trailing windows" if mixed else f"trailing windows of the {kind}"
+    return VolumeHistory("none", note=f"{missing} and fewer than {MIN_TREND_WINDOWS} {which}")
