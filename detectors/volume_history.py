@@ -136,20 +136,20 @@ def volume_history(plan: VolumePlan, window_start: int, window_seconds: int, sea
     mixed = window_seconds > DAY
     weekend = is_weekend(window_start, grid)
     kind = "weekend day" if weekend else "weekday"
-    daily = [past[s] for lo, hi in plan.daily if is_weekend(lo, grid) == weekend
-             for s in sorted(past) if lo <= s < hi]
+    days = [[past[s] for s in sorted(past) if lo <= s < hi]
+            for lo, hi in plan.daily if is_weekend(lo, grid) == weekend]
+    daily = tuple(c for day in days for c in day)
     if sum(daily) > 0:
-        days = sum(1 for lo, hi in plan.daily if is_weekend(lo, grid) == weekend
-                   and any(lo <= s < hi for s in past))
-        return VolumeHistory("daily", tuple(daily), note=f"the same hour on {days} past {kind}(s); no past week yet")
+        n_days = sum(1 for day in days if day)
+        return VolumeHistory("daily", daily,
+                             note=f"the same hour on {n_days} past {kind}(s); no past week yet")
     lo, hi = plan.trailing
     starts = [s for s in sorted(past) if lo <= s < hi and (mixed or is_weekend(s, grid) == weekend)]
+    which = "trailing windows" if mixed else f"trailing windows of the {kind}"
     if len(starts) >= MIN_TREND_WINDOWS:
-        which = "trailing windows" if mixed else f"trailing windows of the {kind}"
         return VolumeHistory("trailing", tuple(past[s] for s in starts),
                              tuple((s - window_start) / window_seconds for s in starts),
                              note=f"the line through {len(starts)} {which}; no past week"
                              + ("" if mixed else f" or past {kind} yet"))
     missing = "no past week" if mixed else f"no past week, no past {kind}"
-    which = "trailing windows" if mixed else f"trailing windows of the {kind}"
     return VolumeHistory("none", note=f"{missing} and fewer than {MIN_TREND_WINDOWS} {which}")

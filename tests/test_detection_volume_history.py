@@ -51,4 +51,5 @@ async def test_a_drop_on_day_two_is_judged_against_day_one(settings, store):
         assert first["status"] == "ok" and "trailing history" in first["reason"]
         start = await volume(monday + 2 * HOUR)
         assert start["status"] == "insufficient_data"
-        assert start["reason"] == "no past week, no past weekday and fewer than 4 trailing windows of the weekday"
+        assert start["reason"] == ("no past week, no past weekday and fewer than 4 trailing "
+                                   "windows of the weekday")

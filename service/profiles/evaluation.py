@@ -91,10 +91,11 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
     history is the seasonal slot's window counts (the trailing windows' for a window
     with no slot), and before any past week holds the slot, the same hour on past days
     of the same kind or the line through the trailing windows
-    (:func:`detectors.volume_history.volume_history`). ``grid``: the model's windows (:attr:`ModelConfig.window_grid`); on one
-    in a time zone the seasonal slot is the same local hour or day of the same weekday,
-    and for day windows the trailing span reaches the previous local day, whatever DST
-    did to their lengths; rollups are looked up on the grid's rollup periods."""
+    (:func:`detectors.volume_history.volume_history`). ``grid``: the model's windows
+    (:attr:`ModelConfig.window_grid`); on one in a time zone the seasonal slot is the
+    same local hour or day of the same weekday, and for day windows the trailing span
+    reaches the previous local day, whatever DST did to their lengths; rollups are
+    looked up on the grid's rollup periods."""
     plan = baseline_plan(settings, current, config, grid)
     keys = {"seasonal": _key("seasonal", current, plan.seasonal) if plan.seasonal else None,
             "trailing": _key("trailing", current, (plan.trailing,)) if plan.trailing else None}

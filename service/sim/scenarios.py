@@ -5,9 +5,10 @@
             (about a minute on 2 cores); the corpus holds one incident of most kinds.
 ``default`` 200 models, 2 days: the scenario ``fleetwatch simulate`` runs by default and
             the README quotes (about 5 minutes).
-``week``    200 models, 9 days, the first 7 incident-free: the volume test compares a
-            window with the same hour of past weeks, so only a scenario with a week of
-            history measures volume drops (about 25 minutes).
+``week``    200 models, 9 days, the first 7 incident-free: the incidents fall where
+            every seasonal slot has a past week, so the volume test compares a window
+            with the same hour of the past week (in two days: the same hour on a past
+            day of its kind, or the line through the trailing hours; about 25 minutes).
 ``fleet``   1,000 models, 2 days: a fleet of the size the service is built for (about
             25 minutes).
 ==========  ==========================================================================
