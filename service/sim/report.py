@@ -247,6 +247,7 @@ def notes(scenario: Scenario) -> list[str]:
     """What the scenario cannot measure, said next to the table."""
     out = []
     if scenario.days <= 7 and any(i.kind == VOLUME_DROP for i in scenario.incidents):
-        out.append("  note: the volume test compares a window with the same hour of past weeks; a "
-                   f"{scenario.days}-day scenario has no such history, so volume drops count as missed")
+        out.append("  note: with no past week, the volume test compares a window with the same hour on "
+                   "past days of its kind (weekday/weekend), else with the line through the trailing "
+                   "hours of its kind of day (docs/detectors.md)")
     return out
