@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -13,6 +14,8 @@ from detectors.stats.interval import normal_interval_p
 from sketches.numeric import NumericSketch
 
 MIN_COUNT = 30
+LOG_SCALE_REASON = "spread of ln x (log scale: both sides positive, ln x the less heavy-tailed)"
+"""Said in the result's ``reason`` when the test ran on the log scale."""
 
 
 def pooled_kurtosis(grid: JointCdf, n_ref: int, n_cur: int, mean: float, var: float,
@@ -150,9 +153,10 @@ def variance_shift_test(
         s_ref, s_cur, kappa = logs
         estimate = math.log(s_cur / s_ref)
         se = 0.5 * math.sqrt((kappa - 1.0) * (1 / n_cur + 1 / n_ref))
-        return judged("variance_shift", feature, estimate / se if se > 0 else 0.0,
-                      (s_cur - s_ref) / s_ref, normal_interval_p(estimate, se, floor),
-                      n_cur, n_ref, floor=floor, alpha=alpha)
+        r = judged("variance_shift", feature, estimate / se if se > 0 else 0.0,
+                   (s_cur - s_ref) / s_ref, normal_interval_p(estimate, se, floor),
+                   n_cur, n_ref, floor=floor, alpha=alpha)
+        return replace(r, reason="; ".join(filter(None, (r.reason, LOG_SCALE_REASON))))
     noise = rounding_scale(reference, current)
     s_ref, s_cur = sd(reference, noise), sd(current, noise)
     spread = baseline_spread(reference, current)
