@@ -171,13 +171,64 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     module declares ``pytestmark = pytest.mark.integration`` because it starts servers or
     processes itself) or else ``unit``. ``-m unit`` runs the pure tests; a unit test that
     opens a connection or starts a process fails (:func:`_unit_tests_do_no_io`), so a test
-    cannot be left out of the integration run by a wrong mark."""
+    cannot be left out of the integration run by a wrong mark. Then put the long modules
+    first (:func:`_long_modules_first`)."""
     for item in items:
         if item.get_closest_marker("integration") is None:
             if INFRASTRUCTURE & set(getattr(item, "fixturenames", ())):
                 item.add_marker(pytest.mark.integration)
             else:
                 item.add_marker(pytest.mark.unit)
+    items[:] = _long_modules_first(items, float(config.getini("timeout") or 0))
+
+
+# -- running on several workers ----------------------------------------------------------
+# pyproject's addopts run the suite with ``-n auto --dist loadfile``: one worker process per
+# CPU (pytest-xdist), each with its own broker, Redis, ports and temporary folders (the
+# session fixtures above), and every test file whole on one worker, so a module's fixtures
+# (a Redis Cluster, the demo, a browser) start once.
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto`` for a run that names only test files or tests (``pytest tests/test_x.py
+    -k y``): no workers, so it starts as fast as without pytest-xdist (its files would run on
+    one worker anyway). Otherwise (the suite, folders, ``-m``) pytest-xdist's own count: one
+    per CPU, or ``PYTEST_XDIST_AUTO_NUM_WORKERS``."""
+    named = [a.split("::")[0] for a in config.args]
+    if named and all(a.endswith(".py") for a in named):
+        return 0
+    return None
+
+
+def _declared_timeout(item: pytest.Item, default: float) -> float:
+    marker = item.get_closest_marker("timeout")
+    if marker is None:
+        return default
+    return float(marker.kwargs.get("timeout", marker.args[0] if marker.args else default))
+
+
+def _long_modules_first(items: list[pytest.Item], default_timeout: float) -> list[pytest.Item]:
+    """The tests in the order the workers take their files: the modules that declare a
+    longer timeout than the suite's (they run for minutes: the demo, a browser, the Redis
+    Cluster, ``fleetwatch run``) first, longest declared first, then the other integration
+    modules, then the unit tests; collection order otherwise, and within a module.
+
+    pytest-xdist (``--no-loadscope-reorder``) hands a free worker the next file in this
+    order, so no long module starts last on one worker while the other waits idle. In a
+    run on one process the order changes nothing but which files run first."""
+    modules: dict[str, tuple[float, bool, int]] = {}
+    for index, item in enumerate(items):
+        module = item.nodeid.split("::")[0]
+        timeout, unit, first = modules.get(module, (0.0, True, index))
+        modules[module] = (max(timeout, _declared_timeout(item, default_timeout)),
+                           unit and item.get_closest_marker("unit") is not None, first)
+
+    def rank(module: str) -> tuple[float, bool, int]:
+        timeout, unit, first = modules[module]
+        return (-timeout if timeout > default_timeout else 0.0, unit, first)
+
+    return sorted(items, key=lambda item: rank(item.nodeid.split("::")[0]))
 
 
 class UnitTestIO(AssertionError):
