@@ -65,6 +65,7 @@ def test_projection_grows_each_kind_by_its_retention(fleet_scale) -> None:
 
 
 @pytest.mark.integration  # starts a broker, Redis and the roles as child processes
+@pytest.mark.timeout(900)  # the run's own timeout below
 def test_quick_run_reports_every_figure() -> None:
     run = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--cluster"], cwd=ROOT,
                          capture_output=True, text=True, timeout=900)

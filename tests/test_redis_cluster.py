@@ -51,7 +51,9 @@ from tests.test_runtime_scale_out import (
     shifted_workload,
 )
 
-pytestmark = pytest.mark.integration
+# A scenario here starts, fails over or stops a cluster of six nodes while the roles run:
+# minutes on a busy machine (the suite starts long modules first).
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
