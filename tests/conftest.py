@@ -205,7 +205,8 @@ def _declared_timeout(item: pytest.Item, default: float) -> float:
     marker = item.get_closest_marker("timeout")
     if marker is None:
         return default
-    return float(marker.kwargs.get("timeout", marker.args[0] if marker.args else default))
+    timeout = marker.kwargs.get("timeout", marker.args[0] if marker.args else None)
+    return default if timeout is None else float(timeout)
 
 
 def _long_modules_first(items: list[pytest.Item], default_timeout: float) -> list[pytest.Item]:
