@@ -132,3 +132,42 @@ async def test_an_immature_cohort_is_not_judged_however_alarming(settings, store
     assert [r["status"] for r in evaluation["results"]] == ["ok", "ok"]
     assert await AlertStore(store.r).alerts(MODEL, 0, 10) == []
     assert (await cohorts.stats(MODEL))["relabeled"] == 400
+
+
+async def test_a_drops_own_cohorts_are_not_the_baseline_of_the_cohorts_after_it(settings, store):
+    """Without a labelled reference, a cohort judged ``drift`` is left out of the trailing
+    baseline of the cohorts after it: the second cohort of a drop is compared with the
+    performance before the drop, not with a baseline holding the drop's first cohort."""
+    settings = joiner_settings(settings)
+    await store.put_model_config(MODEL, config())
+    rng = np.random.default_rng(5)
+    windows, n = 4, 800  # windows 2 and 3: the model stops separating the classes
+    truth = {}
+    async with running(settings, store, "joiner"):
+        async with AsyncClient(settings.kafka_bootstrap, settings.predictions_topic, linger_ms=10,
+                               labels_topic=settings.labels_topic) as client:
+            for w in range(windows):
+                s, y = scores_and_labels(rng, n, informative=w < 2)
+                for i in range(n):
+                    truth[f"w{w}-{i}"] = bool(y[i])
+                    client.log_prediction(MODEL, {"x": 1.0}, prediction_id=f"w{w}-{i}", score=float(s[i]),
+                                          event_time=T0 + w * W + i * 0.1)
+            await client.flush()
+            for w in range(windows):  # each window's labels after the window before it is judged
+                for i in range(n):
+                    client.log_label(MODEL, f"w{w}-{i}", truth[f"w{w}-{i}"], event_time=T0 + windows * W)
+                await client.flush()
+        cohorts = CohortStore(store.r)
+
+        async def all_evaluated() -> bool:
+            done = await cohorts.evaluations(MODEL)
+            return len(done) == windows and not any(  # window 0 has no baseline: insufficient
+                r["status"] == "insufficient_data" for b, e in done.items() if b > T0 for r in e["results"])
+
+        await wait_for(all_evaluated, timeout=90)
+        done = await cohorts.evaluations(MODEL)
+    first, second = done[T0 + 2 * W], done[T0 + 3 * W]
+    assert first["results"][0]["status"] == second["results"][0]["status"] == "drift"
+    assert first["baseline_left_out"] == 0 and first["baseline_labeled"] == 2 * n
+    # the first bad cohort left out: the baseline is the two good ones only
+    assert second["baseline_left_out"] == 1 and second["baseline_labeled"] == 2 * n

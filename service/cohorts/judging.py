@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from detectors.performance.maturity import Maturity, maturity
@@ -56,6 +57,47 @@ def insufficient(evaluation: dict[str, Any]) -> bool:
     False
     """
     return any(r["status"] == "insufficient_data" for r in evaluation["results"])
+
+
+def trailing_baseline(done: Mapping[int, dict[str, Any]], start: int, period: int) -> tuple[list[int], int]:
+    """The judged cohorts that the cohort at ``start`` is compared with when the model has
+    no labelled reference, and how many of the period's were left out.
+
+    The cohorts judged in ``[start - period, start)``, less those judged ``drift`` on any
+    check: a change's own cohorts are not the baseline of the cohorts after it, so a
+    persistent drop keeps being measured against the performance before it (without this,
+    the second cohort after a change is compared with a baseline holding the first, and a
+    drop that read p ~ 1e-7 reads ~ 1e-3 one window later: it never breaches twice). When
+    every cohort of the period was judged ``drift``, the change is the new normal and all
+    of them are the baseline. Under no change a cohort is judged ``drift`` with probability
+    alpha, so the left-out share is ~ alpha.
+
+    Parameters
+    ----------
+    done : mapping of int to dict
+        Window start (s) -> the stored evaluation of a judged cohort.
+    start : int
+        The judged cohort's window start (s).
+    period : int
+        The trailing baseline period (s).
+
+    Returns
+    -------
+    (list of int, int)
+        The baseline cohorts' window starts, and the number left out.
+
+    Examples
+    --------
+    >>> ok, drift = {"results": [{"status": "ok"}]}, {"results": [{"status": "drift"}]}
+    >>> trailing_baseline({0: ok, 3600: drift, 7200: ok}, 10_800, 86_400)
+    ([0, 7200], 1)
+    >>> trailing_baseline({0: drift, 3600: drift}, 7200, 86_400)
+    ([0, 3600], 0)
+    """
+    period_starts = sorted(b for b in done if start - period <= b < start)
+    kept = [b for b in period_starts
+            if not any(r["status"] == "drift" for r in done[b]["results"])]
+    return (kept, len(period_starts) - len(kept)) if kept else (period_starts, 0)
 
 
 def performance_tests(baseline: Any, current: Any, cfg: ModelConfig, alpha: float) -> list[TestResult]:
@@ -118,8 +160,9 @@ class CohortJudge:
                 continue
             # The labelled reference when there is one: fixed before any live label, so the
             # baseline cannot drift into the data after a change.
+            trailing, left_out = trailing_baseline(done, start, perf.baseline_seconds)
             baseline = reference if reference is not None else await self._baseline(
-                model_id, codec, [b for b in done if start - perf.baseline_seconds <= b < start])
+                model_id, codec, trailing)
             if start in done:
                 metrics.COHORTS_REJUDGED.inc()
                 log.info("cohort re-judged model=%s window=%s labeled=%d (was %d: insufficient data)",
@@ -128,6 +171,8 @@ class CohortJudge:
             changed += await self._apply(model_id, cfg, start, "labels", results, force=True)
             evaluation = self._evaluation(perf.task, cohort, baseline, m, results)
             evaluation["baseline"] = "trailing" if reference is None else "reference"
+            if reference is None:
+                evaluation["baseline_left_out"] = left_out
             await self.cohorts.put_evaluation(model_id, start, evaluation)
             done[start] = evaluation
             metrics.COHORTS_EVALUATED.inc()
