@@ -59,10 +59,9 @@ async def replay(settings, store, shift: float) -> list[dict]:
 
 async def test_injected_shift_raises_an_alert_on_the_api(settings, store):
     alerts = await replay(settings, store, shift=1.0)
-    # the shifted feature alone alerts: its distribution, mean and spread (the numeric checks
-    # that alert by default)
-    assert sorted((a["feature"], a["check"]) for a in alerts) == [
-        ("income", "mean_shift"), ("income", "psi"), ("income", "variance_shift")]
+    # the shifted feature alone alerts: its distribution and mean (every income times e; its
+    # spread is tested on the log scale, where a change of scale leaves it unchanged)
+    assert sorted((a["feature"], a["check"]) for a in alerts) == [("income", "mean_shift"), ("income", "psi")]
     [a] = [a for a in alerts if a["check"] == "psi"]
     assert a["model_id"] == MODEL and a["model_version"] == "7" and a["state"] == "firing"
     # Breached in both windows; PSI > 5 x its floor at p < 1e-10 is overwhelming, so it fires at
