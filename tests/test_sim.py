@@ -450,10 +450,11 @@ def test_small_scenario_end_to_end_detects_the_strong_incidents(tmp_path):
     assert json.loads((tmp_path / "card.json").read_text())["targets"] == report["targets"]
     assert report["dropped_by_sdk"] == 0 and report["metrics_exported"]
     assert report["windows"] == 12 * 48 and report["predictions"] > 12 * 48 * 150
+    assert report["late_records"] == report["future_records"] == 0  # every record aggregated
     fw = report["fleetwatch"]
     results = {r["id"]: r for r in fw["incidents"]}
     for iid in ("unit_change-0", "broken_feature-0", "lineage_break-0"):
-        assert results[iid]["detected"], iid
+        assert results[iid]["detected"], (iid, report["evidence"][iid], report["table"])
         assert results[iid]["mttd_windows"] <= 2.0, results[iid]
     assert results["lineage_break-0"]["fleet_incidents"] == 1
     controls = set(scenario.control_models())

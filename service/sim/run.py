@@ -280,6 +280,8 @@ async def _main(settings: Settings, scenario: inc.Scenario, opts: SimOptions) ->
             await _wait(lambda: _settled(store, streamed), 900, "windows evaluated", children)
             await _wait(lambda: _cohorts_judged(http, tier1), 300, "label cohorts judged", children)
             timing["drain_seconds"] = round(time.monotonic() - t, 1)
+            dead = await store.dropped_records(settings.predictions_topic,
+                                               [m.model_id for m in scenario.fleet.models])
             alerts = await _pages(http, "/v1/alerts", 1000)
             incidents = await _pages(http, "/v1/incidents", 500)
             windows = await _stored_results(store, scenario)
@@ -305,6 +307,9 @@ async def _main(settings: Settings, scenario: inc.Scenario, opts: SimOptions) ->
             "windows": sum(len(w) for w in streamed.windows.values()),
             "labels": streamed.labels,
             "dropped_by_sdk": streamed.dropped,
+            # dead-lettered by the aggregator: late (their window had closed) or in the future
+            "late_records": sum(d.late for d in dead.values()),
+            "future_records": sum(d.future for d in dead.values()),
             "timing": timing,
             "fleetwatch": fw_card,
             "naive": naive_card,
@@ -369,7 +374,8 @@ def run_simulation(settings: Settings, opts: SimOptions | None = None,
     table = rep.render(fw_card, naive_card)
     lines = [
         f"  streamed {result['predictions']} predictions in {result['windows']} model-windows and "
-        f"{result['labels']} labels ({result['dropped_by_sdk']} dropped by the SDK); "
+        f"{result['labels']} labels ({result['dropped_by_sdk']} dropped by the SDK, "
+        f"{result['late_records']} dead-lettered as late); "
         f"stream {result['timing']['stream_seconds']} s, drain {result['timing']['drain_seconds']} s",
         "", table, "", "alerts that map to no injected incident, by check and feature kind:",
         unmapped_summary(fw_card), unmapped_summary(naive_card), *notes(scenario),
