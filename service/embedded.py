@@ -13,12 +13,23 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
+#: Ports a server started on a port of its own choosing tries before giving up.
+PORT_ATTEMPTS = 5
+
+
+class PortTaken(RuntimeError):
+    """Another process listens on the port a child server was started on."""
+
 
 def free_port() -> int:
-    """A TCP port that was free on 127.0.0.1 a moment ago."""
+    """A TCP port that was free on 127.0.0.1 a moment ago (another process may take it
+    before it is bound: :meth:`ChildProcess.start` checks and tries another)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -61,9 +72,35 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # 1: PR_SET_PDEATHSIG
 
 
+def listens(pid: int, port: int) -> bool:
+    """Does process ``pid`` (or one of its descendants) listen on TCP ``port``?"""
+    try:
+        parent = psutil.Process(pid)
+        procs = [parent, *parent.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return False
+    for p in procs:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+            if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
+                   for c in p.net_connections(kind="tcp")):
+                return True
+    return False
+
+
+def _accepts(port: int) -> bool:
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+        return True
+    return False
+
+
 @dataclass
 class ChildProcess:
-    """A server child process on a local port."""
+    """A server child process on a local port.
+
+    ``argv_for`` (port -> argv), given when the port was chosen with :func:`free_port`
+    rather than by the caller, lets the first :meth:`start` move to another free port when
+    another process took this one first; once started, the server keeps its port.
+    """
 
     name: str
     argv: list[str]
@@ -71,8 +108,52 @@ class ChildProcess:
     cwd: Path | None = None
     env: dict[str, str] | None = None  # added to this process's environment
     proc: subprocess.Popen | None = field(default=None, repr=False)
+    argv_for: Callable[[int], list[str]] | None = field(default=None, repr=False)
 
     def start(self, timeout: float = 30.0) -> None:
+        """Start the server and block until *it* listens on its port (not merely
+        something: a port chosen free a moment ago may have been taken by another
+        process meanwhile, whose server would then be used in its place).
+
+        Raises
+        ------
+        PortTaken
+            Another process listens on the port (after :data:`PORT_ATTEMPTS` ports when
+            the port is this process's choice).
+        RuntimeError
+            The server exited before listening.
+        TimeoutError
+        """
+        for attempt in range(PORT_ATTEMPTS if self.argv_for is not None else 1):
+            if attempt:
+                self.port = free_port()
+                self.argv = self.argv_for(self.port)
+            self._spawn()
+            try:
+                self._wait_listening(timeout)
+                self.argv_for = None  # the port is the server's now: a restart keeps it
+                return
+            except PortTaken:
+                if self.argv_for is None or attempt == PORT_ATTEMPTS - 1:
+                    raise
+
+    def _wait_listening(self, timeout: float) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout
+        while not listens(self.proc.pid, self.port):
+            code = self.proc.poll()
+            if code is not None:
+                if _accepts(self.port):
+                    raise PortTaken(f"{self.name}: another process listens on 127.0.0.1:{self.port}")
+                raise RuntimeError(f"{self.name} exited with code {code} before listening on "
+                                   f"127.0.0.1:{self.port}" + (f" (log: {self.cwd / (self.name + '.log')})"
+                                                               if self.cwd else ""))
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"{self.name} does not listen on 127.0.0.1:{self.port} after {timeout}s")
+            time.sleep(0.05)
+
+    def _spawn(self) -> None:
         log = None
         if self.cwd is not None:
             self.cwd.mkdir(parents=True, exist_ok=True)
@@ -86,7 +167,6 @@ class ChildProcess:
             preexec_fn=_die_with_parent if sys.platform == "linux"  # noqa: PLW1509
             and threading.current_thread() is threading.main_thread() else None,
         )
-        wait_for_port(self.port, timeout)
 
     def stop(self, timeout: float = 10.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -107,34 +187,38 @@ class ChildProcess:
 
 def redis_server(data_dir: Path, port: int | None = None) -> ChildProcess:
     """A Redis server with append-only persistence in ``data_dir``."""
-    port = port or free_port()
-    argv = [
-        _redis_binary(), "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
-        "--appendonly", "yes", "--save", "", "--protected-mode", "no",
-    ]
-    return ChildProcess("redis", argv, port, cwd=data_dir)
+    def argv(p: int) -> list[str]:
+        return [_redis_binary(), "--port", str(p), "--bind", "127.0.0.1", "--dir", str(data_dir),
+                "--appendonly", "yes", "--save", "", "--protected-mode", "no"]
+
+    chosen = port or free_port()
+    return ChildProcess("redis", argv(chosen), chosen, cwd=data_dir, argv_for=None if port else argv)
 
 
 def kafka_broker(data_dir: Path, port: int | None = None) -> ChildProcess:
     """A Tansu broker with in-memory storage (data lives as long as the process)."""
-    port = port or free_port()
+    chosen = port or free_port()
+    return ChildProcess("tansu", _broker_argv(chosen, "memory://tansu/"), chosen, cwd=data_dir,
+                        argv_for=None if port else (lambda p: _broker_argv(p, "memory://tansu/")))
+
+
+def _broker_argv(port: int, storage: str) -> list[str]:
     url = f"tcp://127.0.0.1:{port}"
-    argv = [
-        _broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-        "--storage-engine", "memory://tansu/",
-    ]
-    return ChildProcess("tansu", argv, port, cwd=data_dir)
+    return [_broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+            "--storage-engine", storage]
 
 
 def file_object_store(data_dir: Path, port: int | None = None) -> ChildProcess:
     """An S3-compatible server keeping its buckets as folders of files in ``data_dir``
     (``localbucket``, from the ``server`` extra): the durable storage of the embedded
     broker (:func:`kafka_broker_s3`), surviving restarts of both."""
-    port = port or free_port()
-    argv = [sys.executable, "-m", "localbucket", "--host", "127.0.0.1", "--port", str(port),
-            str(data_dir / "buckets")]
+    def argv(p: int) -> list[str]:
+        return [sys.executable, "-m", "localbucket", "--host", "127.0.0.1", "--port", str(p),
+                str(data_dir / "buckets")]
+
     (data_dir / "buckets").mkdir(parents=True, exist_ok=True)
-    return ChildProcess("objects", argv, port, cwd=data_dir)
+    chosen = port or free_port()
+    return ChildProcess("objects", argv(chosen), chosen, cwd=data_dir, argv_for=None if port else argv)
 
 
 def ensure_bucket(endpoint: str, bucket: str, timeout: float = 10.0) -> None:
@@ -150,9 +234,11 @@ def s3_server(data_dir: Path, port: int | None = None) -> ChildProcess:
     """An S3-compatible object store (moto's server, from the ``dev`` extra) keeping
     its objects in memory: durable storage for :func:`kafka_broker_s3` that outlives
     broker restarts (not the object store's own restart)."""
-    port = port or free_port()
-    argv = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    return ChildProcess("s3", argv, port, cwd=data_dir)
+    def argv(p: int) -> list[str]:
+        return [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(p)]
+
+    chosen = port or free_port()
+    return ChildProcess("s3", argv(chosen), chosen, cwd=data_dir, argv_for=None if port else argv)
 
 
 def create_bucket(endpoint: str, bucket: str, timeout: float = 10.0) -> None:
@@ -171,17 +257,14 @@ def kafka_broker_s3(data_dir: Path, s3_endpoint: str, bucket: str = "tansu",
     S3 bucket ``bucket`` at ``s3_endpoint`` (which must exist). Unlike
     :func:`kafka_broker`, it can be stopped or killed and started again (same
     port, same bucket) with nothing lost."""
-    port = port or free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    argv = [
-        _broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-        "--storage-engine", f"s3://{bucket}/",
-    ]
+    chosen = port or free_port()
     env = {  # read by Tansu's S3 client (the object_store crate's AmazonS3Builder::from_env)
         "AWS_ENDPOINT": s3_endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "fleetwatch",
         "AWS_SECRET_ACCESS_KEY": "fleetwatch", "AWS_DEFAULT_REGION": "us-east-1",
     }
-    return ChildProcess("tansu", argv, port, cwd=data_dir, env=env)
+    storage = f"s3://{bucket}/"
+    return ChildProcess("tansu", _broker_argv(chosen, storage), chosen, cwd=data_dir, env=env,
+                        argv_for=None if port else (lambda p: _broker_argv(p, storage)))
 
 
 @contextlib.contextmanager
