@@ -135,22 +135,32 @@ ALERTS_RESOLVED = Counter("fleetwatch_alerts_resolved_total", "Alerts auto-resol
 ALERTS_SUPPRESSED = Counter(
     "fleetwatch_alerts_suppressed_total", "Alerts fired but not to be notified", ["reason"]
 )
-FDR_TESTS = Counter("fleetwatch_fdr_tests_total", "P-values submitted to the FDR gate")
-FDR_DISCOVERIES = Counter("fleetwatch_fdr_discoveries_total", "P-values the FDR gate discovered")
+# The FDR gate's series, per family of tests (``features``: the detector's; ``performance``:
+# the label joiner's), which `fleetwatch run` gates in one process.
+FDR_FAMILIES = ("features", "performance")
+FDR_TESTS = Counter("fleetwatch_fdr_tests_total", "P-values submitted to the FDR gate", ["family"])
+FDR_DISCOVERIES = Counter("fleetwatch_fdr_discoveries_total", "P-values the FDR gate discovered",
+                          ["family"])
 FDR_TESTS_UNFUNDED = Counter(
     "fleetwatch_fdr_tests_unfunded_total",
     "P-values beyond the slot's capacity (derived from the fleet's submissions): not funded",
+    ["family"],
 )
 FDR_CAPACITY = Gauge(
-    "fleetwatch_fdr_capacity", "Capacity (tests) of the FDR slot of the last window gated"
+    "fleetwatch_fdr_capacity", "Capacity (tests) of the FDR slot of the last window gated", ["family"]
 )
 FDR_ALPHA_WEALTH = Gauge(
-    "fleetwatch_fdr_alpha_wealth", "Alpha wealth left in the current FDR epoch (of fdr_alpha)"
+    "fleetwatch_fdr_alpha_wealth", "Alpha wealth left in the current FDR epoch (of the family's share of fdr_alpha)",
+    ["family"],
 )
-FDR_LEVEL = Gauge("fleetwatch_fdr_level", "BH level of the last window gated")
+FDR_LEVEL = Gauge("fleetwatch_fdr_level", "BH level of the last window gated", ["family"])
 
 for _outcome in LABEL_OUTCOMES:
     LABELS.labels(outcome=_outcome)
+for _family in FDR_FAMILIES:
+    for _series in (FDR_TESTS, FDR_DISCOVERIES, FDR_TESTS_UNFUNDED, FDR_CAPACITY, FDR_ALPHA_WEALTH,
+                    FDR_LEVEL):
+        _series.labels(family=_family)
 
 # -- stored configuration that does not parse (service.stored) --------------------------
 CONFIG_ROLES = ("api", "aggregator", "detector", "joiner", "notifier")

@@ -452,3 +452,26 @@ async def test_a_performance_drop_clears_the_gate_of_a_large_fleet(store):
     # the families' counters are apart: the features' slot never saw the cohort
     used = await store.r.hget(f"{{fw}}:fdr:{T0 // 86_400}:used", 0)
     assert int(used) == 40_002
+
+
+async def test_each_fdr_family_has_its_own_metric_series(store):
+    """`fleetwatch run` gates both families in one process: their level, capacity and
+    counts are series of their own (label ``family``), never one overwriting the other."""
+    from service import metrics
+    from service.settings import Settings
+
+    def sample(name: str, family: str) -> float:
+        return metrics.REGISTRY.get_sample_value(name, {"family": family})
+
+    s = Settings(window_seconds=3600)
+    detector = AlertPolicy.for_settings(store.r, s)
+    joiner = AlertPolicy.for_settings(store.r, s, family="performance")
+    before = {f: sample("fleetwatch_fdr_tests_total", f) for f in ("features", "performance")}
+    features = await detector.gate.gate("fleet", T0, 3600, [0.5] * 400)
+    cohort = await joiner.gate.gate("m\0cohort", T0, 3600, [5e-7, 1e-6], model_id="m")
+    assert sample("fleetwatch_fdr_level", "features") == features.level
+    assert sample("fleetwatch_fdr_level", "performance") == cohort.level != features.level
+    assert sample("fleetwatch_fdr_capacity", "performance") == cohort.capacity
+    assert sample("fleetwatch_fdr_capacity", "features") == features.capacity
+    assert sample("fleetwatch_fdr_tests_total", "features") - before["features"] == 400
+    assert sample("fleetwatch_fdr_tests_total", "performance") - before["performance"] == 2

@@ -142,7 +142,7 @@ class GateDecision:
 
 
 #: The gate's families: the detector's tests, and the label joiner's performance tests.
-FEATURES, PERFORMANCE = "features", "performance"
+FEATURES, PERFORMANCE = metrics.FDR_FAMILIES
 
 
 def spending(settings: Settings, family: str = FEATURES) -> EpochSpending:
@@ -203,14 +203,14 @@ class FdrGate:
         await self._commit(keys=[fdr_key(epoch, "done", f), fdr_key(epoch, "disc", f)],
                            args=[window_id, slot, int(found.sum()), self._ttl])
         if granted < n:
-            metrics.FDR_TESTS_UNFUNDED.inc(n - granted)
+            metrics.FDR_TESTS_UNFUNDED.labels(family=f).inc(n - granted)
         used = await self.r.hget(fdr_key(epoch, "used", f), slot)
-        metrics.FDR_ALPHA_WEALTH.set(p.wealth(slot, int(used or 0), capacity))
+        metrics.FDR_ALPHA_WEALTH.labels(family=f).set(p.wealth(slot, int(used or 0), capacity))
         level = p.level(n, granted, rewarded, capacity, span)
-        metrics.FDR_LEVEL.set(level)
-        metrics.FDR_CAPACITY.set(capacity)
-        metrics.FDR_TESTS.inc(n)
-        metrics.FDR_DISCOVERIES.inc(int(found.sum()))
+        metrics.FDR_LEVEL.labels(family=f).set(level)
+        metrics.FDR_CAPACITY.labels(family=f).set(capacity)
+        metrics.FDR_TESTS.labels(family=f).inc(n)
+        metrics.FDR_DISCOVERIES.labels(family=f).inc(int(found.sum()))
         return GateDecision(found, level, granted, rewarded, capacity)
 
 
