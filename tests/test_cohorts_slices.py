@@ -115,6 +115,9 @@ async def slice_alerts(store, truth: dict[str, tuple[str, int, float, bool]]) ->
     assert auc["auc_drop@country:FR"]["status"] == "drift" and auc["auc_drop@country:FR"]["effect_size"] > 0.2
     # The whole model's AUC moved far less: 380 of 1,880 predictions a window degraded.
     assert auc["auc_drop"]["effect_size"] < auc["auc_drop@country:FR"]["effect_size"] / 3
+    # The slice's first bad cohort is not the baseline of its second: FR's last cohort is
+    # compared with its healthy cohorts only (windows 0-2), the drop's own left out.
+    assert fr["baseline_left_out"] == 1 and fr["baseline_labeled"] == BAD[0] * SIZES["FR"]
 
     # The healthy slice was tested and is fine.
     de = await cohorts.slice_evaluations(MODEL, [T0 + w * W for w in BAD], slice_id("country", "DE"))

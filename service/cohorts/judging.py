@@ -7,8 +7,8 @@ is tested against the matured cohorts of the trailing baseline period, or the la
 reference (binary: AUC drop, Hanley-McNeil, and log-loss increase, CLT; multiclass:
 accuracy drop, two-proportion z; regression: MAE increase, CLT on |e|), and the results
 go through the same FDR gate and alert policy as drift (feature ``__performance__``).
-Each slice cohort is judged the same way against the same slice's baseline once it is
-mature itself and both it and its baseline pass the minimum sample rule. An immature
+Each slice cohort is judged the same way against the same slice's trailing cohorts (the
+ones judged ``drift`` left out: :func:`trailing_baseline`) once it is mature itself and both it and its baseline pass the minimum sample rule. An immature
 cohort is never tested, however alarming its partial metrics; one judged
 ``insufficient_data`` is judged again when labels arrive.
 """
@@ -190,7 +190,7 @@ class CohortJudge:
         near = [s for s in starts if min(pending) - perf.baseline_seconds <= s <= max(pending)]
         present = await self.cohorts.window_slices(model_id, pending)
         judged = await self.cohorts.judged_slices(model_id, near)
-        todo = [(s, sid) for s in pending for sid in sorted(present[s] - judged.get(s, set()))]
+        todo = [(s, sid) for s in pending for sid in sorted(present[s] - judged.get(s, {}).keys())]
         changed = []
         for (start, sid), (n_pred, n_labeled) in zip(todo, await self.cohorts.sizes(model_id, todo),
                                                     strict=True):
@@ -198,9 +198,9 @@ class CohortJudge:
             if not m.mature:
                 continue
             cohort = await self.cohorts.load(model_id, start, codec, sid)
-            baseline = await self._baseline(
-                model_id, codec,
-                [b for b in near if start - perf.baseline_seconds <= b < start and sid in judged[b]], sid)
+            trailing, left_out = trailing_baseline(
+                {b: judged[b][sid] for b in near if sid in judged.get(b, {})}, start, perf.baseline_seconds)
+            baseline = await self._baseline(model_id, codec, trailing, sid)
             key, value = parse_slice_id(sid)
             label = slice_label(key, value)
             shortfall = sample_shortfall(baseline.metrics, cohort.metrics, perf.slice_min_labeled,
@@ -210,9 +210,10 @@ class CohortJudge:
             changed += await self._apply(model_id, cfg, start, f"labels@{label}", results)
             evaluation = self._evaluation(perf.task, cohort, baseline, m, results)
             evaluation["slice"] = {"key": key, "value": value}
+            evaluation["baseline_left_out"] = left_out
             await self.cohorts.put_slice_evaluation(model_id, start, sid, evaluation,
                                                     self.settings.retention_hourly_seconds)
-            judged.setdefault(start, set()).add(sid)
+            judged.setdefault(start, {})[sid] = evaluation
             metrics.COHORTS_EVALUATED.inc()
         for start in pending:
             await self.cohorts.settle_slices(model_id, start)
