@@ -150,7 +150,8 @@ FDR_CAPACITY = Gauge(
     "fleetwatch_fdr_capacity", "Capacity (tests) of the FDR slot of the last window gated", ["family"]
 )
 FDR_ALPHA_WEALTH = Gauge(
-    "fleetwatch_fdr_alpha_wealth", "Alpha wealth left in the current FDR epoch (of the family's share of fdr_alpha)",
+    "fleetwatch_fdr_alpha_wealth",
+    "Alpha wealth left in the current FDR epoch (of the family's share of fdr_alpha)",
     ["family"],
 )
 FDR_LEVEL = Gauge("fleetwatch_fdr_level", "BH level of the last window gated", ["family"])

@@ -8,9 +8,10 @@ reference (binary: AUC drop, Hanley-McNeil, and log-loss increase, CLT; multicla
 accuracy drop, two-proportion z; regression: MAE increase, CLT on |e|), and the results
 go through the same FDR gate and alert policy as drift (feature ``__performance__``).
 Each slice cohort is judged the same way against the same slice's trailing cohorts (the
-ones judged ``drift`` left out: :func:`trailing_baseline`) once it is mature itself and both it and its baseline pass the minimum sample rule. An immature
-cohort is never tested, however alarming its partial metrics; one judged
-``insufficient_data`` is judged again when labels arrive.
+ones judged ``drift`` left out: :func:`trailing_baseline`) once it is mature itself and
+both it and its baseline pass the minimum sample rule. An immature cohort is never
+tested, however alarming its partial metrics; one judged ``insufficient_data`` is judged
+again when labels arrive.
 """
 
 from __future__ import annotations

@@ -311,7 +311,8 @@ class CohortStore:
         raw = await self._read_each([slice_values_key(model_id, k) for k in keys], "zrange", 0, -1)
         return {k: sorted(v.decode() for v in vals) for k, vals in zip(keys, raw, strict=True)}
 
-    async def judged_slices(self, model_id: str, starts: Sequence[int]) -> dict[int, dict[str, dict[str, Any]]]:
+    async def judged_slices(self, model_id: str,
+                            starts: Sequence[int]) -> dict[int, dict[str, dict[str, Any]]]:
         """The slice cohorts judged in each window: slice id -> its stored evaluation."""
         raw = await self._read_each([slice_state_key(model_id, s) for s in starts], "hgetall")
         return {s: {k.decode(): json.loads(v) for k, v in fields.items()}
