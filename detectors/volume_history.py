@@ -91,6 +91,20 @@ def is_weekend(t: float, grid: WindowGrid | None = None) -> bool:
     return local.weekday() >= 5
 
 
+def seasonal_history(counts: Sequence[int], missing: str | None = None) -> VolumeHistory:
+    """The seasonal slot's window counts as the volume test's history (``missing``: why
+    there are none, for the note).
+
+    Examples
+    --------
+    >>> seasonal_history([280, 310]).note, seasonal_history([]).note
+    ('the same slot in 2 past week(s)', 'no past week holds the slot')
+    """
+    return VolumeHistory("seasonal", tuple(int(c) for c in counts),
+                         note=f"the same slot in {len(counts)} past week(s)" if counts
+                         else missing or "no past week holds the slot")
+
+
 def volume_history(plan: VolumePlan, window_start: int, window_seconds: int, seasonal: Sequence[int],
                    past: Mapping[int, int], grid: WindowGrid | None = None) -> VolumeHistory:
     """The history the window's count is judged against (the order: module docstring).
@@ -131,8 +145,7 @@ def volume_history(plan: VolumePlan, window_start: int, window_seconds: int, sea
     'seasonal'
     """
     if sum(seasonal) > 0:
-        return VolumeHistory("seasonal", tuple(int(c) for c in seasonal),
-                             note=f"the same slot in {len(seasonal)} past week(s)")
+        return seasonal_history(seasonal)
     mixed = window_seconds > DAY
     weekend = is_weekend(window_start, grid)
     kind = "weekend day" if weekend else "weekday"

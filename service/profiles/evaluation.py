@@ -28,7 +28,7 @@ from detectors.policy.learned import LearnedFloors
 from detectors.quality.volume import VolumeHistory
 from detectors.result import TestResult
 from detectors.suite import evaluate_window
-from detectors.volume_history import plan_volume, volume_history
+from detectors.volume_history import plan_volume, seasonal_history, volume_history
 from service.profiles.rollups import GRANULARITIES
 from service.profiles.store import Store
 from service.settings import Settings
@@ -118,8 +118,7 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
     seasonal, counts = await past("seasonal", plan.seasonal) if plan.seasonal else (None, [])
     seasonal = usable(seasonal, settings.pool_min_records)
     trailing = None
-    volume = VolumeHistory("seasonal", tuple(counts), note=f"the same slot in {len(counts)} past week(s)"
-                           if counts else plan.seasonal_missing or "no past week holds the slot")
+    volume = seasonal_history(counts, plan.seasonal_missing)
     if plan.trailing is not None and not (plan.trailing_if_needed and (reads.reference or seasonal)):
         trailing, trailing_counts = await past("trailing", (plan.trailing,))
         if plan.seasonal_missing is not None:
