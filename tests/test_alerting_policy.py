@@ -279,18 +279,21 @@ async def test_overwhelming_breaches_page_at_their_first_window_subtle_ones_wait
     data-quality break: >= 1 x) fires at its first window; a discovery by a margin, or a
     large effect at an ordinary p-value, still waits for k of m (2 of 3)."""
     p, alerts = policy(store), AlertStore(store.r)
-    # level of a 4-test window: 0.05 / 288 * 4 / 200 = 3.5e-6; 1e-3 of it: 3.5e-9
+    # level of a 6-test window: 0.05 / 288 * 6 / 200 = 5.2e-6; 1e-3 of it: 5.2e-9
     first = {("x", "psi"): (0.7, 1e-12),  # 3.5 x floor, p far below: at once
              ("y", "psi"): (0.5, 1e-12),  # 2.5 x floor: waits
              ("z", "psi"): (1.0, 1e-8),  # 5 x floor, p only just below the level: waits
-             ("v", "null_rate"): (0.25, 1e-40)}  # a null-rate jump (floor 0.2 here): at once
+             ("v", "null_rate"): (0.25, 1e-40),  # a null-rate jump (floor 0.2 here): at once
+             # volume, a ratio: half the expected records is the fold change of a doubling
+             # (1.0 >= 3 x 0.2: at once), a drop of 30 % that of x 1.43 (0.43: waits)
+             ("", "volume"): (-0.5, 1e-12), ("w", "volume"): (-0.3, 1e-12)}
     await apply(p, "m", 0, first)
     fired = {(a.feature, a.check): a for a in await alerts.alerts(None, 0, 100)}
-    assert set(fired) == {("x", "psi"), ("v", "null_rate")}
+    assert set(fired) == {("x", "psi"), ("v", "null_rate"), ("", "volume")}
     assert all(a.fired_window_start == a.window_start == T0 for a in fired.values())
     await apply(p, "m", 1, first)
     assert {(a.feature, a.fired_window_start) for a in await alerts.alerts(None, 0, 100)} == {
-        ("x", T0), ("v", T0), ("y", T0 + W), ("z", T0 + W)}
+        ("x", T0), ("v", T0), ("", T0), ("y", T0 + W), ("z", T0 + W), ("w", T0 + W)}
     # The rule is the deployment's: with it off, the same windows wait for k of m.
     off = AlertPolicy(AlertStore(store.r), FdrGate(store.r, PARAMS),
                       ImmediateRule(effect_ratio=math.inf, quality_effect_ratio=math.inf))

@@ -111,6 +111,16 @@ class ImmediateRule:
     True
     >>> rule.applies("null_rate", effect=0.35, floor=0.1, p_value=1e-7, level=1e-5)
     False
+
+    A volume change is a ratio (effect = count / expected - 1, at least -1), so a drop is
+    measured as the fold change a rise would be (:func:`volume_fold_change`): a window
+    holding a fifth of its expected records is as overwhelming as one holding five
+    times as many, where 3 x a 0.3 floor would ask a drop of 90 %:
+
+    >>> rule.applies("volume", effect=-0.8, floor=0.3, p_value=1e-12, level=1e-5)
+    True
+    >>> rule.applies("volume", effect=-0.4, floor=0.3, p_value=1e-12, level=1e-5)  # x 1/1.67
+    False
     """
 
     effect_ratio: float = 3.0
@@ -126,11 +136,26 @@ class ImmediateRule:
     def applies(self, check: str, effect: float, floor: float, p_value: float, level: float) -> bool:
         """Is a breach of ``check`` with this effect, floor and p-value, gated at
         batch level ``level``, overwhelming? (The caller checks that it breached.)"""
-        quality = check.split("@", 1)[0] in QUALITY_BREAK_CHECKS
-        ratio = self.quality_effect_ratio if quality else self.effect_ratio
+        base = check.split("@", 1)[0]
+        ratio = self.quality_effect_ratio if base in QUALITY_BREAK_CHECKS else self.effect_ratio
         if math.isinf(ratio):
             return False
-        return p_value <= self.p_ratio * level and abs(effect) >= ratio * floor
+        size = volume_fold_change(effect) if base == "volume" else abs(effect)
+        return p_value <= self.p_ratio * level and size >= ratio * floor
+
+
+def volume_fold_change(effect: float) -> float:
+    """A volume effect (count / expected - 1) as the fold change above 1 that it is, a
+    drop read as the rise of the same ratio: max(r, 1 / r) - 1 with r = 1 + effect (inf for
+    an empty window).
+
+    Examples
+    --------
+    >>> volume_fold_change(1.0), volume_fold_change(-0.5), volume_fold_change(-1.0)
+    (1.0, 1.0, inf)
+    """
+    r = 1.0 + effect
+    return math.inf if r <= 0 else max(r, 1.0 / r) - 1.0
 
 
 @dataclass(frozen=True, slots=True)
