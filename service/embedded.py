@@ -35,6 +35,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _accepts(port: int) -> bool:
+    """Does something accept TCP connections on 127.0.0.1:port?"""
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+        return True
+    return False
+
+
 def wait_for_port(port: int, timeout: float = 30.0) -> None:
     """Block until something accepts TCP connections on 127.0.0.1:port.
 
@@ -43,9 +50,7 @@ def wait_for_port(port: int, timeout: float = 30.0) -> None:
     TimeoutError
     """
     deadline = time.monotonic() + timeout
-    while True:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
+    while not _accepts(port):
         if time.monotonic() > deadline:
             raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
         time.sleep(0.05)
@@ -84,12 +89,6 @@ def listens(pid: int, port: int) -> bool:
             if any(c.status == psutil.CONN_LISTEN and c.laddr.port == port
                    for c in p.net_connections(kind="tcp")):
                 return True
-    return False
-
-
-def _accepts(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-        return True
     return False
 
 
