@@ -9,12 +9,16 @@ record counts, and :func:`volume_history` chooses, in this order:
    windows of a day) on the past :data:`DAILY_DAYS` days *of the same kind* -- weekdays
    for a weekday, Saturdays and Sundays for a weekend day, in the grid's time zone -- so
    the daily rhythm is removed and the weekly one never compared across;
-3. ``trailing``: before any past day of the same kind exists (a model's first day, its
-   first weekend), the least-squares line through the last :data:`TREND_WINDOWS` windows
-   of the same kind of day (:func:`detectors.quality.volume.trend_expectation`): a daily
-   rhythm is smooth over a few hours, and a Friday evening is never extrapolated into a
-   Saturday;
-4. ``none``: ``insufficient_data``, saying which of these is missing.
+3. ``shaped``: before any past day of the same kind exists (a model's first day, its
+   first weekend), for windows shorter than a day of a model whose reference carries
+   event times, the level of the last :data:`TREND_WINDOWS` windows of the same kind of
+   day read through the reference's daily shape
+   (:func:`detectors.quality.volume.shaped_expectation`, :mod:`detectors.volume_shape`):
+   the shape says how the traffic moves over the day, the windows how much there is;
+4. ``trailing``: without a daily shape, the least-squares line through those windows
+   (:func:`detectors.quality.volume.trend_expectation`): a daily rhythm is smooth over a
+   few hours, and a Friday evening is never extrapolated into a Saturday;
+5. ``none``: ``insufficient_data``, saying which of these is missing.
 
 Windows longer than a day have no daily slot (and mix days of both kinds): after the
 seasonal slot, the trailing line through their predecessors.
@@ -26,8 +30,11 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from detectors.baseline import DAY, seasonal_ranges
-from detectors.quality.volume import MIN_TREND_WINDOWS, VolumeHistory
+from detectors.quality.volume import MIN_SHAPED_WINDOWS, MIN_TREND_WINDOWS, VolumeHistory
+from detectors.volume_shape import ShapeFit
 from sketches.window import WindowGrid
 
 #: Past days whose same hour answers before a week of history exists (a seventh would be
@@ -106,7 +113,8 @@ def seasonal_history(counts: Sequence[int], missing: str | None = None) -> Volum
 
 
 def volume_history(plan: VolumePlan, window_start: int, window_seconds: int, seasonal: Sequence[int],
-                   past: Mapping[int, int], grid: WindowGrid | None = None) -> VolumeHistory:
+                   past: Mapping[int, int], grid: WindowGrid | None = None,
+                   shape: ShapeFit | None = None) -> VolumeHistory:
     """The history the window's count is judged against (the order: module docstring).
 
     Parameters
@@ -122,6 +130,8 @@ def volume_history(plan: VolumePlan, window_start: int, window_seconds: int, sea
         versions summed).
     grid : WindowGrid or None
         The model's windows (the day kind is the local one).
+    shape : ShapeFit or None
+        The reference's daily shape, counted in the grid's zone (None: none).
 
     Examples
     --------
@@ -159,6 +169,15 @@ def volume_history(plan: VolumePlan, window_start: int, window_seconds: int, sea
     lo, hi = plan.trailing
     starts = [s for s in sorted(past) if lo <= s < hi and (mixed or is_weekend(s, grid) == weekend)]
     which = "trailing windows" if mixed else f"trailing windows of the {kind}"
+    if shape is not None and window_seconds < DAY and len(starts) >= MIN_SHAPED_WINDOWS:
+        rates, grads = shape.window_rates(np.array([*starts, window_start]), window_seconds,
+                                          grid.tz if grid is not None else None)
+        return VolumeHistory("shaped", tuple(past[s] for s in starts),
+                             tuple((s - window_start) / window_seconds for s in starts),
+                             note=f"the level of {len(starts)} {which} through the reference's daily "
+                             f"shape; no past week or past {kind} yet",
+                             relative=tuple((rates[:-1] / rates[-1]).tolist()),
+                             shape_variance=shape.ratio_variance(rates[:-1], grads[:-1], grads[-1]))
     if len(starts) >= MIN_TREND_WINDOWS:
         return VolumeHistory("trailing", tuple(past[s] for s in starts),
                              tuple((s - window_start) / window_seconds for s in starts),

@@ -165,7 +165,7 @@ for _family in FDR_FAMILIES:
 
 # -- stored configuration that does not parse (service.stored) --------------------------
 CONFIG_ROLES = ("api", "aggregator", "detector", "joiner", "notifier")
-CONFIG_KINDS = ("model", "detector", "silence", "receiver", "key", "reference", "floors")
+CONFIG_KINDS = ("model", "detector", "silence", "receiver", "key", "reference", "floors", "shape")
 CONFIG_ERRORS = Counter(
     "fleetwatch_config_errors_total",
     "Stored configurations that did not parse when read, by the role reading and the kind of "

@@ -155,7 +155,7 @@ def test_reference_upload_checks_columns_and_model_and_reads_parquet(service, al
     out = json.loads(ok(cli(service, "reference", "upload", MODEL, "--parquet", str(parquet),
                             "--score-column", "score", "--merge", "--json")))
     assert out == {"model_id": MODEL, "count": 5_300, "features": ["amount", "country"],
-                   "learned_floors": None}
+                   "learned_floors": None, "daily_shape": None}
     shown = ok(cli(service, "reference", "show", MODEL, key="read"))
     assert "5300" in shown and "amount" in shown and "numeric" in shown
     assert httpx.get(f"{run.api_url}/v1/models/{MODEL}/reference", headers={"X-API-Key": service[1]},
@@ -169,6 +169,7 @@ def test_reference_upload_checks_columns_and_model_and_reads_parquet(service, al
     out = ok(cli(service, "reference", "upload", MODEL, "--csv", str(csv), "--score-column", "score",
                  "--time-column", "t", "--merge"))
     assert "time column t" in out and "floors: learned from 10 windows of 300 s" in out, out
+    assert "daily shape: none (the reference's event times do not cover a whole day)" in out, out
     assert "learned from 10 windows" in ok(cli(service, "models", "show", MODEL, key="read"))
 
 

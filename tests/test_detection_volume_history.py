@@ -6,6 +6,7 @@ the result says which history answered."""
 from __future__ import annotations
 
 import httpx
+import numpy as np
 
 from sdk.record import PredictionRecord
 from service.api.app import create_app
@@ -53,3 +54,53 @@ async def test_a_drop_on_day_two_is_judged_against_day_one(settings, store):
         assert start["status"] == "insufficient_data"
         assert start["reason"] == ("no past week, no past weekday and fewer than 4 trailing "
                                    "windows of the weekday")
+
+
+FRIDAY = 1_704_412_800  # 2024-01-05 00:00 UTC
+
+
+def rate(t: np.ndarray) -> np.ndarray:
+    """Traffic at x0.6 at 02:00 to x1.4 at 14:00 UTC (the simulator's daily wave)."""
+    return 1 + 0.4 * np.sin(2 * np.pi * ((t % DAY) / HOUR - 8) / 24)
+
+
+async def test_a_reference_with_event_times_gives_day_one_its_daily_shape(settings, store):
+    """A reference uploaded with a time_column over Thursday: the API shows its daily
+    shape (the wave's trough and peak), and Friday 07:00, the model's first day with 73 %
+    of its traffic gone after the night trough, is judged through it: a drift far below
+    what the line through the trailing windows reads, with the history named. A replace
+    without event times removes the shape."""
+    rng = np.random.default_rng(8)
+    minutes = FRIDAY - DAY + np.arange(0, DAY, 60.0)
+    times = rng.choice(minutes, size=20_000, p=rate(minutes) / rate(minutes).sum())
+    times += rng.uniform(0, 60, times.size)
+    rows = [{"x": float(i % 7), "t": float(t)} for i, t in enumerate(times)]
+    app = create_app(settings, store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        registered = await http.post("/v1/models", json={"model_id": MODEL, "window_seconds": HOUR})
+        assert registered.status_code == 201
+        up = await http.post(f"/v1/models/{MODEL}/reference", json={"rows": rows, "time_column": "t"})
+        assert up.status_code == 200, up.text
+        shape = up.json()["daily_shape"]
+        assert shape["rows"] == 20_000 and shape["missing"] is None and shape["zone"] is None
+        hourly = shape["hourly"]
+        assert hourly.index(min(hourly)) in (1, 2) and hourly.index(max(hourly)) in (13, 14)
+        assert (await http.get(f"/v1/models/{MODEL}/reference")).json()["daily_shape"] == shape
+
+        expected = {FRIDAY + k * HOUR: int(rng.poisson(300 * rate(FRIDAY + k * HOUR + HOUR / 2)))
+                    for k in range(8)}
+        for start, n in expected.items():
+            await put_hour(store, start, n if start < FRIDAY + 7 * HOUR else int(n * 0.27))
+
+        async def volume(start: int) -> dict:
+            [w] = (await http.get(f"/v1/models/{MODEL}/drift", params={"window": start})).json()["windows"]
+            [result] = w["features"][""]
+            return result
+
+        shaped = await volume(FRIDAY + 7 * HOUR)
+        assert shaped["status"] == "drift" and "through the reference's daily shape" in shaped["reason"]
+        assert shaped["p_value"] < 1e-6, shaped
+        assert (await http.post(f"/v1/models/{MODEL}/reference", json={"rows": rows})).status_code == 200
+        assert (await http.get(f"/v1/models/{MODEL}/reference")).json()["daily_shape"] is None
+        line = await volume(FRIDAY + 7 * HOUR)
+        assert "trailing history" in line["reason"] and line["p_value"] > 1e3 * shaped["p_value"], line

@@ -1,16 +1,17 @@
 """Volume: the window's record count against an expectation from its history.
 
 The expectation (:class:`VolumeExpectation`) is the mean of comparable past windows
-(:func:`mean_expectation`: the same slot of past weeks, or the same hour on past days)
-or the straight line through the trailing windows (:func:`trend_expectation`), with the
-variance of the count's deviation from it under a quasi-Poisson model; which history
-answered is chosen in :mod:`detectors.volume_history`.
+(:func:`mean_expectation`: the same slot of past weeks, or the same hour on past days),
+the trailing windows' level read through the model's daily shape
+(:func:`shaped_expectation`) or the straight line through them
+(:func:`trend_expectation`), with the variance of the count's deviation from it under
+a quasi-Poisson model; which history answered is chosen in :mod:`detectors.volume_history`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
 
@@ -21,6 +22,9 @@ MIN_HISTORY = 1
 #: Trailing windows a line needs after the out-of-line ones are left out (2 degrees of
 #: freedom for its dispersion).
 MIN_TREND_WINDOWS = 4
+#: Trailing windows a level read through the daily shape needs (1 degree of freedom for
+#: its dispersion).
+MIN_SHAPED_WINDOWS = 2
 
 
 @dataclass(frozen=True)
@@ -142,6 +146,63 @@ def trend_expectation(positions: Sequence[float], counts: Sequence[int], at: flo
     return VolumeExpectation("trailing", lam, phi * (lam + sum(ys) / n * leverage), n, int(sum(ys)), text)
 
 
+def shaped_expectation(relative: Sequence[float], counts: Sequence[int], floor: float,
+                       shape_variance: float = 0.0, note: str = "") -> VolumeExpectation | None:
+    """The trailing windows' level read through the daily shape (:mod:`detectors.volume_shape`).
+
+    Parameters
+    ----------
+    relative : sequence of float
+        Each trailing window's mean rate on the daily shape over the current window's (> 0).
+    counts : sequence of int
+        Their record counts.
+    floor : float
+        The volume floor: windows not within ``floor`` (relative) of the level fitted
+        through the others are out of line and left out, as in :func:`trend_expectation`.
+    shape_variance : float
+        The variance of the log of the shape's ratio between the current window and the
+        trailing ones (the fit's own uncertainty,
+        :meth:`detectors.volume_shape.ShapeFit.ratio_variance`; of all trailing windows,
+        the out-of-line ones included).
+
+    Returns
+    -------
+    VolumeExpectation or None
+        None when fewer than :data:`MIN_SHAPED_WINDOWS` windows remain.
+
+    Notes
+    -----
+    Poisson with rates ``L r_i``: the level's estimate is ``L = sum c_i / sum r_i`` over
+    the kept windows, so lambda = L and Var(L) = phi lambda^2 / sum c_i. Under a
+    quasi-Poisson model with phi = max(1, X^2 / (n - 1)), X^2 the Pearson statistic of the
+    kept windows (McCullagh & Nelder 1989, sec. 6.2), and the shape's ratio known to a
+    relative variance ``v`` (delta method), Var(count - lambda) = phi (lambda +
+    lambda^2 / sum c_i) + lambda^2 v.
+
+    Examples
+    --------
+    Two trailing windows at half and three quarters of the current window's rate:
+
+    >>> e = shaped_expectation([0.5, 0.75], [100, 150], 0.3)
+    >>> e.expected, e.windows
+    (200.0, 2)
+    >>> shaped_expectation([0.5, 0.75, 1.0], [100, 150, 20], 0.3).windows  # the drop left out
+    2
+    """
+    kept = _in_proportion(relative, counts, floor)
+    if kept is None:
+        return None
+    ys, rs = [counts[i] for i in kept], [relative[i] for i in kept]
+    total = sum(ys)
+    lam = total / sum(rs)
+    n = len(ys)
+    phi = max(1.0, sum((y - lam * r) ** 2 / (lam * r) for y, r in zip(ys, rs, strict=True)) / (n - 1))
+    left_out = len(counts) - n
+    text = "; ".join(t for t in (note, f"{left_out} out of line left out" if left_out else "") if t)
+    return VolumeExpectation("shaped", lam, phi * (lam + lam * lam / total) + lam * lam * shape_variance,
+                             n, int(total), text)
+
+
 def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float] | None:
     """Intercept and slope of the least-squares line; None with fewer than 2 distinct xs."""
     if len(xs) < 2:
@@ -156,22 +217,39 @@ def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float] | Non
 
 def _on_one_line(xs: Sequence[float], ys: Sequence[int], floor: float) -> list[int] | None:
     """The largest set of windows (at least :data:`MIN_TREND_WINDOWS`) that lie within
-    ``floor`` (relative) of the least-squares line through them, the best-fitting (least
-    squared relative misfit) among sets of that size; None if there is none. Exhaustive:
-    a trailing history holds a handful of windows."""
-    n = len(xs)
-    for size in range(n, MIN_TREND_WINDOWS - 1, -1):
+    ``floor`` (relative) of the least-squares line through them (:func:`_largest_consistent`)."""
+    def misfits(subset: tuple[int, ...]) -> list[float] | None:
+        fit = _line([xs[i] for i in subset], [ys[i] for i in subset])
+        if fit is None:
+            return None
+        mus = [fit[0] + fit[1] * xs[i] for i in subset]
+        return None if min(mus) <= 0 else [ys[i] / mu - 1 for i, mu in zip(subset, mus, strict=True)]
+
+    return _largest_consistent(len(xs), MIN_TREND_WINDOWS, misfits, floor)
+
+
+def _in_proportion(relative: Sequence[float], ys: Sequence[int], floor: float) -> list[int] | None:
+    """The largest set of windows (at least :data:`MIN_SHAPED_WINDOWS`) whose counts lie
+    within ``floor`` (relative) of one level times their share of the daily shape."""
+    def misfits(subset: tuple[int, ...]) -> list[float] | None:
+        level = sum(ys[i] for i in subset) / sum(relative[i] for i in subset)
+        return None if level <= 0 else [ys[i] / (level * relative[i]) - 1 for i in subset]
+
+    return _largest_consistent(len(ys), MIN_SHAPED_WINDOWS, misfits, floor)
+
+
+def _largest_consistent(n: int, smallest: int, misfits: Callable[[tuple[int, ...]], list[float] | None],
+                        floor: float) -> list[int] | None:
+    """The largest subset of ``range(n)`` (at least ``smallest``) whose relative misfits to
+    the expectation fitted through it are all within ``floor``, the best-fitting (least
+    squared misfit) among subsets of that size; None if there is none. Exhaustive: a
+    trailing history holds a handful of windows."""
+    for size in range(n, smallest - 1, -1):
         best: tuple[float, list[int]] | None = None
         for subset in combinations(range(n), size):
-            fit = _line([xs[i] for i in subset], [ys[i] for i in subset])
-            if fit is None:
-                continue
-            mus = [fit[0] + fit[1] * xs[i] for i in subset]
-            if min(mus) <= 0:
-                continue
-            misfits = [ys[i] / mu - 1 for i, mu in zip(subset, mus, strict=True)]
-            if max(abs(m) for m in misfits) <= floor:
-                score = sum(m * m for m in misfits)
+            m = misfits(subset)
+            if m is not None and max(abs(v) for v in m) <= floor:
+                score = sum(v * v for v in m)
                 if best is None or score < best[0]:
                     best = (score, list(subset))
         if best is not None:
@@ -186,13 +264,20 @@ class VolumeHistory:
     Attributes
     ----------
     source : str
-        ``"seasonal"``, ``"daily"`` (judged against the counts' mean), ``"trailing"``
-        (against the line through them, :func:`trend_expectation`) or ``"none"``.
+        ``"seasonal"``, ``"daily"`` (judged against the counts' mean), ``"shaped"``
+        (against their level read through the daily shape, :func:`shaped_expectation`),
+        ``"trailing"`` (against the line through them, :func:`trend_expectation`) or
+        ``"none"``.
     counts : tuple of int
         The past windows' record counts.
     positions : tuple of float
         ``"trailing"``: each window's start relative to the current window's, in window
         lengths (negative).
+    relative : tuple of float
+        ``"shaped"``: each window's rate on the daily shape over the current window's.
+    shape_variance : float
+        ``"shaped"``: the variance of the log of the shape's ratio between the current
+        window and these.
     note : str
         Which windows, in words (for ``"none"``: why there are none).
     """
@@ -201,11 +286,15 @@ class VolumeHistory:
     counts: tuple[int, ...] = ()
     positions: tuple[float, ...] = ()
     note: str = ""
+    relative: tuple[float, ...] = ()
+    shape_variance: float = 0.0
 
     def expectation(self, floor: float) -> VolumeExpectation | None:
         """The expectation this history gives under volume floor ``floor`` (None: none)."""
         if self.source == "trailing":
             return trend_expectation(self.positions, self.counts, 0.0, floor, self.note)
+        if self.source == "shaped":
+            return shaped_expectation(self.relative, self.counts, floor, self.shape_variance, self.note)
         if not self.counts:
             return None
         return mean_expectation(self.counts, self.source, self.note)

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from detectors.policy.learned import LearnedFloors
+from detectors.volume_shape import DailyShape
 from service.profiles.evaluation import model_detector_config
 from service.profiles.store import Store
 from service.registry import ModelConfig, traffic_warnings
@@ -36,6 +37,27 @@ class ReferenceSummary(BaseModel):
         ..., description="Per numeric feature ('__score__': the score), the bin edges derived from the "
                          "reference at upload, which every window counts in (empty: no bins, the tests use "
                          "the t-digests)")
+    daily_shape: DailyShapeView | None = Field(
+        None, description="The daily shape of the rows' event times (null: uploaded without a time_column)")
+
+
+class DailyShapeView(BaseModel):
+    """The daily shape of the reference's event times (docs/detectors.md, the volume test's history)."""
+
+    rows: int = Field(..., description="Reference rows with an event time it was counted from")
+    zone: str | None = Field(..., description="The time zone of its hours (null: UTC)")
+    hourly: list[float] | None = Field(
+        ..., description="The fitted curve's rate in each local hour 0-23 relative to the day's mean "
+                         "(null: no curve, see missing)")
+    missing: str | None = Field(..., description="Why no curve is fitted (null: one is)")
+
+    @classmethod
+    def of(cls, shape: DailyShape | None) -> DailyShapeView | None:
+        if shape is None:
+            return None
+        fit = shape.fit
+        return cls(rows=shape.rows, zone=shape.zone, missing=shape.missing,
+                   hourly=None if fit is None else [round(r, 4) for r in fit.hourly()])
 
 
 class ReferenceBrief(BaseModel):
@@ -136,6 +158,8 @@ class ReferenceUploaded(BaseModel):
     features: list[str] = Field(..., description="Features of the reference ('' is the score)")
     learned_floors: LearnedFloorsView | None = Field(
         None, description="Floors learned from the rows' windows (null without a time_column)")
+    daily_shape: DailyShapeView | None = Field(
+        None, description="The daily shape of the rows' event times (null without a time_column)")
 
 
 class WindowSummary(BaseModel):

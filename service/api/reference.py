@@ -15,6 +15,7 @@ from service.api.deps import SettingsDep, StoreDep, require_model
 from service.api.errors import ApiError, ErrorBody
 from service.api.model_views import (
     BinEdges,
+    DailyShapeView,
     ReferenceSummary,
     ReferenceUploaded,
     learned_floors_view,
@@ -30,6 +31,7 @@ from service.profiles.reference import (
     build_reference,
     labelled_reference,
     learned_reference_floors,
+    reference_shape,
 )
 from service.profiles.store import Store
 from service.registry import ModelConfig
@@ -103,13 +105,19 @@ async def upload_reference(model_id: ModelId, body: ReferenceUpload, store: Stor
     if existing is not None:
         profile = existing.merge(profile)
     floors = None if body.replace else await store.learned_floors(model_id)
+    shape = None if body.replace else await store.daily_shape(model_id)
     if body.time_column is not None:
         learned = await _learn_floors(store, settings, model_id, body.rows, profile, columns)
         floors = learned if floors is None or floors.window_seconds != learned.window_seconds \
             else floors.combined(learned)
-    await store.put_reference(model_id, profile, floors)
+        cfg = (await store.model_configs([model_id]))[model_id]
+        grid = (cfg if isinstance(cfg, ModelConfig) else ModelConfig()).window_grid
+        rows_shape = reference_shape(body.rows, body.time_column, grid)
+        shape = rows_shape if shape is None or rows_shape is None else shape.merged(rows_shape)
+    await store.put_reference(model_id, profile, floors, shape)
     return ReferenceUploaded(model_id=model_id, count=profile.count, features=sorted(profile.features),
-                             learned_floors=None if floors is None else learned_floors_view(floors))
+                             learned_floors=None if floors is None else learned_floors_view(floors),
+                             daily_shape=DailyShapeView.of(shape))
 
 
 async def _learn_floors(store: Store, settings: Settings, model_id: str, rows: list[dict[str, Any]],
@@ -141,4 +149,5 @@ async def get_reference(model_id: ModelId, store: StoreDep) -> ReferenceSummary:
         features={k: feature_summary(f) for k, f in sorted(ref.features.items())},
         score=numeric_summary(ref.score), predictions=ref.prediction.frequencies(TOP_PREDICTIONS),
         edges={name: BinEdges(version=edge_version(e), edges=e.tolist())
-               for name, e in sorted((await store.edge_sets([model_id]))[model_id].items())})
+               for name, e in sorted((await store.edge_sets([model_id]))[model_id].items())},
+        daily_shape=DailyShapeView.of(await store.daily_shape(model_id)))

@@ -110,7 +110,20 @@ def upload(
         + "".join(f"; {c}" for c in columns)
         + ("; labelled: the baseline of the label-joined checks" if truth_column else "")
         + ("" if a.get("learned_floors") is None else
-           f"\nfloors: {floors_text({'configured': {}, 'learned': a['learned_floors']}).split('; ', 1)[1]}")))
+           f"\nfloors: {floors_text({'configured': {}, 'learned': a['learned_floors']}).split('; ', 1)[1]}")
+        + shape_text(a.get("daily_shape"))))
+
+
+def shape_text(shape: dict[str, Any] | None) -> str:
+    """The daily shape of an upload's event times in a line (empty without one)."""
+    if shape is None:
+        return ""
+    if shape["hourly"] is None:
+        return f"\ndaily shape: none ({shape['missing']})"
+    hourly = shape["hourly"]
+    low, high = hourly.index(min(hourly)), hourly.index(max(hourly))
+    return (f"\ndaily shape of {shape['rows']} event times ({shape['zone'] or 'UTC'}): lowest at "
+            f"{low:02d}:00 (x{min(hourly):.2f} the day's mean), highest at {high:02d}:00 (x{max(hourly):.2f})")
 
 
 def _show_reference(ref: dict[str, Any]) -> None:

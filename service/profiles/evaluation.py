@@ -29,6 +29,7 @@ from detectors.quality.volume import VolumeHistory
 from detectors.result import TestResult
 from detectors.suite import evaluate_window
 from detectors.volume_history import plan_volume, seasonal_history, volume_history
+from detectors.volume_shape import DailyShape, ShapeFit
 from service.profiles.rollups import GRANULARITIES
 from service.profiles.store import Store
 from service.settings import Settings
@@ -65,6 +66,13 @@ class Resolved:
     learned: LearnedFloors | None
 
 
+def daily_fit(shape: DailyShape | None, grid: WindowGrid | None) -> ShapeFit | None:
+    """The daily curve of the reference's event times when it was counted in the zone of the
+    model's windows (None: no shape, no curve, or another zone)."""
+    zone = getattr(grid.tz, "key", None) if grid is not None else None
+    return shape.fit if shape is not None and shape.zone == zone else None
+
+
 def baseline_plan(settings: Settings, current: WindowProfile, config: DetectorConfig,
                   grid: WindowGrid | None = None) -> BaselinePlan:
     """:func:`detectors.baseline.plan_baseline` for one window under the deployment's
@@ -90,8 +98,8 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
     with the windows before it (its volume is still the window's own); the volume
     history is the seasonal slot's window counts (the trailing windows' for a window
     with no slot), and before any past week holds the slot, the same hour on past days
-    of the same kind or the line through the trailing windows
-    (:func:`detectors.volume_history.volume_history`). ``grid``: the model's windows
+    of the same kind, or the trailing windows through the reference's daily shape, or
+    the line through them (:func:`detectors.volume_history.volume_history`). ``grid``: the model's windows
     (:attr:`ModelConfig.window_grid`); on one in a time zone the seasonal slot is the
     same local hour or day of the same weekday, and for day windows the trailing span
     reaches the previous local day, whatever DST did to their lengths; rollups are
@@ -127,7 +135,8 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
     if plan.seasonal_missing is None and sum(counts) == 0:
         vplan = plan_volume(current.window_start, current.window_seconds, grid)
         volume = volume_history(vplan, current.window_start, current.window_seconds, counts,
-                                await store.counts_in(model_id, vplan.ranges), grid)
+                                await store.counts_in(model_id, vplan.ranges), grid,
+                                daily_fit(reads.shape, grid))
     pooled = 0
     if plan.pool is not None:
         preceding = await store.profiles_in(model_id, [plan.pool], (), grid)

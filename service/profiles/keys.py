@@ -15,6 +15,8 @@ checkpoint, which spans many models, is a protocol of single-slot steps
                                     :mod:`sketches.bins`), written with the reference
 ``fw:{m}:floors``                   JSON the floors learned from the reference
                                     (:class:`~detectors.policy.learned.LearnedFloors`)
+``fw:{m}:shape``                    JSON the reference's rows counted by local time of day
+                                    (:class:`~detectors.volume_shape.DailyShape`)
 ``fw:{m}:idx``                      ZSET ``"{len}:{start}:{version}"`` by start
 ``fw:{m}:p:{len}:{start}:{ver}``    closed window or rollup profile (bytes, expires after
                                     its granularity's retention)
@@ -100,6 +102,11 @@ def edges_key(m: str) -> str:
 def floors_key(m: str) -> str:
     """JSON of the floors learned from the model's reference (``LearnedFloors.to_dict``)."""
     return f"fw:{{{m}}}:floors"
+
+
+def shape_key(m: str) -> str:
+    """JSON of the daily shape of the reference's event times (``DailyShape.to_dict``)."""
+    return f"fw:{{{m}}}:shape"
 
 
 def window_index_key(m: str, granularity: int | None = None) -> str:

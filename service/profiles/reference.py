@@ -12,6 +12,7 @@ from detectors.config import DetectorConfig, alerting_only
 from detectors.policy.learned import LearnedFloors, learn_floors
 from detectors.result import TestResult
 from detectors.suite import evaluate_window
+from detectors.volume_shape import DailyShape
 from sdk.batching import split_messages
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord, RecordError, check_event_time, validate_record
@@ -23,7 +24,7 @@ from service.registry import PerformanceConfig
 from sketches.bins import SCORE_EDGES, EdgeSet, bin_templates, derive_edges
 from sketches.columns import subset
 from sketches.profile import WindowProfile
-from sketches.window import window_starts
+from sketches.window import WindowGrid, window_starts
 
 REFERENCE_VERSION = "reference"
 
@@ -168,6 +169,19 @@ def event_times(rows: Sequence[Mapping[str, Any]], time_column: str) -> np.ndarr
         if out[i] >= MAX_REFERENCE_TIME:
             raise RecordError(f"rows[{i}].{time_column}", "the event time must be before the year 10000")
     return out
+
+
+def reference_shape(rows: Sequence[Mapping[str, Any]], time_column: str,
+                    grid: WindowGrid) -> DailyShape | None:
+    """The rows counted by local time of day in the zone of the model's windows ``grid``
+    (:class:`detectors.volume_shape.DailyShape`; None without rows).
+
+    Raises
+    ------
+    RecordError
+        As :func:`event_times`.
+    """
+    return DailyShape.of_times(event_times(rows, time_column), grid.tz)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import msgpack
 import numpy as np
 
 from detectors.policy.learned import LearnedFloors
+from detectors.volume_shape import DailyShape
 from service import metrics
 from service.profiles.keys import (
     MODELS,
@@ -21,6 +22,7 @@ from service.profiles.keys import (
     parse_member,
     profile_key,
     reference_key,
+    shape_key,
     window_index_key,
 )
 from service.runtime.redis_client import Client, mget
@@ -46,6 +48,7 @@ class BaselineReads:
     reference: WindowProfile | None
     floors: LearnedFloors | None
     cached: dict[str, tuple[bytes, list[int]]]
+    shape: DailyShape | None = None
 
 
 class WindowStore:
@@ -56,17 +59,18 @@ class WindowStore:
 
     # -- reference profiles -------------------------------------------------------
     async def put_reference(self, model_id: str, profile: WindowProfile,
-                            floors: LearnedFloors | None = None) -> None:
-        """Store a reference profile, its bin edges and the floors learned from it (None:
-        none, any stored ones are removed) in one transaction (the model's hash slot), then
-        list the model."""
+                            floors: LearnedFloors | None = None, shape: DailyShape | None = None) -> None:
+        """Store a reference profile, its bin edges, the floors learned from it and the daily
+        shape of its event times (None: none, any stored ones are removed) in one
+        transaction (the model's hash slot), then list the model."""
         async with self.r.pipeline(transaction=True) as p:
             p.set(reference_key(model_id), profile.to_bytes())
             p.set(edges_key(model_id), edge_set_to_bytes(profile.edge_set()))
-            if floors is None:
-                p.execute_command("DEL", floors_key(model_id))  # queued on a cluster too
-            else:
-                p.set(floors_key(model_id), json.dumps(floors.to_dict()))
+            for key, value in ((floors_key(model_id), floors), (shape_key(model_id), shape)):
+                if value is None:
+                    p.execute_command("DEL", key)  # queued on a cluster too
+                else:
+                    p.set(key, json.dumps(value.to_dict()))
             await p.execute()
         await self.r.sadd(MODELS, model_id)
 
@@ -120,6 +124,24 @@ class WindowStore:
                       "floors", model_id, type(exc).__name__, exc, role)
             return None
 
+    async def daily_shape(self, model_id: str, role: str = "api") -> DailyShape | None:
+        """The daily shape of the reference's event times; None when there is none, or when
+        the stored one does not read back (counted as
+        ``fleetwatch_config_errors_total{kind="shape"}`` under ``role``: the volume test
+        then uses the line through the trailing windows)."""
+        return self._decode_shape(model_id, await self.r.get(shape_key(model_id)), role)
+
+    def _decode_shape(self, model_id: str, raw: bytes | None, role: str) -> DailyShape | None:
+        if raw is None:
+            return None
+        try:
+            return DailyShape.from_dict(json.loads(raw))
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            metrics.CONFIG_ERRORS.labels(role=role, kind="shape").inc()
+            log.error("stored daily shape of %r does not read back (%s: %s); %s leaves it out",
+                      model_id, type(exc).__name__, exc, role)
+            return None
+
     # -- window profiles ----------------------------------------------------------
     async def window_members(self, model_id: str, start: float | str, end: float | str,
                              granularity: int | None = None) -> list[str]:
@@ -155,17 +177,20 @@ class WindowStore:
 
     async def baseline_reads(self, model_id: str, reference: bool, cache_keys: list[str],
                              role: str = "detector") -> BaselineReads:
-        """In one round trip: the reference profile and its learned floors (when
-        ``reference``), and the cached merged baselines of ``cache_keys`` (profile bytes
-        and window counts, :meth:`put_cached_baseline`). A stored reference or floors that
-        do not decode are counted and read as None (as :meth:`reference`, :meth:`learned_floors`)."""
+        """In one round trip: the reference's daily shape, the reference profile and its
+        learned floors (when ``reference``), and the cached merged baselines of
+        ``cache_keys`` (profile bytes and window counts, :meth:`put_cached_baseline`). A
+        stored reference, floors or shape that do not decode are counted and read as None
+        (as :meth:`reference`, :meth:`learned_floors`, :meth:`daily_shape`)."""
         async with self.r.pipeline(transaction=False) as p:
+            p.get(shape_key(model_id))
             if reference:
                 p.get(reference_key(model_id))
                 p.get(floors_key(model_id))
             for key in cache_keys:
                 p.hgetall(baseline_key(model_id, key))
             got = await p.execute()
+        shape, got = self._decode_shape(model_id, got[0], role), got[1:]
         ref = floors = None
         if reference:
             ref = self._decode_reference(model_id, got[0], role)
@@ -173,7 +198,7 @@ class WindowStore:
             got = got[2:]
         cached = {k: (raw[b"profile"], json.loads(raw[b"counts"]))
                   for k, raw in zip(cache_keys, got, strict=True) if b"profile" in raw}
-        return BaselineReads(ref, floors, cached)
+        return BaselineReads(ref, floors, cached, shape)
 
     async def profiles_in(self, model_id: str, ranges: list[tuple[int, int]],
                           rollups: tuple[int, ...] = (),
