@@ -50,6 +50,9 @@ MIN_EXPOSURE = 0.95
 #: Points per day a window's mean rate is read at (every 5 minutes).
 _POINTS_PER_DAY = 288
 _IRLS_STEPS = 50
+#: Largest Fourier coefficient of the log rate a curve may have (e^10: a day whose busiest
+#: hour has ~10^8 times the traffic of its quietest is no smooth curve; the fit diverges).
+_MAX_LOG_AMPLITUDE = 10.0
 #: Beyond this span (days) every bin's exposure is taken as the span's length in days.
 _LONG_SPAN_DAYS = 60
 
@@ -148,14 +151,14 @@ class DailyShape:
     Examples
     --------
     A day of rows at a rate of 1 + sin(2 pi h / 24) / 2 (h the hour): three times as many
-    around 06:00 as around 18:00:
+    around 06:00 as around 18:00, which two Fourier terms of the log rate read as 2.9:
 
     >>> minutes = np.arange(0, DAY, 60.0)
     >>> t = np.repeat(minutes, np.rint(10 * (1 + np.sin(2 * np.pi * minutes / DAY) / 2)).astype(int))
     >>> fit = DailyShape.of_times(t, None).fit
     >>> rate, _ = fit.window_rates(np.array([5.5 * 3_600, 17.5 * 3_600]), 3_600, None)
     >>> round(float(rate[0] / rate[1]), 1)
-    3.0
+    2.9
     """
 
     counts: tuple[float, ...]
@@ -194,34 +197,44 @@ class DailyShape:
     @property
     def missing(self) -> str | None:
         """Why no curve is fitted (None: one is)."""
-        if self.rows < MIN_SHAPE_ROWS:
-            return (f"the reference's event times hold {self.rows} rows (the daily shape needs "
-                    f"{MIN_SHAPE_ROWS})")
-        if min(self.exposure) < MIN_EXPOSURE:
-            return "the reference's event times do not cover a whole day"
-        return None
+        return self._fitted[1]
+
+    @property
+    def fit(self) -> ShapeFit | None:
+        """The daily curve (module docstring), or None (:attr:`missing` says why)."""
+        return self._fitted[0]
 
     @functools.cached_property
-    def fit(self) -> ShapeFit | None:
-        """The daily curve (module docstring), or None (:attr:`missing`)."""
-        if self.missing is not None:
-            return None
+    def _fitted(self) -> tuple[ShapeFit | None, str | None]:
+        if self.rows < MIN_SHAPE_ROWS:
+            return None, (f"the reference's event times hold {self.rows} rows (the daily shape needs "
+                          f"{MIN_SHAPE_ROWS})")
+        if min(self.exposure) < MIN_EXPOSURE:
+            return None, "the reference's event times do not cover a whole day"
         y, exposure = np.array(self.counts), np.array(self.exposure)
         design = _design((np.arange(SHAPE_BINS) + 0.5) / SHAPE_BINS)
         offset = np.log(exposure)
         coef = np.zeros(design.shape[1])
         coef[0] = np.log(y.sum() / exposure.sum())
-        for _ in range(_IRLS_STEPS):
+        with np.errstate(over="ignore", invalid="ignore"):
+            for _ in range(_IRLS_STEPS):
+                mu = np.exp(offset + design @ coef)
+                try:
+                    step = np.linalg.solve(design.T @ (design * mu[:, None]), design.T @ (y - mu))
+                except np.linalg.LinAlgError:
+                    break
+                coef = coef + step
+                if not np.all(np.isfinite(coef)) or np.max(np.abs(step)) < 1e-10:
+                    break
             mu = np.exp(offset + design @ coef)
             info = design.T @ (design * mu[:, None])
-            step = np.linalg.solve(info, design.T @ (y - mu))
-            coef = coef + step
-            if np.max(np.abs(step)) < 1e-10:
-                break
-        mu = np.exp(offset + design @ coef)
-        info = design.T @ (design * mu[:, None])
+            finite = bool(np.all(np.isfinite(coef)))
+            converged = finite and float(np.max(np.abs(coef[1:]))) <= _MAX_LOG_AMPLITUDE
+        if not converged or np.linalg.cond(info) > 1e12:
+            return None, ("the reference's event times follow no smooth daily curve (the fit does not "
+                          "converge)")
         dispersion = max(1.0, float(np.sum((y - mu) ** 2 / mu)) / (SHAPE_BINS - design.shape[1]))
-        return ShapeFit(coef, dispersion * np.linalg.inv(info), dispersion)
+        return ShapeFit(coef, dispersion * np.linalg.inv(info), dispersion), None
 
     def to_dict(self) -> dict[str, Any]:
         return {"counts": list(self.counts), "exposure": list(self.exposure), "zone": self.zone}

@@ -8,6 +8,7 @@ from __future__ import annotations
 from zoneinfo import ZoneInfo
 
 import numpy as np
+import pytest
 
 from detectors.catalog import DEFAULT_FLOORS
 from detectors.quality.volume import VolumeHistory, trend_expectation, volume_test
@@ -208,3 +209,20 @@ def test_a_shape_needs_a_whole_day_of_enough_rows():
     whole = half.merged(DailyShape.of_times(evening, None))
     assert whole.fit is not None and whole.rows == 2_000
     assert DailyShape.from_dict(whole.to_dict()) == whole
+
+
+def test_a_shape_that_is_no_smooth_curve_or_does_not_read_back_is_refused():
+    """Rows all in one minute but for the span's ends (a nightly batch) fit no curve, and
+    say so; stored shapes with other bins, negative or non-finite counts or an unknown
+    zone do not read back."""
+    batch = DailyShape.of_times(np.concatenate([np.full(500, FRIDAY + HOUR), [FRIDAY, FRIDAY + DAY - 1]]),
+                                None)
+    assert batch.fit is None and "no smooth daily curve" in batch.missing
+    good = DailyShape.of_times(np.random.default_rng(9).uniform(FRIDAY, FRIDAY + DAY, 1_000), None)
+    assert good.fit is not None and good.fit.dispersion < 2
+    for bad in ({**good.to_dict(), "counts": good.counts[:-1]},
+                {**good.to_dict(), "counts": [-1.0, *good.counts[1:]]},
+                {**good.to_dict(), "exposure": [float("nan"), *good.exposure[1:]]},
+                {**good.to_dict(), "zone": "Mars/Olympus"}):
+        with pytest.raises(ValueError):
+            DailyShape.from_dict(bad)

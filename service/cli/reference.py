@@ -123,7 +123,8 @@ def shape_text(shape: dict[str, Any] | None) -> str:
     hourly = shape["hourly"]
     low, high = hourly.index(min(hourly)), hourly.index(max(hourly))
     return (f"\ndaily shape of {shape['rows']} event times ({shape['zone'] or 'UTC'}): lowest at "
-            f"{low:02d}:00 (x{min(hourly):.2f} the day's mean), highest at {high:02d}:00 (x{max(hourly):.2f})")
+            f"{low:02d}:00 (x{min(hourly):.2f} the day's mean), highest at {high:02d}:00 "
+            f"(x{max(hourly):.2f})")
 
 
 def _show_reference(ref: dict[str, Any]) -> None:
