@@ -15,6 +15,8 @@ record counts, and :func:`volume_history` chooses, in this order:
    day read through the reference's daily shape
    (:func:`detectors.quality.volume.shaped_expectation`, :mod:`detectors.volume_shape`):
    the shape says how the traffic moves over the day, the windows how much there is;
+   the line of 4. answers instead when its variance is the smaller (a reference of a
+   few thousand rows knows a steep hour's share less well than the line does);
 4. ``trailing``: without a daily shape, the least-squares line through those windows
    (:func:`detectors.quality.volume.trend_expectation`): a daily rhythm is smooth over a
    few hours, and a Friday evening is never extrapolated into a Saturday;
@@ -169,19 +171,19 @@ def volume_history(plan: VolumePlan, window_start: int, window_seconds: int, sea
     lo, hi = plan.trailing
     starts = [s for s in sorted(past) if lo <= s < hi and (mixed or is_weekend(s, grid) == weekend)]
     which = "trailing windows" if mixed else f"trailing windows of the {kind}"
+    line = f"the line through {len(starts)} {which}; no past week" + ("" if mixed else f" or past {kind} yet")
+    counts = tuple(past[s] for s in starts)
+    positions = tuple((s - window_start) / window_seconds for s in starts)
     if shape is not None and window_seconds < DAY and len(starts) >= MIN_SHAPED_WINDOWS:
         rates, grads = shape.window_rates(np.array([*starts, window_start]), window_seconds,
                                           grid.tz if grid is not None else None)
-        return VolumeHistory("shaped", tuple(past[s] for s in starts),
-                             tuple((s - window_start) / window_seconds for s in starts),
+        return VolumeHistory("shaped", counts, positions,
                              note=f"the level of {len(starts)} {which} through the reference's daily "
                              f"shape; no past week or past {kind} yet",
                              relative=tuple((rates[:-1] / rates[-1]).tolist()),
-                             shape_variance=shape.ratio_variance(rates[:-1], grads[:-1], grads[-1]))
+                             shape_variance=shape.ratio_variance(rates[:-1], grads[:-1], grads[-1]),
+                             line_note=line)
     if len(starts) >= MIN_TREND_WINDOWS:
-        return VolumeHistory("trailing", tuple(past[s] for s in starts),
-                             tuple((s - window_start) / window_seconds for s in starts),
-                             note=f"the line through {len(starts)} {which}; no past week"
-                             + ("" if mixed else f" or past {kind} yet"))
+        return VolumeHistory("trailing", counts, positions, note=line)
     missing = "no past week" if mixed else f"no past week, no past {kind}"
     return VolumeHistory("none", note=f"{missing} and fewer than {MIN_TREND_WINDOWS} {which}")

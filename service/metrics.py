@@ -28,7 +28,14 @@ RECORDS_CONSUMED = Counter(
     "fleetwatch_records_consumed_total", "Prediction records decoded from Kafka"
 )
 RECORDS_AGGREGATED = Counter(
-    "fleetwatch_records_aggregated_total", "Prediction records added to window profiles"
+    "fleetwatch_records_aggregated_total",
+    "Prediction records added to window profiles (records replayed after a rebalance or a fenced "
+    "checkpoint count again)"
+)
+RECORDS_CHECKPOINTED = Counter(
+    "fleetwatch_records_checkpointed_total",
+    "Prediction records added to window profiles whose checkpoint was written (exactly once across "
+    "rebalances: records a lost or fenced checkpoint held are counted by the process that replays them)"
 )
 MESSAGES_CONSUMED = Counter("fleetwatch_messages_consumed_total", "Kafka messages consumed")
 LOG_DISCONTINUITIES = Counter(

@@ -148,6 +148,9 @@ async def run_pipeline(base: Settings, name: str, db: int, aggregators: int, det
         work = {(role, port): metric(port, "fleetwatch_records_aggregated" if role == "aggregate"
                                      else "fleetwatch_detector_windows")
                 for role, port, _p, _log in procs}
+        checkpointed = [metric(port, "fleetwatch_records_checkpointed")
+                        for role, port, _p, _log in procs if role == "aggregate"]
+        assert sum(checkpointed) == len(records), checkpointed  # every record, once
         result = await snapshot(store)
     finally:
         for _role, _port, p, _log in procs:

@@ -22,9 +22,10 @@ MIN_HISTORY = 1
 #: Trailing windows a line needs after the out-of-line ones are left out (2 degrees of
 #: freedom for its dispersion).
 MIN_TREND_WINDOWS = 4
-#: Trailing windows a level read through the daily shape needs (1 degree of freedom for
-#: its dispersion).
-MIN_SHAPED_WINDOWS = 2
+#: Trailing windows a level read through the daily shape needs after the out-of-line ones
+#: are left out: as many as the line, so that a level is never made of the first windows
+#: of an incident (two windows of a drop would make its end read as a rise).
+MIN_SHAPED_WINDOWS = MIN_TREND_WINDOWS
 
 
 @dataclass(frozen=True)
@@ -181,13 +182,13 @@ def shaped_expectation(relative: Sequence[float], counts: Sequence[int], floor: 
 
     Examples
     --------
-    Two trailing windows at half and three quarters of the current window's rate:
+    Four trailing windows at half to all of the current window's rate:
 
-    >>> e = shaped_expectation([0.5, 0.75], [100, 150], 0.3)
+    >>> e = shaped_expectation([0.5, 0.75, 0.9, 1.0], [100, 150, 180, 200], 0.3)
     >>> e.expected, e.windows
-    (200.0, 2)
-    >>> shaped_expectation([0.5, 0.75, 1.0], [100, 150, 20], 0.3).windows  # the drop left out
-    2
+    (200.0, 4)
+    >>> shaped_expectation([0.5, 0.75, 0.9, 1.0, 1.0], [100, 150, 180, 200, 20], 0.3).windows  # a drop
+    4
     """
     kept = _in_proportion(relative, counts, floor)
     if kept is None:
@@ -201,6 +202,23 @@ def shaped_expectation(relative: Sequence[float], counts: Sequence[int], floor: 
     text = "; ".join(t for t in (note, f"{left_out} out of line left out" if left_out else "") if t)
     return VolumeExpectation("shaped", lam, phi * (lam + lam * lam / total) + lam * lam * shape_variance,
                              n, int(total), text)
+
+
+def _more_precise(a: VolumeExpectation | None, b: VolumeExpectation | None) -> VolumeExpectation | None:
+    """Of two expectations from the same trailing windows, the one with the smaller variance
+    (``a`` on a tie; either when the other is None). Both variances come from the past
+    windows alone, never from the current count, so the choice does not bias the test:
+    under H0 the p-value keeps its level whichever answers.
+
+    Examples
+    --------
+    >>> _more_precise(VolumeExpectation("shaped", 100, 400, 8, 800),
+    ...               VolumeExpectation("trailing", 90, 300, 8, 800)).source
+    'trailing'
+    """
+    if a is None or b is None:
+        return a or b
+    return b if b.variance < a.variance else a
 
 
 def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float] | None:
@@ -278,6 +296,9 @@ class VolumeHistory:
     shape_variance : float
         ``"shaped"``: the variance of the log of the shape's ratio between the current
         window and these.
+    line_note : str
+        ``"shaped"``: the note of the line through the same windows, which answers when
+        its variance is the smaller (:func:`_more_precise`).
     note : str
         Which windows, in words (for ``"none"``: why there are none).
     """
@@ -288,13 +309,16 @@ class VolumeHistory:
     note: str = ""
     relative: tuple[float, ...] = ()
     shape_variance: float = 0.0
+    line_note: str = ""
 
     def expectation(self, floor: float) -> VolumeExpectation | None:
         """The expectation this history gives under volume floor ``floor`` (None: none)."""
         if self.source == "trailing":
             return trend_expectation(self.positions, self.counts, 0.0, floor, self.note)
         if self.source == "shaped":
-            return shaped_expectation(self.relative, self.counts, floor, self.shape_variance, self.note)
+            return _more_precise(
+                shaped_expectation(self.relative, self.counts, floor, self.shape_variance, self.note),
+                trend_expectation(self.positions, self.counts, 0.0, floor, self.line_note))
         if not self.counts:
             return None
         return mean_expectation(self.counts, self.source, self.note)

@@ -308,6 +308,7 @@ class Aggregator:
             profile.add_columns(part)
             state.dirty.add(key)
             metrics.RECORDS_AGGREGATED.inc(len(part))
+            state.uncheckpointed += len(part)
         valid = t if ok.all() else t[ok]
         mid = (valid.size - 1) // 2  # the lower median (np.partition: 4x cheaper than np.median)
         sample = float(valid[0]) if valid.size == 1 else float(np.partition(valid, mid)[mid])
@@ -386,6 +387,8 @@ class Aggregator:
             self.partitions.pop(state.partition, None)
             return
         metrics.WINDOWS_CLOSED.inc(len(state.closed))
+        metrics.RECORDS_CHECKPOINTED.inc(state.uncheckpointed)
+        state.uncheckpointed = 0
         for w in state.closed:
             log.info("window closed model=%s window=%s", w.model_id, w.member)
         state.clear_pending()

@@ -112,6 +112,7 @@ class PartitionState:
         self.epoch = cp.epoch
         self.seq = cp.seq  # checkpoints written (service.profiles.checkpoints)
         self.offset = cp.offset
+        self.uncheckpointed = 0  # records aggregated since the last checkpoint written
         self.open: dict[WindowKey, WindowProfile] = {}
         self.clocks: dict[str, ModelClock] = defaultdict(ModelClock)
         self.dirty: set[WindowKey] = set()

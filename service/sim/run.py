@@ -60,7 +60,6 @@ from service.sim.children import RoleProcesses
 from service.sim.report import describe, missed_summary, notes, unmapped_summary
 from service.sim.streams import (
     MODEL_VERSION,
-    REFERENCE_TIME,
     WINDOW_SECONDS,
     SimOptions,
     build_scenario,
@@ -102,8 +101,7 @@ async def _register(http: httpx.AsyncClient, api_url: str, scenario: inc.Scenari
     async def upload(m: fl.ModelSpec) -> None:
         async with sem:
             frame = reference_frame(scenario, m, opts.reference_rows)
-            await asyncio.to_thread(upload_reference, api_url, m.model_id, frame, score_column="score",
-                                    time_column=REFERENCE_TIME)
+            await asyncio.to_thread(upload_reference, api_url, m.model_id, frame, score_column="score")
 
     await asyncio.gather(*(upload(m) for m in scenario.fleet.models))
 

@@ -217,8 +217,9 @@ def label_delays(model: ModelSpec, n: int, rng: np.random.Generator) -> np.ndarr
 
 
 def reference_batch(model: ModelSpec, start: float, rng: np.random.Generator, rows: int) -> Batch:
-    """About ``rows`` clean predictions spread over the day from ``start`` with the day's
-    volume profile (so the reference holds the whole daily feature mix).
+    """About ``rows`` clean predictions at uniform times over the day from ``start`` (so the
+    reference holds the whole daily feature mix, each hour weighted alike: its event times
+    do not follow the day's volume wave, and the simulator uploads it without them).
 
     Examples
     --------

@@ -17,9 +17,6 @@ from service.sim import sampling as smp
 WINDOW_SECONDS = fl.HOUR
 MODEL_VERSION = "1"  # a silent upgrade keeps it
 REFERENCE_STREAM, TRAFFIC_STREAM = 1, 0
-#: The reference's event-time column (uploaded as its ``time_column``, as a user with a
-#: timestamped training or validation set would).
-REFERENCE_TIME = "event_time"
 
 
 @dataclass(frozen=True)
@@ -148,11 +145,9 @@ def traffic(scenario: inc.Scenario, model: fl.ModelSpec, hour: int,
 
 
 def reference_frame(scenario: inc.Scenario, model: fl.ModelSpec, rows: int) -> dict[str, list[Any]]:
-    """The model's reference data: clean traffic of the day before the scenario, with scores
-    and event times (:data:`REFERENCE_TIME`)."""
+    """The model's reference data: clean traffic of the day before the scenario, with scores."""
     rng = smp.rng_for(scenario.seed, model.index, 0, REFERENCE_STREAM)
     batch = smp.reference_batch(model, scenario.reference_start, rng, rows)
     cols = {f.name: wire_column(f, batch.features[f.name]) for f in model.features}
     cols["score"] = smp.score(model, batch.features).tolist()
-    cols[REFERENCE_TIME] = batch.event_times.tolist()
     return cols
