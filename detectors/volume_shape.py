@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,8 +54,16 @@ _IRLS_STEPS = 50
 #: Largest Fourier coefficient of the log rate a curve may have (e^10: a day whose busiest
 #: hour has ~10^8 times the traffic of its quietest is no smooth curve; the fit diverges).
 _MAX_LOG_AMPLITUDE = 10.0
-#: Beyond this span (days) every bin's exposure is taken as the span's length in days.
-_LONG_SPAN_DAYS = 60
+#: A gap between consecutive rows longer than this (seconds) is taken as outside the
+#: reference's time range, not as hours without traffic: a stray row days away from the
+#: others never makes the days between them count as covered.
+MAX_GAP_SECONDS = 6 * 3_600
+#: The largest count or exposure a stored shape may hold (a reference holds at most
+#: 10^5 rows an upload; 10^12 leaves room for any number of merges and keeps every sum exact).
+_MAX_STORED = 1e12
+#: The last UTC hour whose local time is in a calendar year every zone can express (two
+#: days before 10000-01-01 UTC); later times take its offset.
+_LAST_HOUR = (253_402_300_800 - 2 * DAY) // 3_600
 
 
 def seconds_of_day(times: np.ndarray, tz: dt.tzinfo | None) -> np.ndarray:
@@ -71,7 +80,7 @@ def seconds_of_day(times: np.ndarray, tz: dt.tzinfo | None) -> np.ndarray:
     t = np.asarray(times, dtype=np.float64)
     if tz is None:
         return np.mod(t, DAY)
-    hours, where = np.unique(t // 3_600, return_inverse=True)
+    hours, where = np.unique(np.minimum(t // 3_600, _LAST_HOUR), return_inverse=True)
     offsets = np.array([dt.datetime.fromtimestamp(h * 3_600, tz).utcoffset().total_seconds()
                         for h in hours.tolist()])
     return np.mod(t + offsets[where.reshape(t.shape)], DAY)
@@ -172,13 +181,9 @@ class DailyShape:
         if t.size == 0:
             return None
         counts = np.bincount(_bins(t, tz), minlength=SHAPE_BINS).astype(np.float64)
-        lo, hi = float(t.min()), float(t.max())
-        if hi - lo > _LONG_SPAN_DAYS * DAY:  # every bin covered about as often: (hi - lo) days
-            exposure = np.full(SHAPE_BINS, (hi - lo) / DAY)
-        else:  # a point per bin width through the span: each covers its bin once
-            span = np.arange(lo, hi, DAY / SHAPE_BINS)
-            exposure = np.bincount(_bins(span, tz), minlength=SHAPE_BINS).astype(np.float64)
-        return cls(tuple(counts.tolist()), tuple(exposure.tolist()), getattr(tz, "key", None))
+        exposure = np.bincount(_bins(_covered_points(np.sort(t)), tz), minlength=SHAPE_BINS)
+        return cls(tuple(counts.tolist()), tuple(exposure.astype(np.float64).tolist()),
+                   getattr(tz, "key", None))
 
     def merged(self, other: DailyShape | None) -> DailyShape:
         """Both uploads' rows (a shape of another zone is replaced by ``other``)."""
@@ -198,6 +203,13 @@ class DailyShape:
     def missing(self) -> str | None:
         """Why no curve is fitted (None: one is)."""
         return self._fitted[1]
+
+    def unusable(self, zone: str | None) -> str | None:
+        """Why the curve does not serve windows local to ``zone`` (None: it does)."""
+        if self.zone != zone:
+            return (f"counted in {self.zone or 'UTC'} time, while the model's windows are in "
+                    f"{zone or 'UTC'}: upload the reference again")
+        return self.missing
 
     @property
     def fit(self) -> ShapeFit | None:
@@ -234,7 +246,10 @@ class DailyShape:
             return None, ("the reference's event times follow no smooth daily curve (the fit does not "
                           "converge)")
         dispersion = max(1.0, float(np.sum((y - mu) ** 2 / mu)) / (SHAPE_BINS - design.shape[1]))
-        return ShapeFit(coef, dispersion * np.linalg.inv(info), dispersion), None
+        cov = dispersion * np.linalg.inv(info)
+        if not (math.isfinite(dispersion) and np.all(np.isfinite(cov))):
+            return None, "the reference's event times give the daily curve no finite variance"
+        return ShapeFit(coef, cov, dispersion), None
 
     def to_dict(self) -> dict[str, Any]:
         return {"counts": list(self.counts), "exposure": list(self.exposure), "zone": self.zone}
@@ -246,19 +261,34 @@ class DailyShape:
         Raises
         ------
         ValueError
-            On bins of another number, negative or non-finite values, or an unknown zone.
+            On anything but two lists of SHAPE_BINS numbers in [0, 10^12], or an unknown zone.
         """
-        counts, exposure = tuple(float(c) for c in d["counts"]), tuple(float(e) for e in d["exposure"])
-        values = np.array(counts + exposure)
-        if len(counts) != SHAPE_BINS or len(exposure) != SHAPE_BINS or not np.all(np.isfinite(values)) \
-                or np.any(values < 0):
-            raise ValueError(f"a daily shape has {SHAPE_BINS} finite, non-negative counts and exposures")
+        counts, exposure = _stored_bins(d["counts"]), _stored_bins(d["exposure"])
         zone = d.get("zone")
         try:
             zone_of(zone)
         except (ZoneInfoNotFoundError, ValueError, TypeError) as exc:
             raise ValueError(f"unknown zone {zone!r}") from exc
         return cls(counts, exposure, zone)
+
+
+def _stored_bins(values: Any) -> tuple[float, ...]:
+    """A stored list of :data:`SHAPE_BINS` counts or exposures, checked (ValueError)."""
+    if not isinstance(values, list) or len(values) != SHAPE_BINS or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v <= _MAX_STORED for v in values):
+        raise ValueError(f"a daily shape has {SHAPE_BINS} counts and exposures, numbers in [0, 1e12]")
+    return tuple(float(v) for v in values)
+
+
+def _covered_points(t: np.ndarray) -> np.ndarray:
+    """A point per bin width (15 minutes) through each stretch of the sorted times ``t``
+    without a gap over :data:`MAX_GAP_SECONDS`: each point covers its bin once."""
+    step = DAY / SHAPE_BINS
+    breaks = np.flatnonzero(np.diff(t) > MAX_GAP_SECONDS)
+    starts, ends = t[np.append(0, breaks + 1)], t[np.append(breaks, t.size - 1)]
+    sizes = np.ceil((ends - starts) / step).astype(np.int64)
+    offsets = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    return np.repeat(starts, sizes) + offsets * step
 
 
 def _bins(times: np.ndarray, tz: dt.tzinfo | None) -> np.ndarray:

@@ -5,6 +5,8 @@ the result says which history answered."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import numpy as np
 
@@ -104,3 +106,40 @@ async def test_a_reference_with_event_times_gives_day_one_its_daily_shape(settin
         assert (await http.get(f"/v1/models/{MODEL}/reference")).json()["daily_shape"] is None
         line = await volume(FRIDAY + 7 * HOUR)
         assert "trailing history" in line["reason"] and line["p_value"] > 1e3 * shaped["p_value"], line
+
+
+async def test_a_stored_shape_survives_empty_merges_and_reports_what_it_cannot_serve(settings, store):
+    """An upload of no rows with replace false keeps the shape; a change of the model's
+    time zone makes the reference say the shape is not used; stored values that do not
+    read back (a 400-digit count, 1e308, nesting deep enough to exhaust the parser) are
+    counted and read as no shape, and the reference and drift endpoints still answer."""
+    from service import metrics
+
+    minutes = FRIDAY - DAY + np.arange(0, DAY, 60.0)
+    rows = [{"x": float(i % 7), "t": float(t)} for i, t in enumerate(np.repeat(minutes, 2))]
+    app = create_app(settings, store)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as http:
+        registered = await http.post("/v1/models", json={"model_id": MODEL, "window_seconds": HOUR})
+        assert registered.status_code == 201
+        assert (await http.post(f"/v1/models/{MODEL}/reference",
+                                json={"rows": rows, "time_column": "t"})).status_code == 200
+        merged = await http.post(f"/v1/models/{MODEL}/reference",
+                                 json={"rows": [], "time_column": "t", "replace": False})
+        assert merged.status_code == 200 and merged.json()["daily_shape"]["rows"] == len(rows)
+        patched = await http.patch(f"/v1/models/{MODEL}", json={"window_timezone": "Asia/Tokyo"})
+        assert patched.status_code == 200, patched.text
+        shape = (await http.get(f"/v1/models/{MODEL}/reference")).json()["daily_shape"]
+        assert "while the model's windows are in Asia/Tokyo" in shape["missing"]
+
+        await put_hour(store, FRIDAY, 100)
+        def errors() -> float:  # the API's reads and the baseline's (counted as the detector's)
+            return sum(metrics.CONFIG_ERRORS.labels(role=r, kind="shape")._value.get()
+                       for r in ("api", "detector"))
+
+        for raw in ('{"counts": [1%s], "exposure": []}' % ("0" * 400), json.dumps(
+                {"counts": [1e308] * 96, "exposure": [1.0] * 96}), "[" * 100_000 + "]" * 100_000):
+            before = errors()
+            await store.r.set(f"fw:{{{MODEL}}}:shape", raw)
+            assert (await http.get(f"/v1/models/{MODEL}/reference")).json()["daily_shape"] is None
+            assert (await http.get(f"/v1/models/{MODEL}/drift", params={"window": FRIDAY})).status_code == 200
+            assert errors() == before + 2

@@ -214,11 +214,10 @@ def test_a_shape_needs_a_whole_day_of_enough_rows():
 
 
 def test_a_shape_that_is_no_smooth_curve_or_does_not_read_back_is_refused():
-    """Rows all in one minute but for the span's ends (a nightly batch) fit no curve, and
-    say so; stored shapes with other bins, negative or non-finite counts or an unknown
-    zone do not read back."""
-    batch = DailyShape.of_times(np.concatenate([np.full(500, FRIDAY + HOUR), [FRIDAY, FRIDAY + DAY - 1]]),
-                                None)
+    """A day whose rows all fall in one bin (a nightly batch) fits no curve, and says so;
+    stored shapes with other bins, negative or non-finite counts or an unknown zone do
+    not read back."""
+    batch = DailyShape((1e6,) + (0.0,) * 95, (1.0,) * 96)
     assert batch.fit is None and "no smooth daily curve" in batch.missing
     good = DailyShape.of_times(np.random.default_rng(9).uniform(FRIDAY, FRIDAY + DAY, 1_000), None)
     assert good.fit is not None and good.fit.dispersion < 2
@@ -228,3 +227,27 @@ def test_a_shape_that_is_no_smooth_curve_or_does_not_read_back_is_refused():
                 {**good.to_dict(), "zone": "Mars/Olympus"}):
         with pytest.raises(ValueError):
             DailyShape.from_dict(bad)
+
+
+def test_a_stray_row_does_not_make_a_half_day_a_whole_one():
+    """12 hours of rows and one row two months earlier: the days between hold no row, so
+    they are not covered (a gap over 6 hours ends a stretch) and no shape is learned; a
+    time in the last hours of year 9999 in a zone ahead of UTC is counted, not an error."""
+    rng = np.random.default_rng(10)
+    day = rng.uniform(FRIDAY + 8 * HOUR, FRIDAY + 20 * HOUR, 2_000)
+    stray = DailyShape.of_times(np.append(day, FRIDAY - 61 * DAY), None)
+    assert stray.fit is None and "do not cover a whole day" in stray.missing
+    late = DailyShape.of_times(np.array([253_402_300_799.0]), ZoneInfo("Asia/Kathmandu"))
+    assert late.rows == 1 and late.zone == "Asia/Kathmandu"
+
+
+def test_stored_shapes_out_of_range_do_not_read_back():
+    """Counts beyond 10^12 (an integer of 400 digits, 1e308), bools, strings and mappings of
+    96 keys are refused, as the zone of another model is reported as unusable."""
+    good = DailyShape.of_times(np.random.default_rng(11).uniform(FRIDAY, FRIDAY + DAY, 1_000), None)
+    for counts in ([10**400, *good.counts[1:]], [1e308] * 96, [True] * 96, "1" * 96,
+                   {str(i): 1 for i in range(96)}):
+        with pytest.raises(ValueError):
+            DailyShape.from_dict({**good.to_dict(), "counts": counts})
+    assert good.unusable(None) is None
+    assert "while the model's windows are in Asia/Tokyo" in good.unusable("Asia/Tokyo")

@@ -15,6 +15,7 @@ from service.profiles.store import Store
 from service.registry import ModelConfig, traffic_warnings
 from service.settings import Settings
 from service.stored import Unreadable
+from sketches.window import WindowGrid
 
 
 class BinEdges(BaseModel):
@@ -49,14 +50,17 @@ class DailyShapeView(BaseModel):
     hourly: list[float] | None = Field(
         ..., description="The fitted curve's rate in each local hour 0-23 relative to the day's mean "
                          "(null: no curve, see missing)")
-    missing: str | None = Field(..., description="Why no curve is fitted (null: one is)")
+    missing: str | None = Field(
+        ..., description="Why the volume test does not use it: no curve fitted, or counted in another "
+                         "time zone than the model's windows (null: it is used)")
 
     @classmethod
-    def of(cls, shape: DailyShape | None) -> DailyShapeView | None:
+    def of(cls, shape: DailyShape | None, grid: WindowGrid) -> DailyShapeView | None:
+        """The shape as the model with windows ``grid`` uses it (None: none)."""
         if shape is None:
             return None
         fit = shape.fit
-        return cls(rows=shape.rows, zone=shape.zone, missing=shape.missing,
+        return cls(rows=shape.rows, zone=shape.zone, missing=shape.unusable(getattr(grid.tz, "key", None)),
                    hourly=None if fit is None else [round(r, 4) for r in fit.hourly()])
 
 

@@ -37,6 +37,7 @@ from service.profiles.store import Store
 from service.registry import ModelConfig
 from service.settings import Settings
 from sketches.bins import edge_version
+from sketches.window import WindowGrid
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 MAX_REFERENCE_ROWS = 100_000
@@ -106,18 +107,23 @@ async def upload_reference(model_id: ModelId, body: ReferenceUpload, store: Stor
         profile = existing.merge(profile)
     floors = None if body.replace else await store.learned_floors(model_id)
     shape = None if body.replace else await store.daily_shape(model_id)
+    grid = await _model_grid(store, model_id)
     if body.time_column is not None:
         learned = await _learn_floors(store, settings, model_id, body.rows, profile, columns)
         floors = learned if floors is None or floors.window_seconds != learned.window_seconds \
             else floors.combined(learned)
-        cfg = (await store.model_configs([model_id]))[model_id]
-        grid = (cfg if isinstance(cfg, ModelConfig) else ModelConfig()).window_grid
         rows_shape = reference_shape(body.rows, body.time_column, grid)
-        shape = rows_shape if shape is None or rows_shape is None else shape.merged(rows_shape)
+        shape = rows_shape if shape is None else shape.merged(rows_shape)
     await store.put_reference(model_id, profile, floors, shape)
     return ReferenceUploaded(model_id=model_id, count=profile.count, features=sorted(profile.features),
                              learned_floors=None if floors is None else learned_floors_view(floors),
-                             daily_shape=DailyShapeView.of(shape))
+                             daily_shape=DailyShapeView.of(shape, grid))
+
+
+async def _model_grid(store: Store, model_id: str) -> WindowGrid:
+    """The model's windows (the defaults' when its stored configuration does not read)."""
+    cfg = (await store.model_configs([model_id]))[model_id]
+    return (cfg if isinstance(cfg, ModelConfig) else ModelConfig()).window_grid
 
 
 async def _learn_floors(store: Store, settings: Settings, model_id: str, rows: list[dict[str, Any]],
@@ -150,4 +156,4 @@ async def get_reference(model_id: ModelId, store: StoreDep) -> ReferenceSummary:
         score=numeric_summary(ref.score), predictions=ref.prediction.frequencies(TOP_PREDICTIONS),
         edges={name: BinEdges(version=edge_version(e), edges=e.tolist())
                for name, e in sorted((await store.edge_sets([model_id]))[model_id].items())},
-        daily_shape=DailyShapeView.of(await store.daily_shape(model_id)))
+        daily_shape=DailyShapeView.of(await store.daily_shape(model_id), await _model_grid(store, model_id)))

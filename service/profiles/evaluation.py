@@ -70,7 +70,7 @@ def daily_fit(shape: DailyShape | None, grid: WindowGrid | None) -> ShapeFit | N
     """The daily curve of the reference's event times when it was counted in the zone of the
     model's windows (None: no shape, no curve, or another zone)."""
     zone = getattr(grid.tz, "key", None) if grid is not None else None
-    return shape.fit if shape is not None and shape.zone == zone else None
+    return shape.fit if shape is not None and shape.unusable(zone) is None else None
 
 
 def baseline_plan(settings: Settings, current: WindowProfile, config: DetectorConfig,

@@ -136,7 +136,7 @@ class WindowStore:
             return None
         try:
             return DailyShape.from_dict(json.loads(raw))
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
             metrics.CONFIG_ERRORS.labels(role=role, kind="shape").inc()
             log.error("stored daily shape of %r does not read back (%s: %s); %s leaves it out",
                       model_id, type(exc).__name__, exc, role)
