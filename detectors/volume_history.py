@@ -15,8 +15,9 @@ record counts, and :func:`volume_history` chooses, in this order:
    day read through the reference's daily shape
    (:func:`detectors.quality.volume.shaped_expectation`, :mod:`detectors.volume_shape`):
    the shape says how the traffic moves over the day, the windows how much there is;
-   the line of 4. answers instead when its variance is the smaller (a reference of a
-   few thousand rows knows a steep hour's share less well than the line does);
+   the line of 4. answers instead when its relative variance is the smaller (a
+   reference of a few thousand rows knows a steep hour's share less well than the
+   line does);
 4. ``trailing``: without a daily shape, the least-squares line through those windows
    (:func:`detectors.quality.volume.trend_expectation`): a daily rhythm is smooth over a
    few hours, and a Friday evening is never extrapolated into a Saturday;

@@ -205,10 +205,11 @@ def shaped_expectation(relative: Sequence[float], counts: Sequence[int], floor: 
 
 
 def _more_precise(a: VolumeExpectation | None, b: VolumeExpectation | None) -> VolumeExpectation | None:
-    """Of two expectations from the same trailing windows, the one with the smaller variance
-    (``a`` on a tie; either when the other is None). Both variances come from the past
-    windows alone, never from the current count, so the choice does not bias the test:
-    under H0 the p-value keeps its level whichever answers.
+    """Of two expectations from the same trailing windows, the more precise: the one with
+    the smaller relative variance Var / lambda^2, the scale the interval null is on
+    (``a`` on a tie; either when the other is None). Both come from the past windows
+    alone, never from the current count, so the choice does not bias the test: under H0
+    the p-value keeps its level whichever answers.
 
     Examples
     --------
@@ -218,7 +219,7 @@ def _more_precise(a: VolumeExpectation | None, b: VolumeExpectation | None) -> V
     """
     if a is None or b is None:
         return a or b
-    return b if b.variance < a.variance else a
+    return b if b.variance / b.expected**2 < a.variance / a.expected**2 else a
 
 
 def _line(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float] | None:
@@ -298,7 +299,7 @@ class VolumeHistory:
         window and these.
     line_note : str
         ``"shaped"``: the note of the line through the same windows, which answers when
-        its variance is the smaller (:func:`_more_precise`).
+        it is the more precise (:func:`_more_precise`).
     note : str
         Which windows, in words (for ``"none"``: why there are none).
     """
