@@ -160,6 +160,9 @@ async def test_learned_floors_apply_only_to_their_window_length_and_bad_times_ar
     resp = await http.post(f"/v1/models/{MODEL}/reference", json={"rows": huge, "time_column": "t"})
     assert resp.status_code == 422
     assert resp.json()["message"] == "the event time must be before the year 10000"
+    for column in ("time_column", "score_column", "label_column", "truth_column"):
+        resp = await http.post(f"/v1/models/{MODEL}/reference", json={"rows": rows, column: ""})
+        assert resp.status_code == 422 and resp.json()["field"] == column, resp.text
     assert await store.reference(MODEL) is None  # nothing stored
     assert (await http.post(f"/v1/models/{MODEL}/reference",
                             json={"rows": rows, "time_column": "t"})).status_code == 200

@@ -55,16 +55,20 @@ REFERENCE_EXAMPLE = {
 class ReferenceUpload(StrictModel):
     rows: list[dict[str, Any]] = Field(..., max_length=MAX_REFERENCE_ROWS,
                                        description="One object per row: feature -> value")
-    score_column: str | None = Field(None, description="Column holding the model score")
-    label_column: str | None = Field(None, description="Column holding the predicted label")
+    score_column: str | None = Field(None, min_length=1, description="Column holding the model score")
+    label_column: str | None = Field(None, min_length=1,
+                                     description="Column holding the predicted label")
     truth_column: str | None = Field(
-        None, description="Column holding the true label (e.g. of the validation set): the labelled "
-                          "reference becomes the baseline of the label-joined checks (tier-1 models "
-                          "with performance)")
+        None, min_length=1,
+        description="Column holding the true label (e.g. of the validation set): the labelled "
+                    "reference becomes the baseline of the label-joined checks (tier-1 models "
+                    "with performance)")
     time_column: str | None = Field(
-        None, description="Column holding each row's event time (Unix seconds): the rows are then split "
-                          "into the model's windows and each feature's floors learned from how much it "
-                          "moves between them (docs/detectors.md, learned floors)")
+        None, min_length=1,
+        description="Column holding each row's event time (Unix seconds): the rows are then split "
+                    "into the model's windows and each feature's floors learned from how much it "
+                    "moves between them, and counted by time of day for the volume test's daily "
+                    "shape (docs/detectors.md, learned floors and the daily shape)")
     replace: bool = Field(True, description="Replace the reference (else merge into it)")
 
     model_config = {"json_schema_extra": {"examples": [
