@@ -37,7 +37,6 @@ from service.profiles.store import Store
 from service.registry import ModelConfig
 from service.settings import Settings
 from sketches.bins import edge_version
-from sketches.window import WindowGrid
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 MAX_REFERENCE_ROWS = 100_000
@@ -111,9 +110,10 @@ async def upload_reference(model_id: ModelId, body: ReferenceUpload, store: Stor
         profile = existing.merge(profile)
     floors = None if body.replace else await store.learned_floors(model_id)
     shape = None if body.replace else await store.daily_shape(model_id)
-    grid = await _model_grid(store, model_id)
+    cfg = await _model_config(store, model_id)
+    grid = cfg.window_grid
     if body.time_column is not None:
-        learned = await _learn_floors(store, settings, model_id, body.rows, profile, columns)
+        learned = await _learn_floors(store, settings, cfg, model_id, body.rows, profile, columns)
         floors = learned if floors is None or floors.window_seconds != learned.window_seconds \
             else floors.combined(learned)
         rows_shape = reference_shape(body.rows, body.time_column, grid)
@@ -124,17 +124,17 @@ async def upload_reference(model_id: ModelId, body: ReferenceUpload, store: Stor
                              daily_shape=DailyShapeView.of(shape, grid))
 
 
-async def _model_grid(store: Store, model_id: str) -> WindowGrid:
-    """The model's windows (the defaults' when its stored configuration does not read)."""
+async def _model_config(store: Store, model_id: str) -> ModelConfig:
+    """The model's configuration (the defaults when the stored one does not read)."""
     cfg = (await store.model_configs([model_id]))[model_id]
-    return (cfg if isinstance(cfg, ModelConfig) else ModelConfig()).window_grid
+    return cfg if isinstance(cfg, ModelConfig) else ModelConfig()
 
 
-async def _learn_floors(store: Store, settings: Settings, model_id: str, rows: list[dict[str, Any]],
-                        reference: Any, columns: ReferenceColumns) -> LearnedFloors:
-    """The floors the rows teach (in a thread: it tests every window of them)."""
-    cfg = (await store.model_configs([model_id]))[model_id]
-    cfg = cfg if isinstance(cfg, ModelConfig) else ModelConfig()
+async def _learn_floors(store: Store, settings: Settings, cfg: ModelConfig, model_id: str,
+                        rows: list[dict[str, Any]], reference: Any,
+                        columns: ReferenceColumns) -> LearnedFloors:
+    """The floors the rows teach the model of configuration ``cfg`` (in a thread: it tests
+    every window of them)."""
     detector = await model_detector_config(store, settings, model_id)
     how = FloorLearning(settings.learned_floor_quantile, settings.learned_floor_min_windows,
                         settings.learned_floor_max_windows, settings.learned_floor_shuffles)
@@ -160,4 +160,5 @@ async def get_reference(model_id: ModelId, store: StoreDep) -> ReferenceSummary:
         score=numeric_summary(ref.score), predictions=ref.prediction.frequencies(TOP_PREDICTIONS),
         edges={name: BinEdges(version=edge_version(e), edges=e.tolist())
                for name, e in sorted((await store.edge_sets([model_id]))[model_id].items())},
-        daily_shape=DailyShapeView.of(await store.daily_shape(model_id), await _model_grid(store, model_id)))
+        daily_shape=DailyShapeView.of(await store.daily_shape(model_id),
+                                      (await _model_config(store, model_id)).window_grid))
