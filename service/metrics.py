@@ -128,6 +128,11 @@ ROLLUPS_WRITTEN = Counter(
 DETECTOR_SKIPPED = Counter(
     "fleetwatch_detector_windows_skipped_total", "Windows not evaluated", ["reason"]
 )
+DETECTOR_WAITING = Gauge(
+    "fleetwatch_detector_windows_waiting",
+    "Windows of models' first days this detector holds until the fleet has closed them too (the "
+    "volume test's control)",
+)
 DETECTOR_RELEASE_FAILURES = Counter(
     "fleetwatch_detector_release_failures_total",
     "Windows the alert policy failed on that could not be released either (they stay pending)",

@@ -127,6 +127,13 @@ class Settings(BaseSettings):
         description="A closed-window event a detector read but did not finish in this time (it "
                     "stopped or hangs) is taken over by another detector",
     )
+    detector_fleet_wait_seconds: float = Field(
+        30.0, ge=0,
+        description="How long a window of a model's first days (no past day of its kind: the volume "
+                    "test's control is the fleet's traffic) waits for every model that closed the "
+                    "window before it to close it too; then it is tested with the models that have "
+                    "(0: never wait). Keep it below detector_reclaim_seconds",
+    )
     joiner_group: str = Field("fleetwatch-joiner", description="Label joiner consumer group")
     performance_eval_interval_seconds: float = Field(
         10.0, gt=0, description="How often the label joiner tests the cohorts that matured"

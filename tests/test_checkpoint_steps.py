@@ -6,6 +6,8 @@ tests/test_redis_cluster.py (the windows' models are in different hash slots the
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sdk.record import PredictionRecord
@@ -16,6 +18,7 @@ from service.profiles.keys import (
     partition_key,
     pending_key,
     profile_key,
+    traffic_key,
     window_index_key,
     window_member,
 )
@@ -107,6 +110,12 @@ async def test_a_checkpoint_interrupted_after_any_step_is_completed_by_the_next_
     # window the policy applied.
     again = want[1:] if step is None else []
     assert sorted(announced) == sorted(want + again)
+    # the fleet's traffic holds each window's records once, however often it was announced
+    traffic = await store.r.hgetall(traffic_key(300, START))
+    assert {tuple(json.loads(k)): int(v) for k, v in traffic.items()} == {
+        (w.model_id, "1"): i + 1 for i, w in enumerate(closed)}
+    assert await store.fleet_unsettled(300, START) == 0
+    assert await store.fleet_unsettled(300, START + 300) == len(closed)  # none closed the next
 
 
 async def test_a_window_a_failover_lost_is_published_again_by_the_next_checkpoint(store):

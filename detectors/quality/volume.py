@@ -26,6 +26,10 @@ MIN_TREND_WINDOWS = 4
 #: are left out: as many as the line, so that a level is never made of the first windows
 #: of an incident (two windows of a drop would make its end read as a rise).
 MIN_SHAPED_WINDOWS = MIN_TREND_WINDOWS
+#: A trailing window further than this many Poisson standard deviations from the level
+#: read through the fleet's records is out of line (the fleet's share is precise enough to
+#: tell a window already in a drop well inside the floor).
+OUTLYING_SD = 4.0
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,9 @@ class VolumeExpectation:
         lambda, records expected in the window (> 0).
     variance : float
         Var(count - lambda) under H0, records squared.
+    estimate_variance : float
+        The part of ``variance`` that is lambda's own (the estimate's); the rest is the
+        count's, proportional to its mean.
     windows : int
         Past windows used.
     records : int
@@ -56,6 +63,19 @@ class VolumeExpectation:
     windows: int
     records: int
     note: str = ""
+    estimate_variance: float = 0.0
+
+    def at_boundary(self, ratio: float) -> float:
+        """Var(count - ratio lambda) when the count's mean is ``ratio`` lambda (the interval
+        null's boundary, ratio 1 -/+ floor): the count's part scales with its mean, the
+        estimate's with ``ratio`` squared.
+
+        Examples
+        --------
+        >>> VolumeExpectation("seasonal", 100, 125, 4, 400, estimate_variance=25).at_boundary(0.7)
+        82.25
+        """
+        return ratio * (self.variance - self.estimate_variance) + ratio * ratio * self.estimate_variance
 
 
 def mean_expectation(history: Sequence[int], source: str = "seasonal",
@@ -83,7 +103,7 @@ def mean_expectation(history: Sequence[int], source: str = "seasonal",
     lam = total / k
     var = sum((h - lam) ** 2 for h in history) / (k - 1) if k > 1 else lam
     phi = max(1.0, var / lam)
-    return VolumeExpectation(source, lam, phi * lam * (1 + 1 / k), k, total, note)
+    return VolumeExpectation(source, lam, phi * lam * (1 + 1 / k), k, total, note, phi * lam / k)
 
 
 def trend_expectation(positions: Sequence[float], counts: Sequence[int], at: float, floor: float,
@@ -144,12 +164,15 @@ def trend_expectation(positions: Sequence[float], counts: Sequence[int], at: flo
     leverage = 1 / n + (at - x_bar) ** 2 / sxx
     left_out = len(counts) - n
     text = "; ".join(t for t in (note, f"{left_out} out of line left out" if left_out else "") if t)
-    return VolumeExpectation("trailing", lam, phi * (lam + sum(ys) / n * leverage), n, int(sum(ys)), text)
+    estimate = phi * sum(ys) / n * leverage
+    return VolumeExpectation("trailing", lam, phi * lam + estimate, n, int(sum(ys)), text, estimate)
 
 
 def shaped_expectation(relative: Sequence[float], counts: Sequence[int], floor: float,
-                       shape_variance: float = 0.0, note: str = "") -> VolumeExpectation | None:
-    """The trailing windows' level read through the daily shape (:mod:`detectors.volume_shape`).
+                       shape_variance: float = 0.0, note: str = "",
+                       source: str = "shaped") -> VolumeExpectation | None:
+    """The trailing windows' level read through the daily shape (:mod:`detectors.volume_shape`),
+    or through the fleet's records (``source`` ``"fleet"``, :mod:`detectors.volume_fleet`).
 
     Parameters
     ----------
@@ -159,12 +182,16 @@ def shaped_expectation(relative: Sequence[float], counts: Sequence[int], floor: 
         Their record counts.
     floor : float
         The volume floor: windows not within ``floor`` (relative) of the level fitted
-        through the others are out of line and left out, as in :func:`trend_expectation`.
+        through the others are out of line and left out, as in :func:`trend_expectation`
+        (``"fleet"``: also those more than :data:`OUTLYING_SD` Poisson standard deviations
+        from it, one at a time, the furthest first: :func:`_trimmed`).
     shape_variance : float
         The variance of the log of the shape's ratio between the current window and the
         trailing ones (the fit's own uncertainty,
         :meth:`detectors.volume_shape.ShapeFit.ratio_variance`; of all trailing windows,
         the out-of-line ones included).
+    source : str
+        The expectation's source: ``"shaped"`` or ``"fleet"``.
 
     Returns
     -------
@@ -190,7 +217,7 @@ def shaped_expectation(relative: Sequence[float], counts: Sequence[int], floor: 
     >>> shaped_expectation([0.5, 0.75, 0.9, 1.0, 1.0], [100, 150, 180, 200, 20], 0.3).windows  # a drop
     4
     """
-    kept = _in_proportion(relative, counts, floor)
+    kept = (_trimmed if source == "fleet" else _in_proportion)(relative, counts, floor)
     if kept is None:
         return None
     ys, rs = [counts[i] for i in kept], [relative[i] for i in kept]
@@ -200,8 +227,8 @@ def shaped_expectation(relative: Sequence[float], counts: Sequence[int], floor: 
     phi = max(1.0, sum((y - lam * r) ** 2 / (lam * r) for y, r in zip(ys, rs, strict=True)) / (n - 1))
     left_out = len(counts) - n
     text = "; ".join(t for t in (note, f"{left_out} out of line left out" if left_out else "") if t)
-    return VolumeExpectation("shaped", lam, phi * (lam + lam * lam / total) + lam * lam * shape_variance,
-                             n, int(total), text)
+    estimate = phi * lam * lam / total + lam * lam * shape_variance
+    return VolumeExpectation(source, lam, phi * lam + estimate, n, int(total), text, estimate)
 
 
 def _more_precise(a: VolumeExpectation | None, b: VolumeExpectation | None) -> VolumeExpectation | None:
@@ -257,6 +284,32 @@ def _in_proportion(relative: Sequence[float], ys: Sequence[int], floor: float) -
     return _largest_consistent(len(ys), MIN_SHAPED_WINDOWS, misfits, floor)
 
 
+def _trimmed(relative: Sequence[float], ys: Sequence[int], floor: float) -> list[int] | None:
+    """The windows left once those out of line with the level read through ``relative``
+    are dropped one at a time, the one with the largest Pearson residual
+    (y - L r) / sqrt(L r) first, until every one left is within ``floor`` (relative) and
+    :data:`OUTLYING_SD` residuals of the level; None if fewer than
+    :data:`MIN_SHAPED_WINDOWS` remain. Greedy, for the fleet's day of windows (too many
+    for :func:`_largest_consistent`): a minority of windows in an incident is left out.
+
+    Examples
+    --------
+    >>> _trimmed([1.0] * 6, [200, 205, 195, 200, 120, 30], 0.3)  # a drop under way
+    [0, 1, 2, 3]
+    """
+    kept = list(range(len(ys)))
+    while len(kept) >= MIN_SHAPED_WINDOWS:
+        level = sum(ys[i] for i in kept) / sum(relative[i] for i in kept)
+        if level <= 0:
+            return None
+        worst, residual = max(((i, abs(ys[i] - level * relative[i]) / math.sqrt(level * relative[i]))
+                               for i in kept), key=lambda t: t[1])
+        if residual <= OUTLYING_SD and all(abs(ys[i] / (level * relative[i]) - 1) <= floor for i in kept):
+            return kept
+        kept.remove(worst)
+    return None
+
+
 def _largest_consistent(n: int, smallest: int, misfits: Callable[[tuple[int, ...]], list[float] | None],
                         floor: float) -> list[int] | None:
     """The largest subset of ``range(n)`` (at least ``smallest``) whose relative misfits to
@@ -283,23 +336,25 @@ class VolumeHistory:
     Attributes
     ----------
     source : str
-        ``"seasonal"``, ``"daily"`` (judged against the counts' mean), ``"shaped"``
-        (against their level read through the daily shape, :func:`shaped_expectation`),
-        ``"trailing"`` (against the line through them, :func:`trend_expectation`) or
-        ``"none"``.
+        ``"seasonal"``, ``"daily"`` (judged against the counts' mean), ``"fleet"``
+        (against their level read through the fleet's records), ``"shaped"`` (through the
+        daily shape; both :func:`shaped_expectation`), ``"trailing"`` (against the line
+        through them, :func:`trend_expectation`) or ``"none"``.
     counts : tuple of int
         The past windows' record counts.
     positions : tuple of float
         ``"trailing"``: each window's start relative to the current window's, in window
         lengths (negative).
     relative : tuple of float
-        ``"shaped"``: each window's rate on the daily shape over the current window's.
+        ``"fleet"``, ``"shaped"``: each window's rate (the fleet's records, the daily
+        shape) over the current window's.
     shape_variance : float
-        ``"shaped"``: the variance of the log of the shape's ratio between the current
-        window and these.
-    line_note : str
-        ``"shaped"``: the note of the line through the same windows, which answers when
-        it is the more precise (:func:`_more_precise`).
+        ``"fleet"``, ``"shaped"``: the variance of the log of that ratio between the
+        current window and these.
+    alternative : VolumeHistory or None
+        The history that answers instead when its expectation is the more precise
+        (:func:`_more_precise`): for ``"fleet"`` and ``"shaped"``, the next in the order
+        of :mod:`detectors.volume_history`.
     note : str
         Which windows, in words (for ``"none"``: why there are none).
     """
@@ -310,16 +365,19 @@ class VolumeHistory:
     note: str = ""
     relative: tuple[float, ...] = ()
     shape_variance: float = 0.0
-    line_note: str = ""
+    alternative: VolumeHistory | None = None
 
     def expectation(self, floor: float) -> VolumeExpectation | None:
         """The expectation this history gives under volume floor ``floor`` (None: none)."""
+        own = self._own(floor)
+        return own if self.alternative is None else _more_precise(own, self.alternative.expectation(floor))
+
+    def _own(self, floor: float) -> VolumeExpectation | None:
         if self.source == "trailing":
             return trend_expectation(self.positions, self.counts, 0.0, floor, self.note)
-        if self.source == "shaped":
-            return _more_precise(
-                shaped_expectation(self.relative, self.counts, floor, self.shape_variance, self.note),
-                trend_expectation(self.positions, self.counts, 0.0, floor, self.line_note))
+        if self.source in ("shaped", "fleet"):
+            return shaped_expectation(self.relative, self.counts, floor, self.shape_variance, self.note,
+                                      self.source)
         if not self.counts:
             return None
         return mean_expectation(self.counts, self.source, self.note)
@@ -363,7 +421,11 @@ def volume_test(
     -----
     z = (count - lambda) / sqrt(Var), lambda and Var from :class:`VolumeExpectation`; the
     interval null tolerates |count - lambda| <= floor * lambda (normal approximation;
-    Hodges & Lehmann 1954).
+    Hodges & Lehmann 1954). The p-value takes the variance where the null is least
+    favourable, at its boundary b lambda (b = 1 - floor for a count below lambda, 1 + floor
+    above): the count's Poisson part is b times its part at lambda, the estimate's b^2
+    times (:meth:`VolumeExpectation.at_boundary`). Taken at lambda instead, it would be
+    conservative for a drop and anti-conservative for a rise.
 
     Examples
     --------
@@ -386,8 +448,9 @@ def volume_test(
                             else f"{history.source} history gives no expectation ({history.note})")
     se = math.sqrt(e.variance)
     diff = count - e.expected
+    boundary = math.sqrt(max(e.at_boundary(max(1 - floor, 0.0) if diff < 0 else 1 + floor), 0.0)) or se
     result = judged("volume", feature, diff / se, count / e.expected - 1,
-                    normal_interval_p(diff, se, floor * e.expected), count, e.records,
+                    normal_interval_p(diff, boundary, floor * e.expected), count, e.records,
                     floor=floor, alpha=alpha)
     said = f"expected {e.expected:.1f} records from {e.source} history ({e.note or f'{e.windows} windows'})"
     return replace(result, reason=f"{result.reason}; {said}" if result.reason else said)

@@ -23,7 +23,7 @@ from service import metrics
 from service.alerting.models import Alert
 from service.alerting.policy import AlertPolicy, WindowRef
 from service.alerting.silences import SilenceStore
-from service.profiles.evaluation import evaluate_member, service_config
+from service.profiles.evaluation import UNSETTLED, evaluate_member, service_config
 from service.profiles.keys import parse_member
 from service.profiles.rollups import Rollups
 from service.profiles.store import Store
@@ -51,6 +51,8 @@ class Detector:
         self._detector_configs = ConfigCache(self._own_detector_configs, lambda _m: DetectorConfig(), 0)
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
         self.outage = RedisOutage(settings, "detector")
+        # Events whose window waits for the fleet (read, not acknowledged): id -> (fields, until).
+        self._deferred: dict[bytes, tuple[dict[str, str], float]] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
         """Evaluate windows until ``stop`` is set. While Redis cannot serve, the read, the
@@ -69,18 +71,47 @@ class Detector:
                 await self.outage.pause(exc, "read window events", stop)
                 continue
             self.outage.recovered()
-            done = []
-            for event_id, fields in events:
-                try:
-                    await self.outage.call(lambda f=fields: self.evaluate(f["model"], f["member"]),
-                                           "evaluate window")
-                except Exception:
-                    metrics.DETECTOR_SKIPPED.labels(reason="policy_error").inc()
-                    log.exception("alert policy failed model=%s window=%s",
-                                  fields.get("model"), fields.get("member"))
-                    await self.release(fields["model"], fields["member"])
-                done.append(event_id)
+            done = [event_id for event_id, fields in events
+                    if event_id not in self._deferred
+                    and await self._handle(event_id, fields, self.settings.detector_fleet_wait_seconds > 0)]
+            done += await self._settled()
+            metrics.DETECTOR_WAITING.set(len(self._deferred))
             await self.outage.call(lambda done=done: self.store.ack_events(group, done), "acknowledge events")
+
+    async def _handle(self, event_id: bytes, fields: dict[str, str], wait_for_fleet: bool) -> bool:
+        """Evaluate one window-closed event; False if it waits for the fleet (kept, not
+        acknowledged, until :meth:`_settled` takes it)."""
+        try:
+            alerts = await self.outage.call(
+                lambda: self.evaluate(fields["model"], fields["member"], wait_for_fleet), "evaluate window")
+        except Exception:
+            metrics.DETECTOR_SKIPPED.labels(reason="policy_error").inc()
+            log.exception("alert policy failed model=%s window=%s", fields.get("model"), fields.get("member"))
+            await self.release(fields["model"], fields["member"])
+            return True
+        if alerts is None:
+            self._deferred[event_id] = (fields, time.monotonic() + self.settings.detector_fleet_wait_seconds)
+            return False
+        return True
+
+    async def _settled(self) -> list[bytes]:
+        """Evaluate the waiting events whose window the fleet has settled, or whose wait is
+        over (with the models that closed it); their ids."""
+        now = time.monotonic()
+        unsettled: dict[tuple[int, int], int] = {}
+        done = []
+        for event_id, (fields, until) in list(self._deferred.items()):
+            length, start, _version = parse_member(fields["member"])
+            if (length, start) not in unsettled:
+                unsettled[length, start] = await self.outage.call(
+                    lambda length=length, start=start: self.store.fleet_unsettled(length, start),
+                    "read the fleet's windows")
+            if unsettled[length, start] and now < until:
+                continue
+            del self._deferred[event_id]
+            if await self._handle(event_id, fields, False):
+                done.append(event_id)
+        return done
 
     async def _own_detector_configs(self, ids: list[str]) -> dict[str, DetectorConfig | Unreadable | None]:
         return {m: await self.store.own_detector_config(m, "detector") for m in ids}
@@ -108,21 +139,25 @@ class Detector:
         await self.store.count_window(model_id, member, start, increments, fields,
                                       start - self.settings.retention_window_seconds)
 
-    async def evaluate(self, model_id: str, member: str) -> list[Alert]:
+    async def evaluate(self, model_id: str, member: str, wait_for_fleet: bool = False) -> list[Alert] | None:
         """Test one closed window and apply the alert policy; the alerts it created or
         changed. A window that cannot be tested is still released to the policy, so
-        the model's later windows are not held back."""
+        the model's later windows are not held back. None (nothing done) if
+        ``wait_for_fleet`` and its volume test's control, the fleet's traffic, has not
+        closed the window yet (:func:`~service.profiles.evaluation.evaluate_member`)."""
         t0 = time.perf_counter()
         model = await self._models.one(model_id)
         try:
             config = merge(service_config(self.settings), await self._detector_configs.one(model_id))
             outcome = await evaluate_member(self.store, self.settings, model_id, member, config,
-                                            model.window_grid)
+                                            model.window_grid, wait_for_fleet)
         except REDIS_DOWN:
             raise
         except Exception:
             log.exception("window evaluation failed model=%s window=%s", model_id, member)
             outcome = "error"
+        if outcome == UNSETTLED:
+            return None
         results: list[TestResult] = []
         alerting: dict[str, frozenset[str]] = {}
         weights: dict[str, float] = {}

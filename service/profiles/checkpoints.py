@@ -9,6 +9,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from detectors.baseline import DAY
+from detectors.volume_history import FLEET_WINDOWS
 from service import metrics
 from service.profiles.keys import (
     MODELS,
@@ -16,13 +18,18 @@ from service.profiles.keys import (
     PUBLISH_FIELD,
     WINDOWS_STREAM,
     dead_field,
+    parse_member,
     partition_key,
     partitions_pattern,
     pending_key,
     profile_key,
+    traffic_field,
+    traffic_key,
+    traffic_through_key,
     window_index_key,
 )
 from service.runtime.redis_client import Client, run_scripts
+from sketches.profile import WindowProfile
 
 log = logging.getLogger("fleetwatch.aggregator")
 
@@ -87,14 +94,35 @@ redis.call('ZADD', KEYS[3], ARGV[2], ARGV[1])
 return 1
 """
 
-# KEYS: model set, window-closed stream. ARGV: model, member pairs.
+# KEYS: model set, window-closed stream, then per window shorter than a day its traffic
+# hash and its length's closed-through set. ARGV: per window model, member, 1 if it has those
+# keys, traffic field, records, start, the traffic hash's ttl.
 _ANNOUNCE = """
-for i = 1, #ARGV, 2 do
+local k = 3
+for i = 1, #ARGV, 7 do
   redis.call('SADD', KEYS[1], ARGV[i])
+  if ARGV[i + 2] == '1' then
+    redis.call('HSET', KEYS[k], ARGV[i + 3], ARGV[i + 4])
+    redis.call('EXPIRE', KEYS[k], ARGV[i + 6])
+    redis.call('ZADD', KEYS[k + 1], 'GT', ARGV[i + 5], ARGV[i])
+    k = k + 2
+  end
   redis.call('XADD', KEYS[2], '*', 'model', ARGV[i], 'member', ARGV[i + 1])
 end
 return 1
 """
+
+
+def traffic_ttl(window_seconds: int) -> int:
+    """How long a window's traffic hash is kept: the trailing windows the volume test reads
+    it as a control for, and a day (seconds).
+
+    Examples
+    --------
+    >>> traffic_ttl(3600)
+    176400
+    """
+    return (FLEET_WINDOWS + 1) * window_seconds + DAY
 
 
 @dataclass
@@ -124,10 +152,17 @@ class DroppedRecords:
 
 @dataclass(frozen=True)
 class ClosedWindow:
+    """A window closed by an aggregator, until it is published (``records``: its record
+    count; None: read from ``profile``)."""
+
     model_id: str
     member: str
     start: int
     profile: bytes
+    records: int | None = None
+
+    def record_count(self) -> int:
+        return self.records if self.records is not None else WindowProfile.from_bytes(self.profile).count
 
 
 def publish_field(w: ClosedWindow) -> str:
@@ -261,9 +296,19 @@ class CheckpointStore:
         stored = await run_scripts(self.r, self._publish, [
             ([profile_key(w.model_id, w.member), window_index_key(w.model_id), pending_key(w.model_id)],
              [w.member, w.start, w.profile, retention_seconds]) for w in closed])
-        announce = [x for w, n in zip(closed, stored, strict=True) if n for x in (w.model_id, w.member)]
-        if announce:
-            await self._announce(keys=[MODELS, WINDOWS_STREAM], args=announce)
+        announce = [w for w, n in zip(closed, stored, strict=True) if n]
+        if not announce:
+            return
+        keys: list[str] = [MODELS, WINDOWS_STREAM]
+        args: list[str | int] = []
+        for w in announce:
+            length, start, version = parse_member(w.member)
+            counted = length < DAY
+            if counted:
+                keys += [traffic_key(length, start), traffic_through_key(length)]
+            args += [w.model_id, w.member, int(counted), traffic_field(w.model_id, version), w.record_count(),
+                     start, traffic_ttl(length)]
+        await self._announce(keys=keys, args=args)
 
     async def dropped_records(self, topic: str, model_ids: list[str]) -> dict[str, DroppedRecords]:
         """Records of each model dead-lettered as late or as too far in the future, over

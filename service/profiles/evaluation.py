@@ -11,9 +11,10 @@ of the profile store, a pure choice and merge), and the catalog of checks on the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from detectors.baseline import (
+    DAY,
     Baseline,
     BaselinePlan,
     choose_baseline,
@@ -28,7 +29,7 @@ from detectors.policy.learned import LearnedFloors
 from detectors.quality.volume import VolumeHistory
 from detectors.result import TestResult
 from detectors.suite import evaluate_window
-from detectors.volume_history import plan_volume, seasonal_history, volume_history
+from detectors.volume_history import FIRST_DAYS, FLEET_WINDOWS, plan_volume, seasonal_history, volume_history
 from detectors.volume_shape import DailyShape, ShapeFit
 from service.profiles.rollups import GRANULARITIES
 from service.profiles.store import Store
@@ -38,6 +39,8 @@ from sketches.profile import WindowProfile
 from sketches.window import WindowGrid
 
 BASELINE_CACHE_SECONDS = 3_600
+#: :func:`evaluate_member`'s answer for a window whose volume test waits for the fleet.
+UNSETTLED = "fleet_unsettled"
 
 
 def service_config(s: Settings) -> DetectorConfig:
@@ -90,7 +93,8 @@ def _key(kind: str, current: WindowProfile, ranges: tuple[tuple[int, int], ...])
 
 
 async def resolve_baseline(store: Store, settings: Settings, model_id: str, current: WindowProfile,
-                           config: DetectorConfig, grid: WindowGrid | None = None) -> Resolved:
+                           config: DetectorConfig, grid: WindowGrid | None = None,
+                           wait_for_fleet: bool = False) -> Resolved | None:
     """Plan, fetch, compute: what the window's baseline needs (a pure plan), the reads
     (the reference, its learned floors and the cached merged baselines in one round
     trip; the past windows of what is not cached, two round trips per baseline), the
@@ -103,7 +107,9 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
     (:attr:`ModelConfig.window_grid`); on one in a time zone the seasonal slot is the
     same local hour or day of the same weekday, and for day windows the trailing span
     reaches the previous local day, whatever DST did to their lengths; rollups are
-    looked up on the grid's rollup periods."""
+    looked up on the grid's rollup periods. Where the volume test's history is the fleet's
+    records (:func:`_first_days_volume`) and the fleet has not closed the window yet, None if
+    ``wait_for_fleet`` (else the control holds the models that have)."""
     plan = baseline_plan(settings, current, config, grid)
     keys = {"seasonal": _key("seasonal", current, plan.seasonal) if plan.seasonal else None,
             "trailing": _key("trailing", current, (plan.trailing,)) if plan.trailing else None}
@@ -133,10 +139,11 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
             volume = VolumeHistory("previous", tuple(trailing_counts),
                                    note=f"{len(trailing_counts)} trailing window(s): {plan.seasonal_missing}")
     if plan.seasonal_missing is None and sum(counts) == 0:
-        vplan = plan_volume(current.window_start, current.window_seconds, grid)
-        volume = volume_history(vplan, current.window_start, current.window_seconds, counts,
-                                await store.counts_in(model_id, vplan.ranges), grid,
-                                daily_fit(reads.shape, grid))
+        found = await _first_days_volume(store, model_id, current, counts, grid, daily_fit(reads.shape, grid),
+                                         wait_for_fleet)
+        if found is None:
+            return None
+        volume = found
     pooled = 0
     if plan.pool is not None:
         preceding = await store.profiles_in(model_id, [plan.pool], (), grid)
@@ -146,6 +153,29 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
     if learned is not None and learned.window_seconds != current.window_seconds:
         learned = None  # learned for windows of another length
     return Resolved(baseline, volume, current, pooled, learned)
+
+
+async def _first_days_volume(store: Store, model_id: str, current: WindowProfile, seasonal: list[int],
+                             grid: WindowGrid | None, shape: ShapeFit | None,
+                             wait_for_fleet: bool) -> VolumeHistory | None:
+    """The volume history of a window with no past week at its slot
+    (:func:`detectors.volume_history.volume_history`), with the fleet's records as its
+    control before a past day of its kind exists; None if ``wait_for_fleet`` and the fleet
+    has not settled the window (:meth:`~service.profiles.traffic.TrafficStore.fleet_unsettled`)."""
+    start, length = current.window_start, current.window_seconds
+    vplan = plan_volume(start, length, grid)
+    own = await store.counts_in(model_id, [*vplan.ranges, (start, start + 1)])
+    volume = volume_history(vplan, start, length, seasonal, own, grid, shape)
+    if length >= DAY or volume.source not in FIRST_DAYS:
+        return volume
+    unsettled = await store.fleet_unsettled(length, start)
+    if unsettled and wait_for_fleet:
+        return None
+    control = await store.fleet_control(length, start, FLEET_WINDOWS, keep=not unsettled)
+    rates = control.without(model_id, own)
+    if isinstance(rates, str):
+        return replace(volume, note=f"{volume.note}; no fleet control: {rates}")
+    return volume_history(vplan, start, length, seasonal, own, grid, shape, rates)
 
 
 def pool_note(resolved: Resolved, settings: Settings) -> str | None:
@@ -158,18 +188,21 @@ def pool_note(resolved: Resolved, settings: Settings) -> str | None:
 
 async def evaluate_member(
     store: Store, settings: Settings, model_id: str, member: str, config: DetectorConfig | None = None,
-    grid: WindowGrid | None = None,
+    grid: WindowGrid | None = None, wait_for_fleet: bool = False,
 ) -> tuple[WindowProfile, Baseline, DetectorConfig, list[TestResult], str | None] | str:
     """Every configured test of one stored window, or the reason it cannot be tested
-    (``"no_profile"``, ``"no_baseline"``), under ``config`` (default: the model's
-    :func:`model_detector_config`), its baselines found on ``grid`` (the model's
+    (``"no_profile"``, ``"no_baseline"``; :data:`UNSETTLED` if ``wait_for_fleet`` and its
+    volume test waits for the fleet to close the window), under ``config`` (default: the
+    model's :func:`model_detector_config`), its baselines found on ``grid`` (the model's
     windows, :func:`resolve_baseline`); with the note saying it was pooled, or None."""
     current = await store.window_profile(model_id, member)
     if current is None:
         return "no_profile"
     if config is None:
         config = await model_detector_config(store, settings, model_id)
-    r = await resolve_baseline(store, settings, model_id, current, config, grid)
+    r = await resolve_baseline(store, settings, model_id, current, config, grid, wait_for_fleet)
+    if r is None:
+        return UNSETTLED
     if r.baseline is None:
         return "no_baseline"
     results = evaluate_window(r.current, r.baseline.profile, config, r.volume_history, r.learned,

@@ -49,6 +49,15 @@ checkpoint, which spans many models, is a protocol of single-slot steps
 ``fw:{m}:detcfg``                   JSON detector configuration (its set fields)
 ``fw:{m}:base:{key}``               HASH ``profile`` (bytes) + ``counts`` (JSON list): a merged
                                     trailing or seasonal baseline, cached
+``{fw}:traffic:{len}:{start}``      HASH JSON ``[model, version]`` -> records of the window
+                                    closed there (windows shorter than a day; expires):
+                                    the fleet's traffic, the volume test's control
+                                    (:mod:`detectors.volume_fleet`), written with the
+                                    window-closed event
+``{fw}:traffic:{len}:through``      ZSET model -> start of its latest closed window of ``len``
+``{fw}:traffic:{len}:{start}:ctl``  JSON the window's fleet control
+                                    (:class:`~detectors.volume_fleet.FleetControl`), kept once
+                                    every model has closed it (expires)
 ==================================  ==============================================
 
 ``{fw}:models`` and the two ``fw:fleet:`` hashes are the fleet overview's index: what it
@@ -85,6 +94,39 @@ FLEET_LATEST = "{fw}:fleet:latest"
 IMPLICIT = "{fw}:implicit"
 #: Characters special in a Redis glob pattern (escaped to match a model id literally).
 _GLOB_SPECIAL = str.maketrans({c: "\\" + c for c in "*?[]\\^"})
+
+
+def traffic_key(length: int, start: int) -> str:
+    """HASH of the records per model and version of the fleet's windows of ``length``
+    seconds closed at ``start``.
+
+    Examples
+    --------
+    >>> traffic_key(3600, 7200), traffic_through_key(3600), control_key(3600, 7200)
+    ('{fw}:traffic:3600:7200', '{fw}:traffic:3600:through', '{fw}:traffic:3600:7200:ctl')
+    """
+    return f"{GLOBAL}traffic:{length}:{start}"
+
+
+def traffic_through_key(length: int) -> str:
+    """ZSET model -> start of its latest closed window of ``length`` seconds."""
+    return f"{GLOBAL}traffic:{length}:through"
+
+
+def control_key(length: int, start: int) -> str:
+    """JSON of the fleet control of the windows of ``length`` seconds at ``start``."""
+    return f"{traffic_key(length, start)}:ctl"
+
+
+def traffic_field(model_id: str, version: str) -> str:
+    """The field of one model version in a :func:`traffic_key` hash.
+
+    Examples
+    --------
+    >>> traffic_field("fraud", "v2")
+    '["fraud", "v2"]'
+    """
+    return json.dumps([model_id, version])
 
 
 def config_key(m: str) -> str:

@@ -183,7 +183,8 @@ class PartitionState:
         profile = self.open.pop(key)
         self.dirty.discard(key)
         self.deleted.append(_open_field(key))
-        self.closed.append(ClosedWindow(m, window_member(length, start, version), start, profile.to_bytes()))
+        self.closed.append(ClosedWindow(m, window_member(length, start, version), start, profile.to_bytes(),
+                                        profile.count))
         metrics.SLICE_RECORDS_CAPPED.inc(sum(s.capped_records for s in profile.slices.values()))
         clock = self.clocks[m]
         clock.closed_until = max(clock.closed_until, start + length)

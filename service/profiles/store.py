@@ -1,12 +1,13 @@
 """The Redis store of the pipeline's shared state: :class:`Store`, one client for every role.
 
-:class:`Store` is the union of five stores over one ``redis.asyncio`` client, each in its
+:class:`Store` is the union of six stores over one ``redis.asyncio`` client, each in its
 own module: :class:`~service.profiles.models.ModelStore` (model configurations,
 admission, status, deletion), :class:`~service.profiles.windows.WindowStore` (reference
 and window profiles), :class:`~service.profiles.checkpoints.CheckpointStore` (aggregator
 checkpoints and window-closed events), :class:`~service.profiles.results.ResultStore`
-(test results) and :class:`~service.profiles.fleet.FleetStore` (the fleet overview's
-index). The keys are listed in :mod:`service.profiles.keys`.
+(test results), :class:`~service.profiles.fleet.FleetStore` (the fleet overview's
+index) and :class:`~service.profiles.traffic.TrafficStore` (the fleet's traffic per
+window). The keys are listed in :mod:`service.profiles.keys`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from service.profiles.fleet import FleetStore
 from service.profiles.keys import legacy_fleet_key
 from service.profiles.models import _ADMIT, _COUNT_WINDOW, ModelStore
 from service.profiles.results import _PUT_LATEST, _PUT_RESULTS, COUNTS_KEPT, COUNTS_TRIM_AT, ResultStore
+from service.profiles.traffic import TrafficStore
 from service.profiles.windows import WindowStore
 from service.runtime.redis_client import connect, is_cluster
 
@@ -47,7 +49,7 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 )
 
 
-class Store(ModelStore, WindowStore, CheckpointStore, ResultStore, FleetStore):
+class Store(ModelStore, WindowStore, CheckpointStore, ResultStore, FleetStore, TrafficStore):
     """Async Redis access for all roles.
 
     Parameters
