@@ -16,8 +16,8 @@ grows and the trailing line answers instead, whichever is the more precise.
 
 A control is used only when none of its models holds more than :data:`MAX_SHARE` of its
 records: one control model's own incident (its traffic gone) then moves everyone's share
-by at most a ninth, within the default volume floor of 0.3 (so a fleet of fewer than 10
-comparable models has no control). Pure; the reads are the detector's.
+by at most a ninth, within the default volume floor of 0.3 (so a model with fewer than 10
+comparable others has no control). Pure; the reads are the detector's.
 """
 
 from __future__ import annotations

@@ -248,6 +248,6 @@ def notes(scenario: Scenario) -> list[str]:
     out = []
     if scenario.days <= 7 and any(i.kind == VOLUME_DROP for i in scenario.incidents):
         out.append("  note: with no past week, the volume test compares a window with the same hour on "
-                   "past days of its kind (weekday/weekend), else with the line through the trailing "
-                   "hours of its kind of day (docs/detectors.md)")
+                   "past days of its kind (weekday/weekend), else reads the model's level through the "
+                   "fleet's records in the trailing hours (docs/detectors.md)")
     return out
