@@ -16,7 +16,13 @@ from detectors.volume_fleet import MAX_SHARE
 from sdk.record import PredictionRecord
 from service.detection.detector import Detector
 from service.profiles.checkpoints import ClosedWindow
-from service.profiles.evaluation import evaluate_member, resolve_baseline, service_config
+from service.profiles.evaluation import (
+    UNSETTLED,
+    FleetWait,
+    evaluate_member,
+    resolve_baseline,
+    service_config,
+)
 from service.profiles.keys import WINDOWS_STREAM, results_key, traffic_key, window_member
 from service.profiles.reference import build_reference
 from sketches.profile import WindowProfile
@@ -121,9 +127,9 @@ async def test_the_detector_waits_for_the_fleet_to_close_the_window(settings, st
     await close(store, [window(m, start, counts[m][DROP_HOUR]) for m in MODELS if m != late])
     assert await store.fleet_unsettled(HOUR, start) == 1
     detector = Detector(settings, store)
-    assert await detector.evaluate("m00", member, wait_for_fleet=True) is None
+    assert await detector.evaluate("m00", member, FleetWait.WAIT) is None
     assert not await store.r.exists(results_key("m00", member))
-    assert await evaluate_member(store, settings, "m00", member, wait_for_fleet=True) == "fleet_unsettled"
+    assert await evaluate_member(store, settings, "m00", member, fleet=FleetWait.WAIT) == UNSETTLED
 
     stop = asyncio.Event()
     running = asyncio.create_task(detector.run(stop))
