@@ -4,131 +4,122 @@ Before a model has a past day of the same kind (its first day, its first weekend
 volume test has no same-hour history to remove the daily rhythm with. The fleet has one:
 the models of one organisation serve the same users' day, so a model's *share* of the
 fleet's records moves far less over the day than its own count does. The control of a
-window is the set of the fleet's models with records in it and in each of the
-:data:`~detectors.volume_history.FLEET_WINDOWS` windows before it that hold any of the
-fleet's records (a model that began or paused in between would move everyone's share),
-the model judged left out. Its records
-per window are the denominators the model's trailing level is read through, as through
-a daily shape (:func:`detectors.quality.volume.shaped_expectation` with the trailing
-windows' relative rates ``F(t) / F(w)``). A model whose rhythm differs from the fleet's
-(another time zone, another kind of user) has a share that wanders: its dispersion
-grows and the trailing line answers instead, whichever is the more precise.
+model's window w is the set of the fleet's *other* models
 
-A control is used only when none of its models holds more than :data:`MAX_SHARE` of its
-records: one control model's own incident (its traffic gone) then moves everyone's share
-by at most a ninth, within the default volume floor of 0.3 (so a model with fewer than 10
-comparable others has no control). Pure; the reads are the detector's.
+- with records in w and in each of the :data:`~detectors.volume_history.FLEET_WINDOWS`
+  windows before it that hold any of the fleet's records (a model that began or paused in
+  between would move everyone's share), and
+- moving with the fleet at w: its records in w over its trailing ones within
+  :data:`BAND` of the median model's (a model in an incident of its own, even half the
+  fleet in one, is not the denominator of the others' shares).
+
+Its records per window are the denominators the model's trailing level is read through,
+as through a daily shape (:func:`detectors.quality.volume.shaped_expectation` with the
+trailing windows' relative rates ``F(t) / F(w)``). A model whose rhythm differs from the
+fleet's has a share that wanders: the fleet's history then keeps too few of its windows
+(:func:`detectors.quality.volume._trimmed`) and the trailing line answers.
+
+A control is used only when, in every window, none of its models holds more than
+:data:`MAX_SHARE` of its records: one control model's own incident (its traffic gone)
+then moves everyone's share by at most a ninth, within the default volume floor of 0.3
+(so a model with fewer than 10 comparable others has no control). A whole fleet that
+loses traffic together keeps every share: the fleet cannot see it, the models' own lines
+can (their first windows). Pure; the reads are the detector's.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-#: The largest share of a control's records one of its models may hold.
+import numpy as np
+
+#: The largest share of a control's records one of its models may hold, in any window.
 MAX_SHARE = 0.1
-#: The largest models a control keeps apart, so that one of them can be left out (the
-#: model judged) and the share rule still be checked.
-TOP = 2
+#: How far a control model's change at the window judged may stray from the median
+#: model's (relative) and it still moves with the fleet: the default volume floor.
+BAND = 0.3
+#: The largest record count a traffic hash may hold for one model's window (larger: it
+#: does not read back, and is left out).
+MAX_RECORDS = 10**12
 
 
 @dataclass(frozen=True)
-class FleetControl:
+class FleetTraffic:
     """The records of the fleet's models with traffic in every window of a span.
 
     Attributes
     ----------
     starts : tuple of int
         The span's window starts (Unix seconds), oldest first; the window judged last.
-    totals : tuple of int
-        Records of the span's models, per window of ``starts``.
-    models : int
-        How many models (with records in every window of the span).
-    top : tuple of (str, int)
-        The :data:`TOP` largest of them and their records over the span, largest first.
+    models : tuple of str
+        The models with records in every window of the span.
+    counts : numpy.ndarray
+        int64, shape (len(models), len(starts)): their records per window.
+    moving : numpy.ndarray
+        bool, shape (len(models),): the model moves with the fleet at the last window
+        (its change within :data:`BAND` of the median model's).
     """
 
     starts: tuple[int, ...]
-    totals: tuple[int, ...]
-    models: int
-    top: tuple[tuple[str, int], ...]
+    models: tuple[str, ...]
+    counts: np.ndarray
+    moving: np.ndarray
 
     @classmethod
-    def of(cls, starts: Sequence[int], windows: Sequence[Mapping[str, int]]) -> FleetControl:
-        """The control of ``windows[i]`` (records per model of the window at ``starts[i]``,
-        model versions summed).
+    def of(cls, starts: Sequence[int], windows: Sequence[Mapping[str, int]]) -> FleetTraffic:
+        """The traffic of ``windows[i]`` (records per model of the window at ``starts[i]``,
+        model versions summed). A window with no records at all (before the fleet's
+        first) is left out of the span.
 
         Examples
         --------
-        A window with no records at all (before the fleet's first) is left out of the span:
-
-        >>> c = FleetControl.of([0, 60, 120], [{}, {"a": 5, "b": 7, "c": 1}, {"a": 6, "b": 8}])
-        >>> c.starts, c.totals, c.models, c.top
-        ((60, 120), (12, 14), 2, (('b', 15), ('a', 11)))
+        >>> t = FleetTraffic.of([0, 60, 120], [{}, {"a": 5, "b": 7, "c": 1}, {"a": 6, "b": 8}])
+        >>> t.starts, t.models, t.counts.tolist(), t.moving.tolist()
+        ((60, 120), ('a', 'b'), [[5, 6], [7, 8]], [True, True])
         """
-        kept = [(s, w) for s, w in zip(starts, windows, strict=True) if any(n > 0 for n in w.values())]
-        starts, windows = [s for s, _w in kept], [w for _s, w in kept]
-        common = set(windows[0]) if windows else set()
-        for w in windows[1:]:
+        kept = [(int(s), w) for s, w in zip(starts, windows, strict=True) if any(n > 0 for n in w.values())]
+        spans = [s for s, _w in kept]
+        common = set(kept[0][1]) if kept else set()
+        for _s, w in kept[1:]:
             common &= w.keys()
-        common = {m for m in common if all(w[m] > 0 for w in windows)}
-        per_model = {m: sum(w[m] for w in windows) for m in common}
-        top = heapq.nlargest(TOP, per_model.items(), key=lambda kv: (kv[1], kv[0]))
-        return cls(tuple(int(s) for s in starts), tuple(sum(w[m] for m in common) for w in windows),
-                   len(common), tuple((m, int(n)) for m, n in top))
+        models = tuple(sorted(m for m in common if all(w[m] > 0 for _s, w in kept)))
+        counts = np.array([[w[m] for _s, w in kept] for m in models], dtype=np.int64)
+        counts = counts.reshape(len(models), len(kept))
+        moving = np.ones(len(models), dtype=bool)
+        if len(kept) > 1 and models:
+            change = counts[:, -1] / counts[:, :-1].sum(axis=1)
+            moving = np.abs(change / np.median(change) - 1) <= BAND
+        return cls(tuple(spans), models, counts, moving)
 
-    def without(self, model_id: str, own: Mapping[int, int]) -> FleetRates | str:
-        """The control of model ``model_id`` (its own records ``own`` per window start left
-        out when it is one of the span's models), or why there is none.
+    def without(self, model_id: str) -> FleetRates | str:
+        """The control of model ``model_id`` (the models moving with the fleet, itself left
+        out), or why there is none.
 
         Examples
         --------
-        >>> c = FleetControl((0, 60), (1000, 1100), 12, (("x", 150), ("y", 140)))
-        >>> c.without("m", {0: 10, 60: 11}).totals, c.without("m", {60: 11}).totals
-        ((990, 1089), (1000, 1100))
-        >>> FleetControl((0, 60), (1000, 1100), 3, (("x", 600), ("y", 500))).without("z", {})
-        'the largest of 3 comparable models holds 29 % of their records (at most 10 %)'
+        >>> t = FleetTraffic.of([0, 60], [{f"m{i}": 100 + i for i in range(12)}] * 2)
+        >>> t.without("m0").totals, t.without("m0").models
+        ((1166, 1166), 11)
+        >>> FleetTraffic.of([0, 60], [{"x": 600, "y": 500, "z": 10}] * 2).without("z")
+        'the largest of 2 comparable models holds 55 % of their records in a window (at most 10 %)'
         """
-        mine = [own.get(s, 0) for s in self.starts]
-        member = all(n > 0 for n in mine)
-        totals = tuple(t - n for t, n in zip(self.totals, mine, strict=True)) if member else self.totals
-        models = self.models - member
-        largest = next((n for m, n in self.top if m != model_id), 0)
-        records = sum(totals)
-        if models == 0 or records <= 0:
-            return "no other model has records in each of these windows"
-        if largest > MAX_SHARE * records:
-            return (f"the largest of {models} comparable models holds {100 * largest / records:.0f} % of "
-                    f"their records (at most {100 * MAX_SHARE:.0f} %)")
-        return FleetRates(self.starts, totals, models)
-
-    def to_dict(self) -> dict[str, object]:
-        return {"starts": list(self.starts), "totals": list(self.totals), "models": self.models,
-                "top": [list(t) for t in self.top]}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, object]) -> FleetControl:
-        """Inverse of :meth:`to_dict`.
-
-        Raises
-        ------
-        ValueError
-            If ``d`` is not one (lengths that differ, negative counts).
-        """
-        starts, totals, top = d["starts"], d["totals"], d["top"]
-        if not (isinstance(starts, list) and isinstance(totals, list) and isinstance(top, list)):
-            raise ValueError("a fleet control holds lists of starts, totals and top models")
-        c = cls(tuple(int(s) for s in starts), tuple(int(t) for t in totals), int(d["models"]),  # type: ignore[call-overload]
-                tuple((str(m), int(n)) for m, n in top))
-        if len(c.starts) != len(c.totals) or min(c.totals, default=0) < 0 or c.models < 0:
-            raise ValueError("a fleet control's starts and totals differ in length, or a count is negative")
-        return c
+        rows = self.moving & (np.array(self.models, dtype=object) != model_id) if self.models else self.moving
+        counts = self.counts[rows]
+        models = int(rows.sum())
+        totals = counts.sum(axis=0)
+        if models == 0 or int(totals.min()) <= 0:
+            return "no other model moving with the fleet has records in each of these windows"
+        largest = float((counts.max(axis=0) / totals).max())
+        if largest > MAX_SHARE:
+            return (f"the largest of {models} comparable models holds {100 * largest:.0f} % of their "
+                    f"records in a window (at most {100 * MAX_SHARE:.0f} %)")
+        return FleetRates(self.starts, tuple(int(t) for t in totals), models)
 
 
 @dataclass(frozen=True)
 class FleetRates:
-    """The records of one model's control per window (:meth:`FleetControl.without`)."""
+    """The records of one model's control per window (:meth:`FleetTraffic.without`)."""
 
     starts: tuple[int, ...]
     totals: tuple[int, ...]

@@ -223,7 +223,7 @@ def volume_history(plan: VolumePlan, window_start: int, window_seconds: int, sea
                             relative=tuple((rates[:-1] / rates[-1]).tolist()),
                             shape_variance=shape.ratio_variance(rates[:-1], grads[:-1], grads[-1]),
                             alternative=own)
-    if fleet is None or plan.fleet is None:
+    if fleet is None or plan.fleet is None or window_start not in fleet.starts:
         return own
     spanned = [s for s in sorted(past) if plan.fleet[0] <= s < plan.fleet[1] and s in fleet.starts]
     if len(spanned) < MIN_SHAPED_WINDOWS:

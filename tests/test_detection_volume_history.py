@@ -55,8 +55,8 @@ async def test_a_drop_on_day_two_is_judged_against_day_one(settings, store):
         start = await volume(monday + 2 * HOUR)
         assert start["status"] == "insufficient_data"
         assert start["reason"] == ("no past week, no past weekday and fewer than 4 trailing "
-                                   "windows of the weekday; no fleet control: no other model has "
-                                   "records in each of these windows")
+                                   "windows of the weekday; no fleet control: no other model moving "
+                                   "with the fleet has records in each of these windows")
 
 
 FRIDAY = 1_704_412_800  # 2024-01-05 00:00 UTC

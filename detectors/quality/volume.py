@@ -30,6 +30,10 @@ MIN_SHAPED_WINDOWS = MIN_TREND_WINDOWS
 #: read through the fleet's records is out of line (the fleet's share is precise enough to
 #: tell a window already in a drop well inside the floor).
 OUTLYING_SD = 4.0
+#: The largest share of the fleet's trailing windows that may be out of line: an incident
+#: of a few hours is left out; a model whose share wanders over the day (another time
+#: zone, another kind of user) is not judged through the fleet.
+MAX_OUT_OF_LINE = 0.25
 
 
 @dataclass(frozen=True)
@@ -289,16 +293,19 @@ def _trimmed(relative: Sequence[float], ys: Sequence[int], floor: float) -> list
     are dropped one at a time, the one with the largest Pearson residual
     (y - L r) / sqrt(L r) first, until every one left is within ``floor`` (relative) and
     :data:`OUTLYING_SD` residuals of the level; None if fewer than
-    :data:`MIN_SHAPED_WINDOWS` remain. Greedy, for the fleet's day of windows (too many
-    for :func:`_largest_consistent`): a minority of windows in an incident is left out.
+    :data:`MIN_SHAPED_WINDOWS` remain or more than :data:`MAX_OUT_OF_LINE` of them were
+    dropped. Greedy, for the fleet's day of windows (too many for
+    :func:`_largest_consistent`): a few windows in an incident are left out.
 
     Examples
     --------
-    >>> _trimmed([1.0] * 6, [200, 205, 195, 200, 120, 30], 0.3)  # a drop under way
-    [0, 1, 2, 3]
+    >>> _trimmed([1.0] * 8, [200, 205, 195, 200, 210, 190, 120, 30], 0.3)  # a drop under way
+    [0, 1, 2, 3, 4, 5]
+    >>> _trimmed([1.0] * 8, [100, 140, 180, 220, 260, 300, 340, 380], 0.3) is None  # a share that wanders
+    True
     """
     kept = list(range(len(ys)))
-    while len(kept) >= MIN_SHAPED_WINDOWS:
+    while len(kept) >= MIN_SHAPED_WINDOWS and len(ys) - len(kept) <= MAX_OUT_OF_LINE * len(ys):
         level = sum(ys[i] for i in kept) / sum(relative[i] for i in kept)
         if level <= 0:
             return None

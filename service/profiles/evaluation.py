@@ -50,8 +50,8 @@ class FleetWait(StrEnum):
 
     #: Wait: answer :data:`UNSETTLED` (the detector holds the window).
     WAIT = "wait"
-    #: The wait is over: judge it with the models that have closed it, and keep that control
-    #: for every model's window there.
+    #: The wait is over: judge it with the models that have closed it, and keep their
+    #: records for every model's window there.
     OVER = "over"
     #: Judge it with them, and keep nothing (the API's look at a window not yet evaluated).
     PEEK = "peek"
@@ -186,9 +186,9 @@ async def _first_days_volume(store: Store, model_id: str, current: WindowProfile
     unsettled = await store.fleet_unsettled(length, start)
     if unsettled and fleet is FleetWait.WAIT:
         return None
-    control = await store.fleet_control(length, start, FLEET_WINDOWS,
+    traffic = await store.fleet_traffic(length, start, FLEET_WINDOWS,
                                         keep=not unsettled or fleet is FleetWait.OVER)
-    rates = control.without(model_id, own)
+    rates = traffic.without(model_id)
     if isinstance(rates, str):
         return replace(volume, note=f"{volume.note}; no fleet control: {rates}")
     return volume_history(vplan, start, length, seasonal, own, grid, shape, rates)

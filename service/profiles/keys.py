@@ -55,9 +55,6 @@ checkpoint, which spans many models, is a protocol of single-slot steps
                                     (:mod:`detectors.volume_fleet`), written with the
                                     window-closed event
 ``{fw}:traffic:{len}:through``      ZSET model -> start of its latest closed window of ``len``
-``{fw}:traffic:{len}:{start}:ctl``  JSON the window's fleet control
-                                    (:class:`~detectors.volume_fleet.FleetControl`), kept once
-                                    every model has closed it (expires)
 ==================================  ==============================================
 
 ``{fw}:models`` and the two ``fw:fleet:`` hashes are the fleet overview's index: what it
@@ -102,8 +99,8 @@ def traffic_key(length: int, start: int) -> str:
 
     Examples
     --------
-    >>> traffic_key(3600, 7200), traffic_through_key(3600), control_key(3600, 7200)
-    ('{fw}:traffic:3600:7200', '{fw}:traffic:3600:through', '{fw}:traffic:3600:7200:ctl')
+    >>> traffic_key(3600, 7200), traffic_through_key(3600)
+    ('{fw}:traffic:3600:7200', '{fw}:traffic:3600:through')
     """
     return f"{GLOBAL}traffic:{length}:{start}"
 
@@ -111,11 +108,6 @@ def traffic_key(length: int, start: int) -> str:
 def traffic_through_key(length: int) -> str:
     """ZSET model -> start of its latest closed window of ``length`` seconds."""
     return f"{GLOBAL}traffic:{length}:through"
-
-
-def control_key(length: int, start: int) -> str:
-    """JSON of the fleet control of the windows of ``length`` seconds at ``start``."""
-    return f"{traffic_key(length, start)}:ctl"
 
 
 def traffic_field(model_id: str, version: str) -> str:
