@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import numpy as np
 import pytest
@@ -18,7 +19,6 @@ from service.detection.detector import Detector
 from service.profiles.checkpoints import ClosedWindow
 from service.profiles.evaluation import (
     UNSETTLED,
-    FleetWait,
     evaluate_member,
     resolve_baseline,
     service_config,
@@ -127,9 +127,9 @@ async def test_the_detector_waits_for_the_fleet_to_close_the_window(settings, st
     await close(store, [window(m, start, counts[m][DROP_HOUR]) for m in MODELS if m != late])
     assert await store.fleet_unsettled(HOUR, start) == 1
     detector = Detector(settings, store)
-    assert await detector.evaluate("m00", member, FleetWait.WAIT) is None
+    assert await detector.evaluate("m00", member, wait_for_fleet=True) is None
     assert not await store.r.exists(results_key("m00", member))
-    assert await evaluate_member(store, settings, "m00", member, fleet=FleetWait.WAIT) == UNSETTLED
+    assert await evaluate_member(store, settings, "m00", member, wait_for_fleet=True) == UNSETTLED
 
     stop = asyncio.Event()
     running = asyncio.create_task(detector.run(stop))
@@ -182,3 +182,24 @@ async def test_a_window_the_fleet_never_closes_is_judged_when_the_wait_is_over(s
     assert await store.fleet_unsettled(HOUR, start) == 1
     [volume] = await volume_result(store, "m00", member)
     assert "through the records of 18 other models" in volume["reason"]
+
+
+async def test_a_window_judged_before_the_fleet_closed_it_does_not_fix_its_control(settings, store):
+    """Judged early (the wait at 0, or over), a window is judged with the models that had
+    closed it; once more have, the next model's window there reads them all, and a model
+    that closed late is never taken for one of the records it is judged through."""
+    counts = traffic(4)
+    await fleet(store, counts, range(DROP_HOUR))
+    start = FRIDAY + DROP_HOUR * HOUR
+    early, late = MODELS[:15], MODELS[15:]
+    await close(store, [window(m, start, counts[m][DROP_HOUR]) for m in early])
+    _count, h = await history(settings, store, "m00", DROP_HOUR)
+    assert h.source == "fleet" and "through the records of 14 other models" in h.note
+    await close(store, [window(m, start, counts[m][DROP_HOUR]) for m in late])
+    others = []
+    for model_id in ("m00", late[0]):
+        _count, h = await history(settings, store, model_id, DROP_HOUR)
+        others.append(int(re.search(r"through the records of (\d+) other models", h.note).group(1)))
+    # m00 is judged through the 19 others; m15 through 18: m00, in its drop, does not move
+    # with the fleet and is no denominator of anyone's share
+    assert others == [19, 18]

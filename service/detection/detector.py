@@ -23,7 +23,7 @@ from service import metrics
 from service.alerting.models import Alert
 from service.alerting.policy import AlertPolicy, WindowRef
 from service.alerting.silences import SilenceStore
-from service.profiles.evaluation import UNSETTLED, FleetWait, evaluate_member, service_config
+from service.profiles.evaluation import UNSETTLED, evaluate_member, service_config
 from service.profiles.keys import parse_member
 from service.profiles.rollups import Rollups
 from service.profiles.store import Store
@@ -71,19 +71,19 @@ class Detector:
                 await self.outage.pause(exc, "read window events", stop)
                 continue
             self.outage.recovered()
-            first = FleetWait.WAIT if self.settings.detector_fleet_wait_seconds > 0 else FleetWait.OVER
+            wait = self.settings.detector_fleet_wait_seconds > 0
             done = [event_id for event_id, fields in events
-                    if event_id not in self._deferred and await self._handle(event_id, fields, first)]
+                    if event_id not in self._deferred and await self._handle(event_id, fields, wait)]
             done += await self._settled()
             metrics.DETECTOR_WAITING.set(len(self._deferred))
             await self.outage.call(lambda done=done: self.store.ack_events(group, done), "acknowledge events")
 
-    async def _handle(self, event_id: bytes, fields: dict[str, str], fleet: FleetWait) -> bool:
+    async def _handle(self, event_id: bytes, fields: dict[str, str], wait_for_fleet: bool) -> bool:
         """Evaluate one window-closed event; False if it waits for the fleet (kept, not
         acknowledged, until :meth:`_settled` takes it)."""
         try:
             alerts = await self.outage.call(
-                lambda: self.evaluate(fields["model"], fields["member"], fleet), "evaluate window")
+                lambda: self.evaluate(fields["model"], fields["member"], wait_for_fleet), "evaluate window")
         except Exception:
             metrics.DETECTOR_SKIPPED.labels(reason="policy_error").inc()
             log.exception("alert policy failed model=%s window=%s", fields.get("model"), fields.get("member"))
@@ -109,7 +109,7 @@ class Detector:
             if unsettled[length, start] and now < until:
                 continue
             del self._deferred[event_id]
-            if await self._handle(event_id, fields, FleetWait.OVER):
+            if await self._handle(event_id, fields, False):
                 done.append(event_id)
         return done
 
@@ -140,18 +140,18 @@ class Detector:
                                       start - self.settings.retention_window_seconds)
 
     async def evaluate(self, model_id: str, member: str,
-                       fleet: FleetWait = FleetWait.OVER) -> list[Alert] | None:
+                       wait_for_fleet: bool = False) -> list[Alert] | None:
         """Test one closed window and apply the alert policy; the alerts it created or
         changed. A window that cannot be tested is still released to the policy, so
-        the model's later windows are not held back. None (nothing done) if ``fleet`` is
-        ``WAIT`` and its volume test's control, the fleet's traffic, has not closed the
-        window yet (:func:`~service.profiles.evaluation.evaluate_member`)."""
+        the model's later windows are not held back. None (nothing done) if
+        ``wait_for_fleet`` and its volume test's control, the fleet's traffic, has not closed
+        the window yet (:func:`~service.profiles.evaluation.evaluate_member`)."""
         t0 = time.perf_counter()
         model = await self._models.one(model_id)
         try:
             config = merge(service_config(self.settings), await self._detector_configs.one(model_id))
             outcome = await evaluate_member(self.store, self.settings, model_id, member, config,
-                                            model.window_grid, fleet)
+                                            model.window_grid, wait_for_fleet)
         except REDIS_DOWN:
             raise
         except Exception:

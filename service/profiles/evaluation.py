@@ -12,7 +12,6 @@ of the profile store, a pure choice and merge), and the catalog of checks on the
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from enum import StrEnum
 
 from detectors.baseline import (
     DAY,
@@ -42,19 +41,6 @@ from sketches.window import WindowGrid
 BASELINE_CACHE_SECONDS = 3_600
 #: :func:`evaluate_member`'s answer for a window whose volume test waits for the fleet.
 UNSETTLED = "fleet_unsettled"
-
-
-class FleetWait(StrEnum):
-    """What a window whose volume test reads the fleet's records does while the fleet has
-    not closed it (:mod:`service.profiles.traffic`)."""
-
-    #: Wait: answer :data:`UNSETTLED` (the detector holds the window).
-    WAIT = "wait"
-    #: The wait is over: judge it with the models that have closed it, and keep their
-    #: records for every model's window there.
-    OVER = "over"
-    #: Judge it with them, and keep nothing (the API's look at a window not yet evaluated).
-    PEEK = "peek"
 
 
 def service_config(s: Settings) -> DetectorConfig:
@@ -108,7 +94,7 @@ def _key(kind: str, current: WindowProfile, ranges: tuple[tuple[int, int], ...])
 
 async def resolve_baseline(store: Store, settings: Settings, model_id: str, current: WindowProfile,
                            config: DetectorConfig, grid: WindowGrid | None = None,
-                           fleet: FleetWait = FleetWait.PEEK) -> Resolved | None:
+                           wait_for_fleet: bool = False) -> Resolved | None:
     """Plan, fetch, compute: what the window's baseline needs (a pure plan), the reads
     (the reference, its learned floors and the cached merged baselines in one round
     trip; the past windows of what is not cached, two round trips per baseline), the
@@ -122,8 +108,9 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
     same local hour or day of the same weekday, and for day windows the trailing span
     reaches the previous local day, whatever DST did to their lengths; rollups are
     looked up on the grid's rollup periods. Where the volume test's history is the fleet's
-    records (:func:`_first_days_volume`) and the fleet has not closed the window yet,
-    ``fleet`` says what to do (:class:`FleetWait`; None for ``WAIT``)."""
+    records (:func:`_first_days_volume`) and the fleet has not closed the window yet: None
+    if ``wait_for_fleet`` (the detector holds the window), else judged with the models that
+    have."""
     plan = baseline_plan(settings, current, config, grid)
     keys = {"seasonal": _key("seasonal", current, plan.seasonal) if plan.seasonal else None,
             "trailing": _key("trailing", current, (plan.trailing,)) if plan.trailing else None}
@@ -154,7 +141,7 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
                                    note=f"{len(trailing_counts)} trailing window(s): {plan.seasonal_missing}")
     if plan.seasonal_missing is None and sum(counts) == 0:
         found = await _first_days_volume(store, model_id, current, counts, grid, daily_fit(reads.shape, grid),
-                                         fleet)
+                                         wait_for_fleet)
         if found is None:
             return None
         volume = found
@@ -171,12 +158,12 @@ async def resolve_baseline(store: Store, settings: Settings, model_id: str, curr
 
 async def _first_days_volume(store: Store, model_id: str, current: WindowProfile, seasonal: list[int],
                              grid: WindowGrid | None, shape: ShapeFit | None,
-                             fleet: FleetWait) -> VolumeHistory | None:
+                             wait_for_fleet: bool) -> VolumeHistory | None:
     """The volume history of a window with no past week at its slot
     (:func:`detectors.volume_history.volume_history`), with the fleet's records as its
     control before a past day of its kind exists; None if the fleet has not settled the
-    window (:meth:`~service.profiles.traffic.TrafficStore.fleet_unsettled`) and ``fleet`` is
-    ``WAIT``."""
+    window (:meth:`~service.profiles.traffic.TrafficStore.fleet_unsettled`) and
+    ``wait_for_fleet``."""
     start, length = current.window_start, current.window_seconds
     vplan = plan_volume(start, length, grid)
     own = await store.counts_in(model_id, [*vplan.ranges, (start, start + 1)])
@@ -184,10 +171,9 @@ async def _first_days_volume(store: Store, model_id: str, current: WindowProfile
     if length >= DAY or volume.source not in FIRST_DAYS:
         return volume
     unsettled = await store.fleet_unsettled(length, start)
-    if unsettled and fleet is FleetWait.WAIT:
+    if unsettled and wait_for_fleet:
         return None
-    traffic = await store.fleet_traffic(length, start, FLEET_WINDOWS,
-                                        keep=not unsettled or fleet is FleetWait.OVER)
+    traffic = await store.fleet_traffic(length, start, FLEET_WINDOWS)
     rates = traffic.without(model_id)
     if isinstance(rates, str):
         return replace(volume, note=f"{volume.note}; no fleet control: {rates}")
@@ -204,11 +190,11 @@ def pool_note(resolved: Resolved, settings: Settings) -> str | None:
 
 async def evaluate_member(
     store: Store, settings: Settings, model_id: str, member: str, config: DetectorConfig | None = None,
-    grid: WindowGrid | None = None, fleet: FleetWait = FleetWait.PEEK,
+    grid: WindowGrid | None = None, wait_for_fleet: bool = False,
 ) -> tuple[WindowProfile, Baseline, DetectorConfig, list[TestResult], str | None] | str:
     """Every configured test of one stored window, or the reason it cannot be tested
     (``"no_profile"``, ``"no_baseline"``; :data:`UNSETTLED` if its volume test waits for the
-    fleet to close the window, ``fleet`` being ``WAIT``), under ``config`` (default: the
+    fleet to close the window and ``wait_for_fleet``), under ``config`` (default: the
     model's :func:`model_detector_config`), its baselines found on ``grid`` (the model's
     windows, :func:`resolve_baseline`); with the note saying it was pooled, or None."""
     current = await store.window_profile(model_id, member)
@@ -216,7 +202,7 @@ async def evaluate_member(
         return "no_profile"
     if config is None:
         config = await model_detector_config(store, settings, model_id)
-    r = await resolve_baseline(store, settings, model_id, current, config, grid, fleet)
+    r = await resolve_baseline(store, settings, model_id, current, config, grid, wait_for_fleet)
     if r is None:
         return UNSETTLED
     if r.baseline is None:

@@ -4,8 +4,9 @@ The aggregators record each closed window's record count under its window length
 start, with the window-closed event (:mod:`service.profiles.checkpoints`, step 3: one
 ``HSET`` per window, so a repeated step counts it once), and each model's latest closed
 window per length. A window of the fleet is *settled* when every model that closed the
-window before it has closed it too; its traffic is then read once and kept in the process,
-so every model's volume test of that window reads the same records.
+window before it has closed it too; its traffic is then read once and kept in the process
+(read again only when more models have closed it), so every model's volume test of that
+window reads the same records.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ class TrafficStore:
     """The fleet-traffic half of :class:`~service.profiles.store.Store`."""
 
     r: Client
-    _traffic: OrderedDict[tuple[int, int, int], FleetTraffic]
+    _traffic: OrderedDict[tuple[int, int, int], tuple[int, FleetTraffic]]
 
     async def fleet_unsettled(self, window_seconds: int, start: int) -> int:
         """Models that closed their window of ``window_seconds`` before ``start`` and not yet
@@ -34,26 +35,28 @@ class TrafficStore:
         before = start - window_seconds
         return int(await self.r.zcount(traffic_through_key(window_seconds), before, before))
 
-    async def fleet_traffic(self, window_seconds: int, start: int, trailing: int, keep: bool) -> FleetTraffic:
+    async def fleet_traffic(self, window_seconds: int, start: int, trailing: int) -> FleetTraffic:
         """The fleet's records in the window at ``start`` and the ``trailing`` windows before
         it: the traffic hashes in one round trip, kept in this process (the last
-        :data:`KEPT_WINDOWS`) if ``keep`` (the window is settled, or its wait is over), so
-        every model's window there is judged through the same records."""
+        :data:`KEPT_WINDOWS`) and read again only once more models have closed the window
+        (its hash's length, one command), so every model's window there is judged through
+        the same records."""
         key = (window_seconds, start, trailing)
         cache = self.__dict__.setdefault("_traffic", OrderedDict())
-        if key in cache:
+        closed = int(await self.r.hlen(traffic_key(window_seconds, start)))
+        if key in cache and cache[key][0] == closed:
             cache.move_to_end(key)
-            return cache[key]
+            return cache[key][1]
         starts = [start - k * window_seconds for k in range(trailing, -1, -1)]
         async with self.r.pipeline(transaction=False) as p:
             for s in starts:
                 p.hgetall(traffic_key(window_seconds, s))
             hashes = await p.execute()
         traffic = FleetTraffic.of(starts, [_per_model(h) for h in hashes])
-        if keep:
-            cache[key] = traffic
-            while len(cache) > KEPT_WINDOWS:
-                cache.popitem(last=False)
+        cache[key] = (len(hashes[-1]), traffic)
+        cache.move_to_end(key)
+        while len(cache) > KEPT_WINDOWS:
+            cache.popitem(last=False)
         return traffic
 
 
