@@ -13,6 +13,7 @@ window). The keys are listed in :mod:`service.profiles.keys`.
 from __future__ import annotations
 
 import contextlib
+from collections import OrderedDict
 
 from redis.exceptions import (
     AskError,
@@ -72,6 +73,7 @@ class Store(ModelStore, WindowStore, CheckpointStore, ResultStore, FleetStore, T
             _PUT_RESULTS.replace("COUNTS_TRIM_AT", str(COUNTS_TRIM_AT))
             .replace("COUNTS_KEPT", str(COUNTS_KEPT)))
         self._put_latest = self.r.register_script(_PUT_LATEST)
+        self._traffic = OrderedDict()
 
     async def upgrade_key_layout(self) -> int:
         """Rename the fleet-wide keys of a Redis written before they were hash-tagged

@@ -27,6 +27,7 @@ class TrafficStore:
     """The fleet-traffic half of :class:`~service.profiles.store.Store`."""
 
     r: Client
+    #: (length, start, trailing) -> (the window's models when read, their records).
     _traffic: OrderedDict[tuple[int, int, int], tuple[int, FleetTraffic]]
 
     async def fleet_unsettled(self, window_seconds: int, start: int) -> int:
@@ -42,7 +43,7 @@ class TrafficStore:
         (its hash's length, one command), so every model's window there is judged through
         the same records."""
         key = (window_seconds, start, trailing)
-        cache = self.__dict__.setdefault("_traffic", OrderedDict())
+        cache = self._traffic
         closed = int(await self.r.hlen(traffic_key(window_seconds, start)))
         if key in cache and cache[key][0] == closed:
             cache.move_to_end(key)
