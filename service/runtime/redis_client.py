@@ -38,6 +38,25 @@ Client = aioredis.Redis | RedisCluster
 SENTINEL_SCHEME = "redis+sentinel://"
 
 
+class Connection(aioredis.Connection):
+    """redis-py's asyncio connection, with a write on a connection the peer has closed
+    raised as the connection error it is. redis-py 8.1.0 lets the torn-down transport's
+    ``AttributeError`` / ``TypeError`` through (redis/redis-py#4287; fixed upstream in #4288,
+    not yet released), past every retry: a Redis Cluster failover killed the detector with
+    it. An ``OSError`` here is what redis-py's own error path turns into ``ConnectionError``
+    (the connection dropped, the command retried on a fresh one)."""
+
+    async def _send_packed_command(self, command: Any) -> None:
+        writer = self._writer
+        if writer is None:
+            raise ConnectionResetError("the connection was closed")
+        try:
+            writer.writelines(command)
+        except (AttributeError, TypeError) as exc:  # the transport torn down under the write
+            raise ConnectionResetError("the connection was closed by the server") from exc
+        await writer.drain()
+
+
 @dataclass(frozen=True)
 class SentinelTarget:
     """A primary monitored by Redis Sentinels (from a ``redis+sentinel://`` URL)."""
@@ -112,16 +131,24 @@ def connect(url: str, cluster: bool = False) -> Client:
         "socket_timeout": 10, "socket_connect_timeout": 5,
         "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), 3),
     }
+    # A plain TCP connection (TLS, Unix sockets and Sentinel's connections keep redis-py's own).
+    plain = {**options, "connection_class": Connection} if url.startswith("redis://") else options
     if cluster and url.startswith(SENTINEL_SCHEME):
         raise ValueError("redis_cluster with a redis+sentinel:// URL: a Redis Cluster fails over by "
                          "itself, name one of its nodes")
     if cluster:
         # A failover: MOVED/ClusterDown/TryAgain while the replica takes over are retried
         # here (three times, refreshing the slot map), then left to the outage policy.
-        return RedisCluster.from_url(
+        client = RedisCluster.from_url(
             url, **options,
             retry_on_error=[RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError],
         )
+        # RedisCluster takes no connection class: set it where its nodes are made from
+        # (the nodes it discovers) and on the startup nodes already made.
+        client.nodes_manager.connection_kwargs["connection_class"] = Connection
+        for node in client.nodes_manager.startup_nodes.values():
+            node.connection_class = Connection
+        return client
     target = sentinel_target(url)
     if target is not None:
         # The pool asks the Sentinels for the primary whenever it opens a connection: after a
@@ -129,7 +156,7 @@ def connect(url: str, cluster: bool = False) -> Client:
         return Sentinel(list(target.sentinels), socket_timeout=5).master_for(
             target.name, db=target.db, username=target.username, password=target.password,
             **options, retry_on_error=[RedisConnectionError, RedisTimeoutError, ReadOnlyError])
-    return aioredis.Redis.from_url(url, **options, retry_on_error=[RedisConnectionError, RedisTimeoutError])
+    return aioredis.Redis.from_url(url, **plain, retry_on_error=[RedisConnectionError, RedisTimeoutError])
 
 
 def is_cluster(r: Client) -> bool:
