@@ -29,6 +29,7 @@ can (their first windows). Pure; the reads are the detector's.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -53,7 +54,7 @@ class FleetTraffic:
     starts : tuple of int
         The span's window starts (Unix seconds), oldest first; the window judged last.
     models : tuple of str
-        The models with records in every window of the span.
+        The models with records in every window of the span, sorted.
     counts : numpy.ndarray
         int64, shape (len(models), len(starts)): their records per window.
     moving : numpy.ndarray
@@ -104,7 +105,10 @@ class FleetTraffic:
         >>> FleetTraffic.of([0, 60], [{"x": 600, "y": 500, "z": 10}] * 2).without("z")
         'the largest of 2 comparable models holds 55 % of their records in a window (at most 10 %)'
         """
-        rows = self.moving & (np.array(self.models, dtype=object) != model_id) if self.models else self.moving
+        rows = self.moving.copy()
+        i = bisect_left(self.models, model_id)  # the models are sorted
+        if i < len(self.models) and self.models[i] == model_id:
+            rows[i] = False
         counts = self.counts[rows]
         models = int(rows.sum())
         totals = counts.sum(axis=0)

@@ -223,14 +223,25 @@ def volume_history(plan: VolumePlan, window_start: int, window_seconds: int, sea
                             relative=tuple((rates[:-1] / rates[-1]).tolist()),
                             shape_variance=shape.ratio_variance(rates[:-1], grads[:-1], grads[-1]),
                             alternative=own)
-    if fleet is None or plan.fleet is None or window_start not in fleet.starts:
-        return own
+    return own if fleet is None else fleet_history(plan, window_start, window_seconds, past, fleet, own, grid)
+
+
+def fleet_history(plan: VolumePlan, window_start: int, window_seconds: int, past: Mapping[int, int],
+                  fleet: FleetRates, alternative: VolumeHistory,
+                  grid: WindowGrid | None = None) -> VolumeHistory:
+    """Step 3 of :func:`volume_history`: the level of the model's trailing windows read
+    through its fleet control's records, with ``alternative`` (steps 4 to 6) answering
+    instead when it is the more precise; ``alternative`` itself when the fleet spans too
+    few of the model's windows (or the window is a day or longer)."""
+    if plan.fleet is None or window_start not in fleet.starts:
+        return alternative
     spanned = [s for s in sorted(past) if plan.fleet[0] <= s < plan.fleet[1] and s in fleet.starts]
     if len(spanned) < MIN_SHAPED_WINDOWS:
-        return own
+        return alternative
     relative, variance = fleet.relative(spanned, window_start)
+    kind = "weekend day" if is_weekend(window_start, grid) else "weekday"
     return VolumeHistory("fleet", tuple(past[s] for s in spanned),
                          tuple((s - window_start) / window_seconds for s in spanned),
                          note=f"the level of {len(spanned)} trailing windows through the records of "
-                         f"{fleet.models} other models in them; {yet}",
-                         relative=relative, shape_variance=variance, alternative=own)
+                         f"{fleet.models} other models in them; no past week or past {kind} yet",
+                         relative=relative, shape_variance=variance, alternative=alternative)

@@ -29,7 +29,14 @@ from detectors.policy.learned import LearnedFloors
 from detectors.quality.volume import VolumeHistory
 from detectors.result import TestResult
 from detectors.suite import evaluate_window
-from detectors.volume_history import FIRST_DAYS, FLEET_WINDOWS, plan_volume, seasonal_history, volume_history
+from detectors.volume_history import (
+    FIRST_DAYS,
+    FLEET_WINDOWS,
+    fleet_history,
+    plan_volume,
+    seasonal_history,
+    volume_history,
+)
 from detectors.volume_shape import DailyShape, ShapeFit
 from service.profiles.rollups import GRANULARITIES
 from service.profiles.store import Store
@@ -177,7 +184,7 @@ async def _first_days_volume(store: Store, model_id: str, current: WindowProfile
     rates = traffic.without(model_id)
     if isinstance(rates, str):
         return replace(volume, note=f"{volume.note}; no fleet control: {rates}")
-    return volume_history(vplan, start, length, seasonal, own, grid, shape, rates)
+    return fleet_history(vplan, start, length, own, rates, volume, grid)
 
 
 def pool_note(resolved: Resolved, settings: Settings) -> str | None:
