@@ -73,6 +73,21 @@ CHECKPOINTS_ROLLED_BACK = Counter(
     "rewritten whole",
 )
 OPEN_WINDOWS = Gauge("fleetwatch_open_windows", "Window profiles held open by this aggregator")
+LOOKS_PUBLISHED = Counter(
+    "fleetwatch_looks_published_total",
+    "Looks at open windows published for the detector's data-quality tests mid-window",
+)
+LOOKS_DROPPED = Counter(
+    "fleetwatch_looks_dropped_total",
+    "Looks at open windows not published because Redis could not serve (their windows' closes decide)",
+)
+LOOKS_TESTED = Counter(
+    "fleetwatch_looks_tested_total",
+    "Looks at open windows the detector tested, by outcome (fired: raised an alert; quiet; "
+    "applied: the policy had applied the window's close; unusable: no baseline, no gated window, "
+    "or an event that does not parse)",
+    ["outcome"],
+)
 WINDOWS_FLUSHED = Counter(
     "fleetwatch_windows_flushed_total", "Open windows closed by a flush request (POST /v1/models/{id}/flush)"
 )

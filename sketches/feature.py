@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -33,6 +34,32 @@ def escape_strings(counts: Counter[str]) -> Counter[str]:
 
 def _without_none(values: Sequence[Any], nulls: int) -> Sequence[Any]:
     return [v for v in values if v is not None] if nulls else values
+
+
+@dataclass(frozen=True)
+class QualityCounts:
+    """A feature's values in a window (or part of one) as the data-quality rate tests count
+    them: all values (missing included), the missing ones (None, absent, NaN) and the
+    non-finite ones (NaN, +/-inf). Counts add, so the values between two moments of a
+    window are the difference of its counts (:meth:`minus`).
+
+    Examples
+    --------
+    >>> f = FeatureProfile(); f.update([1.0, None, float("nan"), float("inf")])
+    >>> c = f.quality_counts(); c
+    QualityCounts(total=4, nulls=2, nonfinite=2)
+    >>> f.update([None]); f.quality_counts().minus(c)
+    QualityCounts(total=1, nulls=1, nonfinite=0)
+    """
+
+    total: int
+    nulls: int
+    nonfinite: int
+
+    def minus(self, earlier: QualityCounts) -> QualityCounts:
+        """The values counted since ``earlier`` (counts of the same feature and window)."""
+        return QualityCounts(self.total - earlier.total, self.nulls - earlier.nulls,
+                             self.nonfinite - earlier.nonfinite)
 
 
 class FeatureProfile:
@@ -193,6 +220,10 @@ class FeatureProfile:
     def total(self) -> int:
         """All values, missing included."""
         return self.null_count + self.numeric_total + self.categorical.count
+
+    def quality_counts(self) -> QualityCounts:
+        """What the null-rate and non-finite tests count (:class:`QualityCounts`)."""
+        return QualityCounts(self.total, self.null_count, self.numeric.null_count + self.inf_count)
 
     def to_dict(self, *, compress: bool = True) -> dict[str, Any]:
         """Plain-data form (for MessagePack); see :meth:`from_dict` and, for ``compress``,

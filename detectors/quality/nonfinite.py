@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from detectors.quality.proportion import MIN_COUNT, rate_test
 from detectors.result import TestResult
+from sketches.feature import QualityCounts
 from sketches.profile import FeatureProfile
 
 
@@ -16,7 +17,7 @@ def nonfinite_count(profile: FeatureProfile) -> int:
     >>> nonfinite_count(f)
     2
     """
-    return profile.numeric.null_count + profile.inf_count
+    return profile.quality_counts().nonfinite
 
 
 def nonfinite_test(reference: FeatureProfile, current: FeatureProfile, feature: str = "", *,
@@ -45,6 +46,13 @@ def nonfinite_test(reference: FeatureProfile, current: FeatureProfile, feature: 
     >>> r.effect_size, r.status.value
     (0.2, 'drift')
     """
-    return rate_test("nonfinite", nonfinite_count(reference), reference.total,
-                     nonfinite_count(current), current.total, feature, floor=floor, alpha=alpha,
-                     min_count=min_count)
+    return nonfinite_of_counts(reference.quality_counts(), current.quality_counts(), feature,
+                               floor=floor, alpha=alpha, min_count=min_count)
+
+
+def nonfinite_of_counts(reference: QualityCounts, current: QualityCounts, feature: str = "", *,
+                        floor: float = 0.0, alpha: float = 0.05, min_count: int = MIN_COUNT) -> TestResult:
+    """:func:`nonfinite_test` on the counts alone (a part of an open window: the early looks
+    of :mod:`detectors.quality.looks`)."""
+    return rate_test("nonfinite", reference.nonfinite, reference.total, current.nonfinite,
+                     current.total, feature, floor=floor, alpha=alpha, min_count=min_count)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from detectors.quality.proportion import MIN_COUNT, rate_test
 from detectors.result import TestResult
+from sketches.feature import QualityCounts
 from sketches.profile import FeatureProfile
 
 
@@ -45,6 +46,13 @@ def null_rate_test(reference: FeatureProfile, current: FeatureProfile, feature: 
     >>> null_rate_test(cur, ref).status.value
     'ok'
     """
-    return rate_test("null_rate", reference.null_count, reference.total, current.null_count,
-                     current.total, feature, floor=floor, alpha=alpha, min_count=min_count,
-                     rise_only=True)
+    return null_rate_of_counts(reference.quality_counts(), current.quality_counts(), feature,
+                               floor=floor, alpha=alpha, min_count=min_count)
+
+
+def null_rate_of_counts(reference: QualityCounts, current: QualityCounts, feature: str = "", *,
+                        floor: float = 0.0, alpha: float = 0.05, min_count: int = MIN_COUNT) -> TestResult:
+    """:func:`null_rate_test` on the counts alone (a part of an open window: the early looks
+    of :mod:`detectors.quality.looks`)."""
+    return rate_test("null_rate", reference.nulls, reference.total, current.nulls, current.total,
+                     feature, floor=floor, alpha=alpha, min_count=min_count, rise_only=True)

@@ -65,6 +65,12 @@ def alerting_key(m: str) -> str:
     return f"fw:{{{m}}}:alerting"
 
 
+def looks_key(m: str) -> str:
+    """HASH alert id -> JSON [member, window start] of the alerts looks at the model's open
+    windows fired, until the alert policy applies those windows."""
+    return f"fw:{{{m}}}:looks"
+
+
 def quality_spans_key(m: str) -> str:
     """HASH alert id -> JSON [feature, lo, hi] of the model's recent data-quality alerts."""
     return f"fw:{{{m}}}:dq"

@@ -68,6 +68,10 @@ class Alert(BaseModel):
     window_start_local: str | None = Field(
         None, description="First breaching window's start in the model's time zone, ISO 8601")
     fired_window_start: int = Field(..., description="Window at which persistence fired it")
+    fired_at: float | None = Field(
+        None, description="Event time (Unix seconds) at which it fired when a look at its open "
+                          "window fired it, before the window closed (the latest record that look "
+                          "read); None: it fired at the close of fired_window_start")
     last_window_start: int
     resolved_window_start: int | None = None
     effect_size: float | None = Field(None, description="Effect in the last breaching window")
@@ -90,8 +94,9 @@ class Alert(BaseModel):
 
     def body(self) -> dict[str, Any]:
         """The alert's stored JSON body: every field but the user's actions
-        (:data:`USER_FIELDS`, fields of the alert's hash)."""
-        return self.model_dump(mode="json", exclude=set(USER_FIELDS))
+        (:data:`USER_FIELDS`) and ``fired_at``, fields of the alert's hash (the look that
+        fired an alert sets ``fired_at`` once; the window's close rewrites the body)."""
+        return self.model_dump(mode="json", exclude={*USER_FIELDS, "fired_at"})
 
     def open(self) -> bool:
         """Not resolved (firing or acknowledged)."""

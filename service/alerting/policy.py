@@ -153,18 +153,99 @@ class AlertPolicy:
         # Data-quality series first, so drift alerts of this window see their inhibitors.
         fields = sorted(recorded.series, key=lambda f: f.split("\0")[1] not in DATA_QUALITY_CHECKS)
         changed = []
+        folded = set()  # every episode's alert id: what the looks' alerts are checked against
         for field in fields:
             feature, check = field.split("\0")
             history = [o for o in map(_outcome, recorded.series[field]["o"] or [])
                        if o.window_start < hi]
             for ep in episodes(history, model.persistence):
+                folded.add(alert_id(window.model_id, feature, check, ep.first.member))
                 if _touches(ep, lo, hi):
                     alert = await self._write(window, feature, check, ep, recorded.seq, model,
                                               silences, now)
                     if alert is not None:
                         changed.append(alert)
             await self._settle(window.model_id, field, history, model.persistence)
+        return changed + await self._confirm_looks(window, hi, folded, recorded.seq, now)
+
+    async def look(self, window: WindowRef, results: Sequence[TestResult],
+                   alerting: dict[str, frozenset[str]], model: ModelConfig,
+                   silences: list[Silence], now: float, at: float) -> list[Alert] | str:
+        """Apply a look at the open window ``window``: the look tests of the records it
+        gathered since its previous look (:func:`detectors.quality.looks.look_tests`), their
+        evidence there at event time ``at``. The alerts it fired or changed, or why it
+        could decide nothing: ``"applied"`` (the policy has applied the window: its close
+        decided),
+        ``"no_gated_window"`` (no level to compare with yet).
+
+        A breach fires here only when it is overwhelming (:class:`ImmediateRule`) at the FDR
+        level of the model's last gated window, a level fixed before the look's p-values
+        were seen, and only when the series' fold with this breach as the window's outcome
+        fires at this window (a series already firing has nothing new to page). The alert
+        is the one the window's own episode would be (same id), so when the window closes
+        with the breach its close updates it, and when it closes without it the alert is
+        resolved then (:meth:`_confirm_looks`).
+        """
+        elig = [r for r in eligible(list(results), alerting) if clears_floor(r)]
+        if not elig:
+            return []
+        fields = [series_field(r.feature, r.check) for r in elig]
+        state = await self.alerts.look_state(window.model_id, window.member, fields)
+        if state.applied:
+            return "applied"
+        if state.level is None:
+            return "no_gated_window"
+        changed = []
+        for r, field in zip(elig, fields, strict=True):
+            if not self.immediate.applies(r.check, r.effect_size, r.floor, r.p_value, state.level):
+                continue
+            history = [o for o in map(_outcome, state.series.get(field, [])) if o.window_start < window.start]
+            seen = Outcome(window.start, window.member, True, r.effect_size, r.p_value, r.floor, True)
+            ep = next((e for e in episodes([*history, seen], model.persistence)
+                       if e.fired.member == window.member), None)
+            if ep is None:
+                continue  # the series fires already
+            aid = alert_id(window.model_id, r.feature, r.check, ep.first.member)
+            await self.alerts.register_look(window.model_id, aid, window.member, window.start, at)
+            alert = await self._write(window, r.feature, r.check, ep, state.seq, model, silences, now)
+            if alert is not None:
+                changed.append(alert)
         return changed
+
+    async def _confirm_looks(self, window: WindowRef, hi: float, folded: set[str], seq: int,
+                             now: float) -> list[Alert]:
+        """Resolve the alerts that looks fired in the windows released now (starting before
+        ``hi``) and that no episode of the fold holds (their windows closed without the
+        breach), and forget the looks of those windows; the alerts resolved."""
+        released = [aid for aid, (_member, start) in (await self.alerts.looks(window.model_id)).items()
+                    if start < hi]
+        out = []
+        for aid in released:
+            if aid not in folded and (alert := await self._withdraw(aid, window, seq, now)) is not None:
+                out.append(alert)
+        await self.alerts.forget_looks(window.model_id, released)
+        return out
+
+    async def _withdraw(self, aid: str, window: WindowRef, seq: int, now: float) -> Alert | None:
+        """Resolve an alert a look fired whose window closed without the breach."""
+        stored = await self.alerts.alert(aid)
+        if stored is None or stored.state == "resolved":
+            return None
+        start = stored.fired_window_start
+        resolved = stored.model_copy(update={"state": "resolved", "resolved_window_start": start,
+                                             "seq": seq, "updated_at": now})
+        if await self.alerts.upsert(resolved) != 3:
+            return None
+        log.info("alert resolved model=%s feature=%s check=%s: a look at window %s fired it and the "
+                 "window closed without the breach", stored.model_id, stored.feature, stored.check,
+                 window.member)
+        metrics.ALERTS_RESOLVED.inc()
+        await self.alerts.set_open(resolved, False)
+        if stored.check in DATA_QUALITY_CHECKS:
+            await self.alerts.set_quality_span(stored.model_id, aid, stored.feature, stored.window_start,
+                                               start + window.length)
+        await self.alerts.emit("resolved", aid, stored.incident_id)
+        return resolved
 
     async def _settle(self, model_id: str, field: str, history: list[Outcome],
                       persistence: PersistenceConfig) -> None:

@@ -29,6 +29,7 @@ from service.alerting.keys import (
     gate_key,
     incident_key,
     incident_spans_key,
+    looks_key,
     model_alerts_key,
     quality_spans_key,
     series_key,
@@ -36,7 +37,7 @@ from service.alerting.keys import (
 from service.alerting.lua import JOIN, PENDING_HORIZON_SECONDS, RECORD, SET_OPEN, SETTLE, UPSERT
 from service.alerting.models import Alert, Incident, IncidentRecord
 from service.alerting.silences import SilenceStore, muted_now
-from service.profiles.keys import pending_key, status_key
+from service.profiles.keys import pending_key, status_key, window_index_key
 from service.runtime.redis_client import Client
 from service.stored import describe
 
@@ -77,6 +78,16 @@ class Recorded:
     seq: int  # orders the views: a larger seq saw every outcome a smaller one saw
     released_before: float  # start of the earliest window still pending (inf: none)
     series: dict[str, dict[str, Any]]  # field -> {"settled", "o"}
+
+
+@dataclass(frozen=True)
+class LookState:
+    """What a look at an open window reads (:meth:`AlertStore.look_state`)."""
+
+    seq: int  # the model's policy sequence number now (the look writes at it, never past it)
+    applied: bool  # the policy has applied the window: its close has decided
+    series: dict[str, list[Any]]  # field -> the series' stored outcomes (fields with any)
+    level: float | None  # FDR batch level of the model's last gated window
 
 
 def series_field(feature: str, check: str) -> str:
@@ -274,6 +285,48 @@ class AlertStore:
         """The gate's answer for one window, or None (not gated, or forgotten)."""
         raw = await self.r.get(gate_key(model_id, member))
         return None if raw is None else json.loads(raw)
+
+    # -- looks at open windows (service.alerting.policy.AlertPolicy.look) -------------
+    async def look_state(self, model_id: str, member: str, fields: list[str]) -> LookState:
+        """What a look at the open window ``member`` needs, in one round trip: the model's
+        policy sequence number, whether the policy has applied the window (it is in the
+        model's index and no longer pending: its close has decided), the stored outcomes of
+        the series ``fields`` and the FDR level of the model's last gated window (None: none
+        gated yet, or forgotten)."""
+        async with self.r.pipeline(transaction=False) as p:
+            p.hget(alerting_key(model_id), "seq")
+            p.zscore(window_index_key(model_id), member)
+            p.zscore(pending_key(model_id), member)
+            p.hmget(series_key(model_id), fields)
+            p.hget(status_key(model_id), "last_fdr_window")
+            seq, stored, pending, series, last = await p.execute()
+        gate = None if last is None else await self.gate(model_id, last.decode())
+        level = gate.get("level") if isinstance(gate, dict) else None
+        return LookState(int(seq or 0), stored is not None and pending is None,
+                         {f: json.loads(raw)["o"] for f, raw in zip(fields, series, strict=True) if raw},
+                         float(level) if isinstance(level, (int, float)) and level > 0 else None)
+
+    async def register_look(self, model_id: str, alert_id: str, member: str, start: int,
+                            at: float) -> None:
+        """A look is about to fire ``alert_id`` in the open window ``member``, its evidence
+        there at event time ``at``: the window's release checks that its close confirmed it
+        (:meth:`looks`), and the alert keeps ``fired_at`` (set once) whatever rewrites its body."""
+        async with self.r.pipeline(transaction=False) as p:
+            p.hset(looks_key(model_id), alert_id, json.dumps([member, start]))
+            p.hsetnx(alert_key(alert_id), "fired_at", repr(float(at)))
+            await p.execute()
+
+    async def looks(self, model_id: str) -> dict[str, tuple[str, int]]:
+        """Alerts fired by looks at the model's windows not yet released: id -> (member, start)."""
+        out = {}
+        for k, v in (await self.r.hgetall(looks_key(model_id))).items():
+            member, start = json.loads(v)
+            out[k.decode()] = (member, int(start))
+        return out
+
+    async def forget_looks(self, model_id: str, alert_ids: list[str]) -> None:
+        if alert_ids:
+            await self.r.hdel(looks_key(model_id), *alert_ids)
 
     # -- data-quality alert spans (inhibition) ----------------------------------------
     async def quality_spans(self, model_id: str) -> dict[str, tuple[str, float, float]]:

@@ -17,19 +17,22 @@ import time
 from dataclasses import asdict
 
 from detectors.config import DetectorConfig, merge
+from detectors.quality.looks import look_tests
 from detectors.result import TestResult
 from detectors.suite import alerting_checks
 from service import metrics
 from service.alerting.models import Alert
 from service.alerting.policy import AlertPolicy, WindowRef
 from service.alerting.silences import SilenceStore
-from service.profiles.evaluation import UNSETTLED, evaluate_member, service_config
+from service.profiles.evaluation import UNSETTLED, evaluate_member, resolve_baseline, service_config
 from service.profiles.keys import parse_member
+from service.profiles.looks import WindowLook
 from service.profiles.rollups import Rollups
 from service.profiles.store import Store
 from service.runtime.outage import REDIS_DOWN, RedisOutage
 from service.settings import Settings
 from service.stored import ConfigCache, Unreadable, model_configs
+from sketches.profile import WindowProfile
 
 log = logging.getLogger("fleetwatch.detector")
 
@@ -79,8 +82,11 @@ class Detector:
             await self.outage.call(lambda done=done: self.store.ack_events(group, done), "acknowledge events")
 
     async def _handle(self, event_id: bytes, fields: dict[str, str], wait_for_fleet: bool) -> bool:
-        """Evaluate one window-closed event; False if it waits for the fleet (kept, not
-        acknowledged, until :meth:`_settled` takes it)."""
+        """Evaluate one window-closed event (or apply a look at an open window); False if it
+        waits for the fleet (kept, not acknowledged, until :meth:`_settled` takes it)."""
+        if "look" in fields:
+            await self._handle_look(fields)
+            return True
         try:
             alerts = await self.outage.call(
                 lambda: self.evaluate(fields["model"], fields["member"], wait_for_fleet), "evaluate window")
@@ -93,6 +99,43 @@ class Detector:
             self._deferred[event_id] = (fields, time.monotonic() + self.settings.detector_fleet_wait_seconds)
             return False
         return True
+
+    async def _handle_look(self, fields: dict[str, str]) -> None:
+        """Apply one look event; never raises but while Redis cannot serve (then the look
+        is tried again like a window)."""
+        try:
+            look = WindowLook.from_fields(fields)
+        except ValueError as exc:
+            metrics.LOOKS_TESTED.labels(outcome="unusable").inc()
+            log.error("look event does not parse (%s): dropped", exc)
+            return
+        try:
+            outcome = await self.outage.call(lambda: self.look(look), "apply a look")
+        except Exception:
+            outcome = "unusable"
+            log.exception("look failed model=%s window=%s", look.model_id, look.member)
+        metrics.LOOKS_TESTED.labels(outcome=outcome if isinstance(outcome, str) else
+                                    "fired" if outcome else "quiet").inc()
+
+    async def look(self, look: WindowLook) -> list[Alert] | str:
+        """The look tests of ``look`` (:func:`detectors.quality.looks.look_tests`) against
+        the window's baseline, through the alert policy (:meth:`AlertPolicy.look`): the
+        alerts it fired or changed, or why it decided nothing (``"unusable"``: the window has
+        no baseline; the policy's reasons)."""
+        model = await self._models.one(look.model_id)
+        config = merge(service_config(self.settings), await self._detector_configs.one(look.model_id))
+        length, start, version = parse_member(look.member)
+        current = WindowProfile(look.model_id, start, length)
+        current.count = look.records
+        r = await resolve_baseline(self.store, self.settings, look.model_id, current, config,
+                                   model.window_grid)
+        if r is None or r.baseline is None:
+            return "unusable"
+        results = look_tests(r.baseline.profile, look.counts, look.records, config, r.learned)
+        now = time.time()
+        return await self.policy.look(WindowRef(look.model_id, look.member, start, length, version),
+                                      results, alerting_checks(r.baseline.profile, config), model,
+                                      await self.silences.active(now), now, look.at)
 
     async def _settled(self) -> list[bytes]:
         """Evaluate the waiting events whose window the fleet has settled, or whose wait is

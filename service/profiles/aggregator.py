@@ -62,7 +62,7 @@ from service.profiles.partition import (
 from service.profiles.refusals import Blame, cap_features, check_vectors, decode_message
 from service.profiles.store import Store
 from service.registry import ModelConfig
-from service.runtime.outage import RedisOutage
+from service.runtime.outage import REDIS_DOWN, RedisOutage
 from service.settings import Settings
 from service.stored import ConfigCache, model_configs
 from sketches.bins import BinCounts, bin_templates
@@ -78,6 +78,23 @@ CONFIG_TTL_SECONDS = 30.0
 #: CPU-second). The code keeps few reference cycles, so collecting them less often costs
 #: little memory.
 GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def _add_looking(state: PartitionState, key: WindowKey, profile: WindowProfile, part: RecordColumns) -> None:
+    """Add ``part`` to the open window ``key``, taking the looks it makes due where they fall
+    (:mod:`service.profiles.looks`): a message holding a long stretch of the window (a
+    backlog, a replay) is added in pieces cut at its looks, so each look reads the records
+    up to its own moment."""
+    while True:
+        need = state.looks.needed(key, profile.count)
+        if need >= len(part):
+            profile.add_columns(part)
+            if need == len(part):
+                state.looked.append(state.looks.take(key, profile, float(max(part.event_time))))
+            return
+        head, part = part.take(range(need)), part.take(range(need, len(part)))
+        profile.add_columns(head)
+        state.looked.append(state.looks.take(key, profile, float(max(head.event_time))))
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -241,6 +258,25 @@ class Aggregator:
             self._aggregate(state, batch_.columns, layouts[batch_.model_id], now_wall, now, produced,
                             source)
         self._update_open_gauge()
+        await self._publish_looks({state for state, _m, _b in decoded})
+
+    async def _publish_looks(self, states: set[PartitionState]) -> None:
+        """Publish the looks the poll's records made due (before any window they look at is
+        announced closed: the next checkpoint does that). Best effort: a look that cannot
+        be published is dropped, counted, and the window's close still pages."""
+        looks = [look for state in states for look in state.looked]
+        for state in states:
+            state.looked.clear()
+        if not looks:
+            return
+        try:
+            await self.store.publish_looks(looks)
+        except REDIS_DOWN as exc:
+            metrics.LOOKS_DROPPED.inc(len(looks))
+            log.warning("%d look(s) at open windows not published (%s): their windows' closes decide",
+                        len(looks), exc)
+            return
+        metrics.LOOKS_PUBLISHED.inc(len(looks))
 
     def _control(self, msg) -> FlushRequest | None:
         try:
@@ -305,7 +341,7 @@ class Aggregator:
                     max_slice_values=layout.max_slice_values, bins=self._bins.get(model_id))
             else:  # restored from a checkpoint: its features first seen now count in the edges too
                 profile.adopt_bins(self._bins.get(model_id))
-            profile.add_columns(part)
+            _add_looking(state, key, profile, part)
             state.dirty.add(key)
             metrics.RECORDS_AGGREGATED.inc(len(part))
             state.uncheckpointed += len(part)

@@ -28,6 +28,7 @@ from service.profiles.keys import (
     traffic_through_key,
     window_index_key,
 )
+from service.profiles.looks import WindowLook
 from service.runtime.redis_client import Client, run_scripts
 from sketches.profile import WindowProfile
 
@@ -338,6 +339,14 @@ class CheckpointStore:
         return len(windows)
 
     # -- window-closed events -------------------------------------------------------
+    async def publish_looks(self, looks: list[WindowLook]) -> None:
+        """Append looks at open windows (:mod:`service.profiles.looks`) to the window-event
+        stream, in order."""
+        async with self.r.pipeline(transaction=False) as p:
+            for look in looks:
+                p.xadd(WINDOWS_STREAM, look.to_fields())
+            await p.execute()
+
     async def ensure_event_group(self, group: str) -> None:
         try:
             await self.r.xgroup_create(WINDOWS_STREAM, group, id="0", mkstream=True)

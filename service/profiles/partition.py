@@ -19,6 +19,7 @@ from service import metrics
 from service.profiles.checkpoints import ClosedWindow, PartitionCheckpoint
 from service.profiles.continuity import LogContinuity, LogMark
 from service.profiles.keys import DEAD_FIELD, dead_field, window_member
+from service.profiles.looks import LookTracker, WindowLook
 from sketches.profile import WindowProfile
 
 WindowKey = tuple[str, str, int, int]  # model, version, window length, start
@@ -116,6 +117,8 @@ class PartitionState:
         self.open: dict[WindowKey, WindowProfile] = {}
         self.clocks: dict[str, ModelClock] = defaultdict(ModelClock)
         self.dirty: set[WindowKey] = set()
+        self.looks = LookTracker()
+        self.looked: list[WindowLook] = []  # taken, not yet published (aggregator.py)
         self.dirty_clocks: set[str] = set()
         self.closed: list[ClosedWindow] = []
         # published by the last checkpoint, verified and forgotten by the next (checkpoints.py)
@@ -182,6 +185,7 @@ class PartitionState:
         m, version, length, start = key
         profile = self.open.pop(key)
         self.dirty.discard(key)
+        self.looks.forget(key)
         self.deleted.append(_open_field(key))
         self.closed.append(ClosedWindow(m, window_member(length, start, version), start, profile.to_bytes(),
                                         profile.count))

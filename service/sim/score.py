@@ -10,7 +10,8 @@ Definitions
 - An incident is **detected** when at least one alert maps to it. **Recall** = detected /
   injected.
 - **MTTD** (simulated minutes): from the incident's start to the moment the first mapped
-  alert fired, i.e. the end (event time) of the window whose close fired it; also in windows.
+  alert fired, i.e. the end (event time) of the window whose close fired it, or the latest
+  record read by the look at the open window that fired it; also in windows.
 - **Grouping**: the number of distinct fleetwatch incidents holding the mapped alerts on
   the incident's own features (model-level signals of a feature incident are keyed per
   model by design and counted apart; a model-level incident counts all its alerts). One is
@@ -60,7 +61,8 @@ class Alert:
     window_start, window_end : float
         The first breach window (Unix s, event time).
     fired_at : float
-        Event time at which the alert fired: the end of the window whose close fired it.
+        Event time at which the alert fired: the end of the window whose close fired it, or
+        the latest record a look at the open window read (``fired_at`` of the API's alert).
     incident_id : str or None
         The fleetwatch incident holding it (None for naive pages).
     notify : bool
@@ -88,10 +90,18 @@ def from_api(a: alerting.Alert) -> Alert:
     ...     fired_window_start=3600, incident_id="i", notify=True))
     >>> a.fired_at
     7200
+
+    An alert a look at its open window fired fired at the event time of that look:
+
+    >>> from_api(alerting.Alert.model_construct(
+    ...     id="x", model_id="m", feature="f", check="null_rate", window_start=0, window_end=3600,
+    ...     fired_window_start=0, fired_at=900.0, incident_id="i", notify=True)).fired_at
+    900.0
     """
     length = a.window_end - a.window_start
+    fired = a.fired_window_start + length if a.fired_at is None else a.fired_at
     return Alert(a.id, a.model_id, a.feature, a.check, a.window_start, a.window_end,
-                 a.fired_window_start + length, a.incident_id, a.notify)
+                 fired, a.incident_id, a.notify)
 
 
 def maps_to(alert: Alert, incident: Incident) -> bool:

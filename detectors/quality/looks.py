@@ -1,0 +1,75 @@
+"""Early looks: the data-quality rate tests on the records an open window gathered since
+its previous look (docs/alerting.md, "Looks inside an open window").
+
+A look sees counts only (:class:`~sketches.feature.QualityCounts` per feature, from the
+aggregator), so it runs the tests that need nothing else: the null rate and the
+non-finite rate. Each look tests a disjoint run of the window's records, so a break that
+starts in the middle of a window is not diluted by the healthy records before it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from detectors.config import DetectorConfig, merge, plan, service_defaults
+from detectors.policy.learned import LearnedFloors
+from detectors.quality.nonfinite import nonfinite_of_counts
+from detectors.quality.null_rate import null_rate_of_counts
+from detectors.result import TestResult
+from sketches.feature import QualityCounts
+from sketches.profile import WindowProfile
+
+#: The checks a look runs, by name: each on (baseline counts, look counts).
+LOOK_CHECKS: dict[str, Callable[..., TestResult]] = {
+    "null_rate": null_rate_of_counts,
+    "nonfinite": nonfinite_of_counts,
+}
+
+
+def look_tests(baseline: WindowProfile, counts: Mapping[str, QualityCounts], records: int,
+               config: DetectorConfig | None = None,
+               learned: LearnedFloors | None = None) -> list[TestResult]:
+    """The configured look checks (:data:`LOOK_CHECKS`) of every feature of ``baseline``.
+
+    Parameters
+    ----------
+    baseline : WindowProfile
+        The window's baseline, as the window's own tests would use it.
+    counts : mapping of str to QualityCounts
+        Per feature, its values among the look's records; a feature absent from it is
+        missing in all of them.
+    records : int
+        Records the look covers (> 0).
+    config, learned
+        As for :func:`~detectors.suite.evaluate_window`: the checks, floors (with the
+        learned ones) and alpha of each feature.
+
+    Returns
+    -------
+    list[TestResult]
+        Per numeric or categorical feature of the baseline, in name order, its null-rate
+        and (numeric) non-finite tests, each with the floor the window's own test has.
+
+    Examples
+    --------
+    >>> from sdk.record import PredictionRecord
+    >>> b = WindowProfile("m", 0, 0)
+    >>> b.add_records([PredictionRecord("m", "1", str(i), 0.0, {"x": float(i)}) for i in range(500)])
+    >>> rs = look_tests(b, {"x": QualityCounts(100, 95, 0)}, 100)
+    >>> [(r.check, r.status.value, round(r.effect_size, 2)) for r in rs]
+    [('null_rate', 'drift', 0.95), ('nonfinite', 'ok', 0.0)]
+    >>> [r.effect_size for r in look_tests(b, {}, 100)][0]  # absent: all missing
+    1.0
+    """
+    cfg = merge(service_defaults(), config)
+    out = []
+    for name, ref in sorted(baseline.features.items()):
+        target = ref.kind
+        if target not in ("numeric", "categorical"):
+            continue
+        p = plan(cfg, name, target, learned)
+        ref_counts = ref.quality_counts()
+        cur = counts.get(name, QualityCounts(records, records, 0))
+        out += [LOOK_CHECKS[c](ref_counts, cur, name, floor=p.floors[c], alpha=cfg.alpha)
+                for c in p.checks if c in LOOK_CHECKS]
+    return out

@@ -1,0 +1,107 @@
+"""Looks at open windows: a data-quality break pages before its window closes, the close
+confirms or withdraws the alert, and nothing pages twice (real Redis)."""
+
+from __future__ import annotations
+
+from sdk.columns import RecordColumns
+from sdk.record import PredictionRecord
+from service.alerting.keys import EVENTS
+from service.alerting.models import Alert
+from service.alerting.policy import AlertPolicy
+from service.alerting.store import AlertStore
+from service.profiles.aggregator import _add_looking
+from service.profiles.checkpoints import PartitionCheckpoint
+from service.profiles.keys import pending_key, window_index_key
+from service.profiles.looks import LOOK_RECORDS, WindowLook
+from service.profiles.partition import PartitionState
+from service.registry import ModelConfig
+from sketches.profile import WindowProfile
+from tests.test_alerting_policy import HEALTHY, T0, W, apply, policy, result, window
+
+BREAK = (0.9, 1e-60)  # a null-rate jump of 0.9 (floor 0.2): overwhelming at any level
+ALERTING = {"x": frozenset({"null_rate"})}
+
+
+async def look(p: AlertPolicy, model: str, i: int, effect: float, pvalue: float,
+               at: float) -> list[Alert] | str:
+    return await p.look(window(model, i), [result("x", "null_rate", effect, pvalue)], ALERTING,
+                        ModelConfig(), [], 1e9, at)
+
+
+async def close(store, model: str, i: int) -> None:
+    """What the aggregator's publication of window ``i`` does: indexed, pending."""
+    member, start = window(model, i).member, T0 + i * W
+    await store.r.zadd(window_index_key(model), {member: start})
+    await store.r.zadd(pending_key(model), {member: start})
+
+
+async def events(store) -> list[tuple[str, str]]:
+    return [(f[b"kind"].decode(), f[b"alert_id"].decode()) for _id, f in await store.r.xrange(EVENTS)]
+
+
+async def test_a_break_pages_at_its_look_and_the_close_keeps_the_same_alert(store):
+    p, alerts = policy(store), AlertStore(store.r)
+    await apply(p, "m", 0, {("x", "null_rate"): HEALTHY})  # a gated window: the level to use
+    fired = await look(p, "m", 1, *BREAK, at=T0 + W + 600)
+    assert [(a.feature, a.check, a.state, a.fired_window_start) for a in fired] == [
+        ("x", "null_rate", "firing", T0 + W)]
+    aid = fired[0].id
+    assert (await alerts.alert(aid)).fired_at == T0 + W + 600
+    again = await look(p, "m", 1, *BREAK, at=T0 + W + 1200)  # a later look: the same alert
+    assert [a.id for a in again] == [aid]
+    await close(store, "m", 1)
+    assert await alerts.looks("m")
+    confirmed = await apply(p, "m", 1, {("x", "null_rate"): BREAK})
+    assert [(a.id, a.state) for a in confirmed] == [(aid, "firing")]
+    stored = await alerts.alert(aid)
+    assert stored.fired_at == T0 + W + 600  # the close rewrote the body, not when it fired
+    assert await events(store) == [("fired", aid)]  # paged once
+    assert await alerts.looks("m") == {}
+    assert await look(p, "m", 1, *BREAK, at=T0 + W + 1800) == "applied"
+
+
+async def test_an_alert_whose_window_closes_without_the_break_is_resolved_then(store):
+    p, alerts = policy(store), AlertStore(store.r)
+    await apply(p, "n", 0, {("x", "null_rate"): HEALTHY})
+    [fired] = await look(p, "n", 1, *BREAK, at=T0 + W + 60)
+    await close(store, "n", 1)
+    released = await apply(p, "n", 1, {("x", "null_rate"): HEALTHY})
+    assert [(a.id, a.state, a.resolved_window_start) for a in released] == [
+        (fired.id, "resolved", T0 + W)]
+    assert (await alerts.alert(fired.id)).state == "resolved"
+    assert await events(store) == [("fired", fired.id), ("resolved", fired.id)]
+    assert not await alerts.open_alerts()
+
+
+async def test_a_look_pages_only_what_is_overwhelming_and_only_with_a_gated_level(store):
+    p, alerts = policy(store), AlertStore(store.r)
+    assert await look(p, "q", 1, *BREAK, at=T0 + W) == "no_gated_window"
+    await apply(p, "q", 0, {("x", "null_rate"): HEALTHY})
+    # A discovery by a margin (p near the level), or an effect under its floor: the close decides.
+    assert await look(p, "q", 1, 0.9, 1e-7, at=T0 + W) == []
+    assert await look(p, "q", 1, 0.1, 1e-60, at=T0 + W) == []
+    # A series firing already has nothing new to page.
+    await close(store, "q", 1)
+    await apply(p, "q", 1, {("x", "null_rate"): BREAK})
+    assert await look(p, "q", 2, *BREAK, at=T0 + 2 * W + 60) == []
+    assert [a.fired_at for a in await alerts.alerts("q", 0, 10)] == [None]  # fired at a close
+
+
+def test_a_long_message_is_looked_at_where_each_look_falls():
+    """350 records in one message, the feature missing from the 150th on: looks after 100,
+    200 and 300 records, each counting only its own records, each timed by its latest."""
+    state = PartitionState(0, PartitionCheckpoint(epoch=1))
+    key = ("m", "1", W, T0)
+    profile = state.open[key] = WindowProfile("m", T0, W)
+    n = 350
+    x = [1.0 if i < 150 else None for i in range(n)]
+    cols = RecordColumns.from_records(
+        "m", [PredictionRecord("m", "1", f"p{i}", T0 + i, {"x": x[i]}) for i in range(n)])
+    _add_looking(state, key, profile, cols)
+    assert profile.count == n
+    assert [(lk.records, lk.counts["x"].nulls, lk.at) for lk in state.looked] == [
+        (LOOK_RECORDS, 0, T0 + 99), (LOOK_RECORDS, 50, T0 + 199), (LOOK_RECORDS, 100, T0 + 299)]
+    assert all(WindowLook.from_fields(lk.to_fields()) == lk for lk in state.looked)
+    # The window's records so far are what its looks counted: nothing counted twice or lost.
+    assert sum(lk.counts["x"].total for lk in state.looked) == 300
+    assert profile.features["x"].null_count == 200
