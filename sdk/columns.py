@@ -96,6 +96,32 @@ class RecordColumns:
             {k: pick(v) for k, v in self.vectors.items()},
         )
 
+    def split(self, k: int) -> tuple[RecordColumns, RecordColumns]:
+        """The first ``k`` records and the others, as columns (slices of each column, with
+        the type hints kept: a part's value types are among the whole's).
+
+        Examples
+        --------
+        >>> cols = RecordColumns("m", ["1"] * 3, ["a", "b", "c"], [0.0, 1.0, 2.0], {"x": [1, None, 3]})
+        >>> head, tail = cols.split(2)
+        >>> head.prediction_id, tail.features, len(tail)
+        (['a', 'b'], {'x': [3]}, 1)
+        """
+        def cut(col):
+            return (None, None) if col is None else (col[:k], col[k:])
+
+        parts = [cut(c) for c in (self.model_version, self.prediction_id, self.event_time)]
+        feats = {n: cut(c) for n, c in self.features.items()}
+        opt = [cut(c) for c in (self.score, self.class_probabilities, self.predicted_label)]
+        slices = {n: cut(c) for n, c in self.slices.items()}
+        latency = cut(self.latency_ms)
+        vectors = {n: cut(c) for n, c in self.vectors.items()}
+        return tuple(  # type: ignore[return-value]
+            RecordColumns(self.model_id, *(p[i] for p in parts), {n: c[i] for n, c in feats.items()},
+                          *(o[i] for o in opt), {n: c[i] for n, c in slices.items()}, latency[i],
+                          {n: c[i] for n, c in vectors.items()}, self.feature_types)
+            for i in (0, 1))
+
     def records(self) -> list[PredictionRecord]:
         """One :class:`PredictionRecord` per row (missing features left out)."""
         out = []

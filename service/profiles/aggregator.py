@@ -55,6 +55,7 @@ from service.profiles.checkpoints import RolledBack
 from service.profiles.continuity import LogContinuity
 from service.profiles.control import FlushRequest, decode_control, is_control
 from service.profiles.log_watch import continues, watch_logs
+from service.profiles.looks import LOOK_CUT
 from service.profiles.partition import (
     PartitionState,
     WindowKey,
@@ -81,20 +82,25 @@ GC_THRESHOLDS = (50_000, 20, 100)
 
 
 def _add_looking(state: PartitionState, key: WindowKey, profile: WindowProfile, part: RecordColumns) -> None:
-    """Add ``part`` to the open window ``key``, taking the looks it makes due where they fall
-    (:mod:`service.profiles.looks`): a message holding a long stretch of the window (a
-    backlog, a replay) is added in pieces cut at its looks, so each look reads the records
-    up to its own moment."""
+    """Add ``part`` to the open window ``key``, taking the looks it makes due
+    (:mod:`service.profiles.looks`), each timed by the latest record it read. A message
+    holding a long stretch of the window in time order (a backlog, a replay) is added in
+    pieces cut where its looks fall, so each look reads the records up to its own moment;
+    one whose records up to a look are not earlier than the rest by 1/32 of the window (a
+    few seconds of records, the usual message) is added whole, the look after it."""
     while True:
         need = state.looks.needed(key, profile.count)
-        if need >= len(part):
-            profile.add_columns(part)
-            if need == len(part):
-                state.looked.append(state.looks.take(key, profile, float(max(part.event_time))))
-            return
-        head, part = part.take(range(need)), part.take(range(need, len(part)))
-        profile.add_columns(head)
-        state.looked.append(state.looks.take(key, profile, float(max(head.event_time))))
+        if need < len(part):
+            head_at = max(part.event_time[:need])
+            if max(part.event_time) - head_at >= key[2] / LOOK_CUT:
+                head, part = part.split(need)
+                profile.add_columns(head)
+                state.looked.append(state.looks.take(key, profile, float(head_at)))
+                continue
+        profile.add_columns(part)
+        if need <= len(part):
+            state.looked.append(state.looks.take(key, profile, float(max(part.event_time))))
+        return
 
 
 class _Rebalance(ConsumerRebalanceListener):

@@ -27,6 +27,9 @@ LOOK_RECORDS = 100
 #: ...and at least this share of the window's records before it: a window of n records has
 #: about LOOK_RECORDS... then log(n / 400) / log(1.25) looks (~30 for 100,000 records).
 LOOK_GROWTH = 0.25
+#: A message is cut at a look only when its records up to the look are earlier than the
+#: rest by this share of the window or more (service.profiles.aggregator._add_looking).
+LOOK_CUT = 32
 #: Counts a look may carry, each in [0, this] (what any window can hold, with room).
 MAX_COUNT = 10**12
 
