@@ -83,9 +83,10 @@ LOOKS_DROPPED = Counter(
 )
 LOOKS_TESTED = Counter(
     "fleetwatch_looks_tested_total",
-    "Looks at open windows the detector tested, by outcome (fired: raised an alert; quiet; "
-    "applied: the policy had applied the window's close; unusable: no baseline, no gated window, "
-    "or an event that does not parse)",
+    "Looks at open windows the detector tested, by outcome (fired: raised or updated an alert; "
+    "quiet; applied: the policy had applied the window's close; behind: the policy had not applied "
+    "the model's earlier windows within FLEETWATCH_DETECTOR_FLEET_WAIT_SECONDS; no_gated_window: "
+    "no level yet; unusable: no baseline, or an event that does not parse)",
     ["outcome"],
 )
 WINDOWS_FLUSHED = Counter(
@@ -146,7 +147,8 @@ DETECTOR_SKIPPED = Counter(
 DETECTOR_WAITING = Gauge(
     "fleetwatch_detector_windows_waiting",
     "Windows of models' first days this detector holds until the fleet has closed them too (the "
-    "volume test's control)",
+    "volume test's control), and looks at open windows it holds until the alert policy has applied "
+    "their model's earlier windows",
 )
 DETECTOR_RELEASE_FAILURES = Counter(
     "fleetwatch_detector_release_failures_total",

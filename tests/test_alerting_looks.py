@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord
-from service.alerting.keys import EVENTS
+from service.alerting.keys import EVENTS, look_evidence_key
 from service.alerting.models import Alert
 from service.alerting.policy import AlertPolicy
 from service.alerting.store import AlertStore
@@ -80,11 +80,42 @@ async def test_a_look_pages_only_what_is_overwhelming_and_only_with_a_gated_leve
     # A discovery by a margin (p near the level), or an effect under its floor: the close decides.
     assert await look(p, "q", 1, 0.9, 1e-7, at=T0 + W) == []
     assert await look(p, "q", 1, 0.1, 1e-60, at=T0 + W) == []
-    # A series firing already has nothing new to page.
+    # Behind the model's earlier windows (one pending, or not yet published): wait.
     await close(store, "q", 1)
+    assert await look(p, "q", 2, *BREAK, at=T0 + 2 * W) == "behind"
+    assert await p.look(window("q", 3), [result("x", "null_rate", *BREAK)], ALERTING, ModelConfig(), [],
+                        1e9, T0 + 3 * W, prior_end=T0 + 3 * W) == "behind"  # window 2: not published
+    # A series firing already has nothing new to page.
     await apply(p, "q", 1, {("x", "null_rate"): BREAK})
     assert await look(p, "q", 2, *BREAK, at=T0 + 2 * W + 60) == []
     assert [a.fired_at for a in await alerts.alerts("q", 0, 10)] == [None]  # fired at a close
+
+
+async def test_a_look_ahead_of_the_policy_times_the_alert_its_window_s_close_fires(store):
+    """The policy has not applied the window before (the detectors are behind): the look
+    cannot fold, so its breach is kept; the close that fires the series at that window says
+    it fired at the look. A close without the breach fires nothing and forgets it."""
+    p, alerts = policy(store), AlertStore(store.r)
+    await apply(p, "b", 0, {("x", "null_rate"): HEALTHY})
+    await close(store, "b", 1)  # closed, not applied
+    assert await look(p, "b", 2, *BREAK, at=T0 + 2 * W + 60) == "behind"
+    assert await look(p, "b", 3, *BREAK, at=T0 + 3 * W + 60) == "behind"
+    assert not await alerts.alerts("b", 0, 10)  # nothing paged ahead of the fold
+    await apply(p, "b", 1, {("x", "null_rate"): HEALTHY})
+    await close(store, "b", 2)
+    [fired] = await apply(p, "b", 2, {("x", "null_rate"): BREAK})
+    assert fired.fired_window_start == T0 + 2 * W
+    assert (await alerts.alert(fired.id)).fired_at == T0 + 2 * W + 60
+    assert await events(store) == [("fired", fired.id)]
+    # Window 3's look is kept for window 3's close alone (still open when 2 was applied).
+    await close(store, "b", 3)
+    await apply(p, "b", 3, {("x", "null_rate"): HEALTHY})
+    await close(store, "b", 4)
+    await apply(p, "b", 4, {("x", "null_rate"): HEALTHY})
+    await close(store, "b", 5)
+    await apply(p, "b", 5, {("x", "null_rate"): HEALTHY})
+    assert [a.state for a in await alerts.alerts("b", 0, 10)] == ["resolved"]
+    assert not await store.r.hgetall(look_evidence_key("b"))
 
 
 def test_a_long_message_is_looked_at_where_each_look_falls():
@@ -105,3 +136,8 @@ def test_a_long_message_is_looked_at_where_each_look_falls():
     # The window's records so far are what its looks counted: nothing counted twice or lost.
     assert sum(lk.counts["x"].total for lk in state.looked) == 300
     assert profile.features["x"].null_count == 200
+    # With the window before it still open, a look says the policy must apply that one first.
+    assert {lk.prior_end for lk in state.looked} == {0}
+    state.open[("m", "1", W, T0 - W)] = WindowProfile("m", T0 - W, W)
+    _add_looking(state, key, profile, cols)
+    assert state.looked[-1].prior_end == T0

@@ -69,9 +69,11 @@ class Alert(BaseModel):
         None, description="First breaching window's start in the model's time zone, ISO 8601")
     fired_window_start: int = Field(..., description="Window at which persistence fired it")
     fired_at: float | None = Field(
-        None, description="Event time (Unix seconds) at which it fired when a look at its open "
-                          "window fired it, before the window closed (the latest record that look "
-                          "read); None: it fired at the close of fired_window_start")
+        None, description="Event time (Unix seconds) at which the evidence that fired it was "
+                          "complete, when a look at the open window fired_window_start saw it "
+                          "before the window closed (the latest record that look read; "
+                          "docs/alerting.md, 'Looks inside an open window'); None: at the end of "
+                          "fired_window_start, whose close fired it")
     last_window_start: int
     resolved_window_start: int | None = None
     effect_size: float | None = Field(None, description="Effect in the last breaching window")

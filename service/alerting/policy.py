@@ -154,6 +154,10 @@ class AlertPolicy:
         fields = sorted(recorded.series, key=lambda f: f.split("\0")[1] not in DATA_QUALITY_CHECKS)
         changed = []
         folded = set()  # every episode's alert id: what the looks' alerts are checked against
+        # the latest window released now (a window still open has no outcome yet)
+        upto = max([window.start, *(o[0] for v in recorded.series.values() for o in v["o"] or []
+                                    if o[0] < hi)])
+        looked = await self.alerts.take_look_evidence(window.model_id, upto)
         for field in fields:
             feature, check = field.split("\0")
             history = [o for o in map(_outcome, recorded.series[field]["o"] or [])
@@ -161,21 +165,27 @@ class AlertPolicy:
             for ep in episodes(history, model.persistence):
                 folded.add(alert_id(window.model_id, feature, check, ep.first.member))
                 if _touches(ep, lo, hi):
+                    # fired in a window released now that a look found overwhelming before it closed
+                    at = looked.get((ep.fired.member, field)) if lo <= ep.fired.window_start else None
                     alert = await self._write(window, feature, check, ep, recorded.seq, model,
-                                              silences, now)
+                                              silences, now, at)
                     if alert is not None:
                         changed.append(alert)
             await self._settle(window.model_id, field, history, model.persistence)
-        return changed + await self._confirm_looks(window, hi, folded, recorded.seq, now)
+        return changed + await self._confirm_looks(window, upto, folded, recorded.seq, now)
 
     async def look(self, window: WindowRef, results: Sequence[TestResult],
                    alerting: dict[str, frozenset[str]], model: ModelConfig,
-                   silences: list[Silence], now: float, at: float) -> list[Alert] | str:
+                   silences: list[Silence], now: float, at: float,
+                   prior_end: int = 0) -> list[Alert] | str:
         """Apply a look at the open window ``window``: the look tests of the records it
         gathered since its previous look (:func:`detectors.quality.looks.look_tests`), their
         evidence there at event time ``at``. The alerts it fired or changed, or why it
         could decide nothing: ``"applied"`` (the policy has applied the window: its close
-        decided),
+        decided), ``"behind"`` (an earlier window of the model, up to ``prior_end``, is not
+        applied yet, so the series' fold is incomplete: the look's overwhelming breaches are
+        kept for the window's close, which, if it fires their series at this window, says
+        they fired at ``at``),
         ``"no_gated_window"`` (no level to compare with yet).
 
         A breach fires here only when it is overwhelming (:class:`ImmediateRule`) at the FDR
@@ -190,15 +200,20 @@ class AlertPolicy:
         if not elig:
             return []
         fields = [series_field(r.feature, r.check) for r in elig]
-        state = await self.alerts.look_state(window.model_id, window.member, fields)
+        state = await self.alerts.look_state(window.model_id, window.member, window.start, prior_end,
+                                             fields)
         if state.applied:
             return "applied"
         if state.level is None:
             return "no_gated_window"
+        overwhelming = [(r, f) for r, f in zip(elig, fields, strict=True)
+                        if self.immediate.applies(r.check, r.effect_size, r.floor, r.p_value, state.level)]
+        if state.behind:
+            await self.alerts.put_look_evidence(window.model_id, window.member,
+                                                [f for _r, f in overwhelming], at)
+            return "behind"
         changed = []
-        for r, field in zip(elig, fields, strict=True):
-            if not self.immediate.applies(r.check, r.effect_size, r.floor, r.p_value, state.level):
-                continue
+        for r, field in overwhelming:
             history = [o for o in map(_outcome, state.series.get(field, [])) if o.window_start < window.start]
             seen = Outcome(window.start, window.member, True, r.effect_size, r.p_value, r.floor, True)
             ep = next((e for e in episodes([*history, seen], model.persistence)
@@ -212,13 +227,13 @@ class AlertPolicy:
                 changed.append(alert)
         return changed
 
-    async def _confirm_looks(self, window: WindowRef, hi: float, folded: set[str], seq: int,
+    async def _confirm_looks(self, window: WindowRef, upto: int, folded: set[str], seq: int,
                              now: float) -> list[Alert]:
-        """Resolve the alerts that looks fired in the windows released now (starting before
-        ``hi``) and that no episode of the fold holds (their windows closed without the
-        breach), and forget the looks of those windows; the alerts resolved."""
+        """Resolve the alerts that looks fired in the windows released now (starting at or
+        before ``upto``) and that no episode of the fold holds (their windows closed without
+        the breach), and forget the looks of those windows; the alerts resolved."""
         released = [aid for aid, (_member, start) in (await self.alerts.looks(window.model_id)).items()
-                    if start < hi]
+                    if start <= upto]
         out = []
         for aid in released:
             if aid not in folded and (alert := await self._withdraw(aid, window, seq, now)) is not None:
@@ -255,7 +270,8 @@ class AlertPolicy:
             await self.alerts.settle(model_id, field, ordered[cut - 1].window_start)
 
     async def _write(self, window: WindowRef, feature: str, check: str, ep: Episode, seq: int,
-                     model: ModelConfig, silences: list[Silence], now: float) -> Alert | None:
+                     model: ModelConfig, silences: list[Silence], now: float,
+                     fired_at: float | None = None) -> Alert | None:
         m = window.model_id
         aid = alert_id(m, feature, check, ep.first.member)
         firing = ep.resolved is None
@@ -294,6 +310,8 @@ class AlertPolicy:
         status = await self.alerts.upsert(alert)
         if status == 0:
             return None
+        if fired_at is not None:
+            await self.alerts.set_fired_at(aid, fired_at)
         if status == 1:
             # per-slice checks count under their catalog name: a bounded label set
             metrics.ALERTS_RAISED.labels(check=base_check(check), severity=sev).inc()

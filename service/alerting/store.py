@@ -29,6 +29,7 @@ from service.alerting.keys import (
     gate_key,
     incident_key,
     incident_spans_key,
+    look_evidence_key,
     looks_key,
     model_alerts_key,
     quality_spans_key,
@@ -37,7 +38,7 @@ from service.alerting.keys import (
 from service.alerting.lua import JOIN, PENDING_HORIZON_SECONDS, RECORD, SET_OPEN, SETTLE, UPSERT
 from service.alerting.models import Alert, Incident, IncidentRecord
 from service.alerting.silences import SilenceStore, muted_now
-from service.profiles.keys import pending_key, status_key, window_index_key
+from service.profiles.keys import parse_member, pending_key, status_key, window_index_key
 from service.runtime.redis_client import Client
 from service.stored import describe
 
@@ -86,6 +87,7 @@ class LookState:
 
     seq: int  # the model's policy sequence number now (the look writes at it, never past it)
     applied: bool  # the policy has applied the window: its close has decided
+    behind: bool  # the policy has not applied every earlier window of the model yet
     series: dict[str, list[Any]]  # field -> the series' stored outcomes (fields with any)
     level: float | None  # FDR batch level of the model's last gated window
 
@@ -287,22 +289,30 @@ class AlertStore:
         return None if raw is None else json.loads(raw)
 
     # -- looks at open windows (service.alerting.policy.AlertPolicy.look) -------------
-    async def look_state(self, model_id: str, member: str, fields: list[str]) -> LookState:
-        """What a look at the open window ``member`` needs, in one round trip: the model's
-        policy sequence number, whether the policy has applied the window (it is in the
-        model's index and no longer pending: its close has decided), the stored outcomes of
-        the series ``fields`` and the FDR level of the model's last gated window (None: none
-        gated yet, or forgotten)."""
+    async def look_state(self, model_id: str, member: str, start: int, prior_end: int,
+                         fields: list[str]) -> LookState:
+        """What a look at the open window ``member`` (starting at ``start``) needs, in one
+        round trip: the model's policy sequence number; whether the policy has applied the
+        window (it is in the model's index and no longer pending: its close has decided);
+        whether it is behind, i.e. has not yet applied every earlier window of the model
+        (one is pending, or the index does not reach ``prior_end``, the end of the latest
+        earlier window the aggregator held); the stored outcomes of the series ``fields``;
+        the FDR level of the model's last gated window (None: none gated yet, or forgotten)."""
+        index = window_index_key(model_id)
         async with self.r.pipeline(transaction=False) as p:
             p.hget(alerting_key(model_id), "seq")
-            p.zscore(window_index_key(model_id), member)
+            p.zscore(index, member)
             p.zscore(pending_key(model_id), member)
+            p.zrange(pending_key(model_id), 0, 0, withscores=True)
+            p.zrevrange(index, 0, 0, withscores=True)
             p.hmget(series_key(model_id), fields)
             p.hget(status_key(model_id), "last_fdr_window")
-            seq, stored, pending, series, last = await p.execute()
+            seq, stored, pending, first_pending, latest, series, last = await p.execute()
         gate = None if last is None else await self.gate(model_id, last.decode())
         level = gate.get("level") if isinstance(gate, dict) else None
-        return LookState(int(seq or 0), stored is not None and pending is None,
+        reached = int(latest[0][1]) + int(latest[0][0].split(b":", 1)[0]) if latest else 0
+        behind = bool(first_pending and first_pending[0][1] < start) or reached < prior_end
+        return LookState(int(seq or 0), stored is not None and pending is None, behind,
                          {f: json.loads(raw)["o"] for f, raw in zip(fields, series, strict=True) if raw},
                          float(level) if isinstance(level, (int, float)) and level > 0 else None)
 
@@ -311,10 +321,34 @@ class AlertStore:
         """A look is about to fire ``alert_id`` in the open window ``member``, its evidence
         there at event time ``at``: the window's release checks that its close confirmed it
         (:meth:`looks`), and the alert keeps ``fired_at`` (set once) whatever rewrites its body."""
+        await self.r.hset(looks_key(model_id), alert_id, json.dumps([member, start]))
+        await self.set_fired_at(alert_id, at)
+
+    async def put_look_evidence(self, model_id: str, member: str, fields: list[str], at: float) -> None:
+        """Looks found overwhelming breaches of the series ``fields`` in the open window
+        ``member`` at event time ``at`` (the earliest look kept), while the policy was behind."""
         async with self.r.pipeline(transaction=False) as p:
-            p.hset(looks_key(model_id), alert_id, json.dumps([member, start]))
-            p.hsetnx(alert_key(alert_id), "fired_at", repr(float(at)))
+            for f in fields:
+                p.hsetnx(look_evidence_key(model_id), f"{member}\0{f}", repr(float(at)))
             await p.execute()
+
+    async def take_look_evidence(self, model_id: str, upto: int) -> dict[tuple[str, str], float]:
+        """The look evidence of the model's windows starting at or before ``upto``, forgotten
+        as it is read: (member, series field) -> event time."""
+        raw = await self.r.hgetall(look_evidence_key(model_id))
+        out, done = {}, []
+        for k, v in raw.items():
+            member, field = k.decode().split("\0", 1)
+            if parse_member(member)[1] <= upto:
+                out[member, field] = float(v)
+                done.append(k)
+        if done:
+            await self.r.hdel(look_evidence_key(model_id), *done)
+        return out
+
+    async def set_fired_at(self, alert_id: str, at: float) -> None:
+        """The event time at which the alert's evidence sufficed, when a look saw it (set once)."""
+        await self.r.hsetnx(alert_key(alert_id), "fired_at", repr(float(at)))
 
     async def looks(self, model_id: str) -> dict[str, tuple[str, int]]:
         """Alerts fired by looks at the model's windows not yet released: id -> (member, start)."""

@@ -135,7 +135,7 @@ class Detector:
         now = time.time()
         return await self.policy.look(WindowRef(look.model_id, look.member, start, length, version),
                                       results, alerting_checks(r.baseline.profile, config), model,
-                                      await self.silences.active(now), now, look.at)
+                                      await self.silences.active(now), now, look.at, look.prior_end)
 
     async def _settled(self) -> list[bytes]:
         """Evaluate the waiting events whose window the fleet has settled, or whose wait is

@@ -95,11 +95,12 @@ def _add_looking(state: PartitionState, key: WindowKey, profile: WindowProfile, 
             if max(part.event_time) - head_at >= key[2] / LOOK_CUT:
                 head, part = part.split(need)
                 profile.add_columns(head)
-                state.looked.append(state.looks.take(key, profile, float(head_at)))
+                state.looked.append(state.looks.take(key, profile, float(head_at), state.prior_end(key)))
                 continue
         profile.add_columns(part)
         if need <= len(part):
-            state.looked.append(state.looks.take(key, profile, float(max(part.event_time))))
+            state.looked.append(state.looks.take(key, profile, float(max(part.event_time)),
+                                                 state.prior_end(key)))
         return
 
 

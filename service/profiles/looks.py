@@ -49,6 +49,10 @@ class WindowLook:
         the evidence was there.
     counts : dict of str to QualityCounts
         Per feature of the window, its values among those records.
+    prior_end : int
+        End of the latest window of the model before this one that the partition holds or
+        closed (0: none): the detector applies the look once the alert policy has applied
+        every window of the model up to there (its fold is then complete).
     """
 
     model_id: str
@@ -56,10 +60,11 @@ class WindowLook:
     records: int
     at: float
     counts: dict[str, QualityCounts] = field(default_factory=dict)
+    prior_end: int = 0
 
     def to_fields(self) -> dict[str, str]:
         """The stream entry: ``model``, ``member`` (as a window-closed event's) and ``look``."""
-        body = {"records": self.records, "at": self.at,
+        body = {"records": self.records, "at": self.at, "prior": self.prior_end,
                 "q": {n: [c.total, c.nulls, c.nonfinite] for n, c in self.counts.items()}}
         return {"model": self.model_id, "member": self.member, "look": json.dumps(body)}
 
@@ -76,13 +81,15 @@ class WindowLook:
 
         Examples
         --------
-        >>> look = WindowLook("m", "3600:0:1", 100, 1800.0, {"x": QualityCounts(100, 3, 0)})
+        >>> look = WindowLook("m", "3600:0:1", 100, 1800.0, {"x": QualityCounts(100, 3, 0)}, -3600)
         >>> WindowLook.from_fields(look.to_fields()) == look
         True
         >>> WindowLook.from_fields({**look.to_fields(), "look": '{"records": 0, "at": 1, "q": {}}'})
         Traceback (most recent call last):
         ...
         ValueError: look.records: 0 is not an integer in [1, 1000000000000]
+        >>> WindowLook.from_fields({**look.to_fields(), "look": '{"records": 1, "at": 1, "q": {}}'}).prior_end
+        0
         """
         try:
             body: Any = json.loads(fields["look"])
@@ -95,6 +102,9 @@ class WindowLook:
         at = body.get("at")
         if not isinstance(at, (int, float)) or isinstance(at, bool) or not math.isfinite(at):
             raise ValueError(f"look.at: {at!r} is not a finite time")
+        prior = body.get("prior", 0)
+        if not isinstance(prior, int) or isinstance(prior, bool) or abs(prior) > MAX_COUNT:
+            raise ValueError(f"look.prior: {prior!r} is not a time in whole seconds")
         counts = {}
         for name, triple in body["q"].items():
             if not isinstance(triple, list) or len(triple) != 3:
@@ -103,7 +113,7 @@ class WindowLook:
             if nulls > total or nonfinite > total:
                 raise ValueError(f"look.q.{name}: more nulls or non-finite values than values")
             counts[name] = QualityCounts(total, nulls, nonfinite)
-        return cls(model_id, member, records, float(at), counts)
+        return cls(model_id, member, records, float(at), counts, prior)
 
 
 def _count(name: str, v: Any, lo: int = 0) -> int:
@@ -134,9 +144,9 @@ class LookTracker:
         before = 0 if mark is None else mark.records
         return max(before + max(LOOK_RECORDS, int(before * LOOK_GROWTH)) - records, 1)
 
-    def take(self, key: WindowKey, profile: WindowProfile, latest: float) -> WindowLook:
+    def take(self, key: WindowKey, profile: WindowProfile, latest: float, prior_end: int) -> WindowLook:
         """The look at ``profile`` (the open window ``key``) now; ``latest``: the event time
-        of its latest record."""
+        of its latest record; ``prior_end``: see :attr:`WindowLook.prior_end`."""
         mark = self._marks.get(key) or _Mark()
         counts = {n: f.quality_counts() for n, f in profile.features.items()}
         absent = QualityCounts(mark.records, mark.records, 0)  # a feature first seen since
@@ -144,7 +154,7 @@ class LookTracker:
         m, version, length, start = key
         return WindowLook(m, window_member(length, start, version), profile.count - mark.records,
                           min(latest, float(start + length)),
-                          {n: c.minus(mark.counts.get(n, absent)) for n, c in counts.items()})
+                          {n: c.minus(mark.counts.get(n, absent)) for n, c in counts.items()}, prior_end)
 
     def forget(self, key: WindowKey) -> None:
         """The window closed."""

@@ -196,6 +196,16 @@ class PartitionState:
         if not any(k[0] == m for k in self.open):
             self.features.pop(m, None)  # the next window learns its features afresh
 
+    def prior_end(self, key: WindowKey) -> int:
+        """End of the latest window of ``key``'s model before ``key`` that this partition
+        holds open or has closed (0: none; :attr:`~service.profiles.looks.WindowLook.prior_end`)."""
+        m, _version, _length, start = key
+        ends = [k[3] + k[2] for k in self.open if k[0] == m and k[3] < start]
+        closed = self.clocks[m].closed_until
+        if closed > -math.inf:
+            ends.append(int(min(closed, start)))
+        return max(ends, default=0)
+
     def close_model(self, model_id: str) -> int:
         """Close every open window of ``model_id`` now (a flush request); returns how many."""
         keys = [k for k in self.open if k[0] == model_id]
