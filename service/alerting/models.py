@@ -100,6 +100,14 @@ class Alert(BaseModel):
         fired an alert sets ``fired_at`` once; the window's close rewrites the body)."""
         return self.model_dump(mode="json", exclude={*USER_FIELDS, "fired_at"})
 
+    @property
+    def fired_event_time(self) -> float:
+        """Event time (Unix seconds) at which it fired: :attr:`fired_at`, else the end of the
+        window whose close fired it (``fired_window_start`` plus the window's length)."""
+        if self.fired_at is not None:
+            return self.fired_at
+        return self.fired_window_start + self.window_end - self.window_start
+
     def open(self) -> bool:
         """Not resolved (firing or acknowledged)."""
         return self.state != "resolved"

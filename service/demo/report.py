@@ -51,15 +51,15 @@ def classify(result: dict[str, Any], fault: WeatherFeedFault) -> dict[str, Any]:
         if not mine:
             detection[model_id] = None
             continue
-        first = min(mine, key=lambda a: (a.fired_window_start, a.created_at))
-        fired_end = first.fired_window_start + first.window_end - first.window_start
+        first = min(mine, key=lambda a: (a.fired_event_time, a.created_at))
         sent = result["fault_sent_at"].get(model_id)
         detection[model_id] = {
             "first_breach_window": _day(first.window_start),
             "first_alert_window": _day(first.fired_window_start),
             "feature": first.feature,
             "check": first.check,
-            "event_time_hours_from_fault": round((fired_end - fault.start) / 3600, 1),
+            "fired_by_look": first.fired_at is not None,
+            "event_time_hours_from_fault": round((first.fired_event_time - fault.start) / 3600, 1),
             "wall_seconds_from_first_faulty_record": (
                 round(first.created_at - sent, 1) if sent else None
             ),
@@ -124,15 +124,17 @@ def render(report: dict[str, Any]) -> str:
     lines += ["", f"alerts on the injected fault ({len(report['fault_alerts'])}):"]
     lines += _group_table(report["fault_alerts"])
     lines += ["", "time from fault start to first alert (2 breaching windows of 3, or the first on "
-              "overwhelming evidence):"]
+              "overwhelming evidence, at a look inside the open window or at its close):"]
     for model_id, d in report["detection"].items():
         if d is None:
             lines.append(f"  {model_id:<13} NOT DETECTED")
         else:
             lines.append(
                 f"  {model_id:<13} {d['event_time_hours_from_fault']:>5.1f} h of event time "
-                f"(first breach {d['first_breach_window']}, fires when window "
-                f"{d['first_alert_window']} closes; {d['feature']}/{d['check']}); "
+                f"(first breach {d['first_breach_window']}, fires "
+                f"{'at a look inside window' if d.get('fired_by_look') else 'when window'} "
+                f"{d['first_alert_window']}{'' if d.get('fired_by_look') else ' closes'}; "
+                f"{d['feature']}/{d['check']}); "
                 f"{d['wall_seconds_from_first_faulty_record']} s wall clock after the first faulty record"
             )
     lines += ["", f"incidents of the fault ({len(report['fault_incidents'])}):"]

@@ -98,10 +98,8 @@ def from_api(a: alerting.Alert) -> Alert:
     ...     fired_window_start=0, fired_at=900.0, incident_id="i", notify=True)).fired_at
     900.0
     """
-    length = a.window_end - a.window_start
-    fired = a.fired_window_start + length if a.fired_at is None else a.fired_at
     return Alert(a.id, a.model_id, a.feature, a.check, a.window_start, a.window_end,
-                 fired, a.incident_id, a.notify)
+                 a.fired_event_time, a.incident_id, a.notify)
 
 
 def maps_to(alert: Alert, incident: Incident) -> bool:
