@@ -119,8 +119,9 @@ async def test_a_look_ahead_of_the_policy_times_the_alert_its_window_s_close_fir
 
 
 def test_a_long_message_is_looked_at_where_each_look_falls():
-    """350 records in one message, the feature missing from the 150th on: looks after 100,
-    200 and 300 records, each counting only its own records, each timed by its latest."""
+    """350 records in one message, the feature missing from the 150th on: looks after 50,
+    100, 150, 200, 250 (then a quarter of the window: 62 more) and 312 records, each counting
+    only its own records, each timed by its latest."""
     state = PartitionState(0, PartitionCheckpoint(epoch=1))
     key = ("m", "1", W, T0)
     profile = state.open[key] = WindowProfile("m", T0, W)
@@ -130,11 +131,13 @@ def test_a_long_message_is_looked_at_where_each_look_falls():
         "m", [PredictionRecord("m", "1", f"p{i}", T0 + i, {"x": x[i]}) for i in range(n)])
     _add_looking(state, key, profile, cols)
     assert profile.count == n
+    assert LOOK_RECORDS == 50
     assert [(lk.records, lk.counts["x"].nulls, lk.at) for lk in state.looked] == [
-        (LOOK_RECORDS, 0, T0 + 99), (LOOK_RECORDS, 50, T0 + 199), (LOOK_RECORDS, 100, T0 + 299)]
+        (50, 0, T0 + 49), (50, 0, T0 + 99), (50, 0, T0 + 149), (50, 50, T0 + 199),
+        (50, 50, T0 + 249), (62, 62, T0 + W)]  # capped at the window's end
     assert all(WindowLook.from_fields(lk.to_fields()) == lk for lk in state.looked)
     # The window's records so far are what its looks counted: nothing counted twice or lost.
-    assert sum(lk.counts["x"].total for lk in state.looked) == 300
+    assert sum(lk.counts["x"].total for lk in state.looked) == 312
     assert profile.features["x"].null_count == 200
     # With the window before it still open, a look says the policy must apply that one first.
     assert {lk.prior_end for lk in state.looked} == {0}

@@ -22,10 +22,12 @@ from sketches.profile import WindowProfile
 if TYPE_CHECKING:
     from service.profiles.partition import WindowKey
 
-#: Records a look needs since the previous one...
-LOOK_RECORDS = 100
+#: Records a look needs since the previous one (enough for the rate tests' 30 and a break's
+#: p-value far below any gate's level: 48 nulls of 50 against a 1 % baseline under a 0.1
+#: floor is p ~ 10^-40)...
+LOOK_RECORDS = 50
 #: ...and at least this share of the window's records before it: a window of n records has
-#: about LOOK_RECORDS... then log(n / 400) / log(1.25) looks (~30 for 100,000 records).
+#: 4 looks to 200 records, then log(n / 200) / log(1.25) more (~32 for 100,000 records).
 LOOK_GROWTH = 0.25
 #: A message is cut at a look only when its records up to the look are earlier than the
 #: rest by this share of the window or more (service.profiles.aggregator._add_looking).
