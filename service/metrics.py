@@ -144,6 +144,11 @@ ROLLUPS_WRITTEN = Counter(
 DETECTOR_SKIPPED = Counter(
     "fleetwatch_detector_windows_skipped_total", "Windows not evaluated", ["reason"]
 )
+DETECTOR_READ_ERRORS = Counter(
+    "fleetwatch_detector_read_errors_total",
+    "Reads of the window-event stream that failed with an error answer (not an outage: e.g. the "
+    "stream or its consumer group was deleted); the detector creates the group again and goes on",
+)
 DETECTOR_WAITING = Gauge(
     "fleetwatch_detector_windows_waiting",
     "Windows of models' first days this detector holds until the fleet has closed them too (the "

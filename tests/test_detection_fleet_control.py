@@ -23,7 +23,13 @@ from service.profiles.evaluation import (
     resolve_baseline,
     service_config,
 )
-from service.profiles.keys import WINDOWS_STREAM, results_key, traffic_key, window_member
+from service.profiles.keys import (
+    WINDOWS_STREAM,
+    results_key,
+    traffic_key,
+    traffic_through_key,
+    window_member,
+)
 from service.profiles.reference import build_reference
 from sketches.profile import WindowProfile
 from tests.metric_samples import sample
@@ -203,3 +209,14 @@ async def test_a_window_judged_before_the_fleet_closed_it_does_not_fix_its_contr
     # m00 is judged through the 19 others; m15 through 18: m00, in its drop, does not move
     # with the fleet and is no denominator of anyone's share
     assert others == [19, 18]
+
+
+async def test_a_deleted_model_is_no_longer_waited_for(store):
+    """A model deleted after closing a window leaves the fleet's closed-through set: the
+    next window does not wait for it to close."""
+    start = 1_700_002_800
+    await store.r.zadd(traffic_through_key(3600), {"gone": start, "kept": start})
+    assert await store.fleet_unsettled(3600, start + 3600) == 2
+    await store.delete_model("gone")
+    assert await store.fleet_unsettled(3600, start + 3600) == 1
+    assert await store.r.zscore(traffic_through_key(3600), "kept") == start

@@ -3,6 +3,8 @@ per-feature configuration, seasonal baselines from stored windows."""
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import numpy as np
 
@@ -10,10 +12,12 @@ from detectors.policy.persistence import PersistenceConfig
 from sdk.record import PredictionRecord
 from service.api.app import create_app
 from service.detection.detector import Detector
+from service.profiles.keys import WINDOWS_STREAM
 from service.profiles.reference import build_reference
 from service.registry import ModelConfig
 from sketches.profile import WindowProfile
 from tests.conftest import put_window as store_window
+from tests.conftest import wait_for
 from tests.metric_samples import sample
 
 T0 = 1_700_006_400
@@ -149,3 +153,33 @@ async def test_auto_keeps_the_reference_and_says_which_baseline_answered(setting
         await Detector(settings, store).evaluate(MODEL, member)
         view = (await http.get(f"/v1/models/{MODEL}")).json()
         assert view["baseline"] == {"configured": "auto", "last_used": "reference"}
+
+
+async def test_the_worker_outlives_its_event_stream_being_deleted(settings, store):
+    """Someone deletes the window-event stream (and with it the consumer group): the read
+    fails with NOGROUP; the worker counts it, creates the group again and goes on, so an
+    event appended afterwards is still handled (here a malformed look: dropped, acknowledged)."""
+    detector = Detector(settings, store)
+    stop = asyncio.Event()
+    before = sample("fleetwatch_detector_read_errors_total")
+
+    async def read_failed() -> bool:
+        return sample("fleetwatch_detector_read_errors_total") > before
+
+    async def drained() -> bool:
+        return await store.r.xlen(WINDOWS_STREAM) == 0
+
+    async def stream_made() -> bool:
+        return bool(await store.r.exists(WINDOWS_STREAM))
+
+    task = asyncio.create_task(detector.run(stop))
+    try:
+        await wait_for(stream_made)  # the consumer group made it
+        await store.r.delete(WINDOWS_STREAM)
+        await wait_for(read_failed)
+        await store.r.xadd(WINDOWS_STREAM, {"model": MODEL, "member": "300:0:1", "look": "not json"})
+        await wait_for(drained)  # handled, acknowledged, deleted
+        assert not task.done()
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)

@@ -10,11 +10,14 @@ re-processing an event never duplicates an alert or counts a test twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import socket
 import time
 from dataclasses import asdict
+
+from redis.exceptions import ResponseError
 
 from detectors.config import DetectorConfig, merge
 from detectors.quality.looks import look_tests
@@ -37,6 +40,7 @@ from sketches.profile import WindowProfile
 log = logging.getLogger("fleetwatch.detector")
 
 EVENTS_PER_READ = 50
+READ_RETRY_SECONDS = 1.0  # after a read of the events fails with an error answer
 
 
 class Detector:
@@ -73,6 +77,9 @@ class Detector:
             except REDIS_DOWN as exc:
                 await self.outage.pause(exc, "read window events", stop)
                 continue
+            except ResponseError as exc:  # the stream or the group was deleted (NOGROUP), ...
+                await self._read_failed(exc, group, stop)
+                continue
             self.outage.recovered()
             wait = self.settings.detector_fleet_wait_seconds > 0
             done = [event_id for event_id, fields in events
@@ -80,6 +87,17 @@ class Detector:
             done += await self._settled()
             metrics.DETECTOR_WAITING.set(len(self._deferred))
             await self.outage.call(lambda done=done: self.store.ack_events(group, done), "acknowledge events")
+
+    async def _read_failed(self, exc: ResponseError, group: str, stop: asyncio.Event) -> None:
+        """Reading the events failed with an error answer, not an outage: log and count it,
+        create the consumer group again (it is gone when someone deleted the stream), and
+        go on after a second (or when ``stop`` is set) rather than end the worker."""
+        metrics.DETECTOR_READ_ERRORS.inc()
+        log.error("reading window events failed (%s); creating the consumer group again", exc)
+        with contextlib.suppress(*REDIS_DOWN, ResponseError):
+            await self.store.ensure_event_group(group)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), READ_RETRY_SECONDS)
 
     async def _handle(self, event_id: bytes, fields: dict[str, str], wait_for_fleet: bool) -> bool:
         """Evaluate one window-closed event (or apply a look at an open window); False if it

@@ -110,6 +110,11 @@ def traffic_through_key(length: int) -> str:
     return f"{GLOBAL}traffic:{length}:through"
 
 
+def traffic_through_pattern() -> str:
+    """Matches :func:`traffic_through_key` of every window length."""
+    return f"{GLOBAL}traffic:*:through"
+
+
 def traffic_field(model_id: str, version: str) -> str:
     """The field of one model version in a :func:`traffic_key` hash.
 

@@ -25,6 +25,7 @@ from service.profiles.keys import (
     implicit_minute_key,
     model_keys_pattern,
     status_key,
+    traffic_through_pattern,
 )
 from service.registry import ModelConfig
 from service.runtime.redis_client import Client, mget
@@ -185,7 +186,10 @@ class ModelStore:
 
         Alerts (``{fw}:alert:{id}``) and incidents are fleet-wide history and are kept, as
         are the aggregator's checkpoints: records of the model still in flight (open
-        windows, the topic's backlog) create it again as an implicit model.
+        windows, the topic's backlog) create it again as an implicit model. The model leaves
+        the fleet's closed-through sets (``{fw}:traffic:{len}:through``), so no window waits
+        for it to close (:meth:`~service.profiles.traffic.TrafficStore.fleet_unsettled`); its
+        records in the fleet's past windows stay until they expire (they were real traffic).
         """
         existed = await self.model_exists(model_id)
         # A model id may hold "}:", so ``fw:{a}:*`` also matches the keys of model "a}:b":
@@ -203,7 +207,10 @@ class ModelStore:
                 batch = []
         if batch:
             n += await self.r.unlink(*batch)
+        through = [k async for k in self.r.scan_iter(match=traffic_through_pattern(), count=1_000)]
         async with self.r.pipeline(transaction=True) as p:
+            for key in through:
+                p.zrem(key, model_id)
             p.srem(MODELS, model_id)
             p.srem(IMPLICIT, model_id)
             p.hdel(FLEET_COLUMNS, model_id)
