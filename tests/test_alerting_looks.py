@@ -3,20 +3,24 @@ confirms or withdraws the alert, and nothing pages twice (real Redis)."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord
 from service.alerting.keys import EVENTS, look_evidence_key
 from service.alerting.models import Alert
-from service.alerting.policy import AlertPolicy
+from service.alerting.policy import AlertPolicy, WindowRef
 from service.alerting.store import AlertStore
 from service.profiles.aggregator import _add_looking
 from service.profiles.checkpoints import PartitionCheckpoint
-from service.profiles.keys import pending_key, window_index_key
+from service.profiles.keys import pending_key, window_index_key, window_member
 from service.profiles.looks import LOOK_RECORDS, WindowLook
 from service.profiles.partition import PartitionState
 from service.registry import ModelConfig
 from sketches.profile import WindowProfile
-from tests.test_alerting_policy import HEALTHY, T0, W, apply, policy, result, window
+from tests.test_alerting_policy import BREACH, HEALTHY, T0, W, apply, policy, result, window
 
 BREAK = (0.9, 1e-60)  # a null-rate jump of 0.9 (floor 0.2): overwhelming at any level
 ALERTING = {"x": frozenset({"null_rate"})}
@@ -144,3 +148,78 @@ def test_a_long_message_is_looked_at_where_each_look_falls():
     state.open[("m", "1", W, T0 - W)] = WindowProfile("m", T0 - W, W)
     _add_looking(state, key, profile, cols)
     assert state.looked[-1].prior_end == T0
+
+
+async def test_a_withdrawn_alert_that_fires_later_pages_again(store):
+    """A look fires; its window closes with an ordinary breach (not overwhelming: 2 of 3
+    not met yet), so the alert is withdrawn; the next window's breach fires the episode,
+    the same alert: that is a page ("fired"), timed by its own close, not the old look."""
+    p, alerts = policy(store), AlertStore(store.r)
+    await apply(p, "r", 0, {("x", "null_rate"): HEALTHY})
+    [early] = await look(p, "r", 1, *BREAK, at=T0 + W + 60)
+    await close(store, "r", 1)
+    await apply(p, "r", 1, {("x", "null_rate"): BREACH})
+    assert (await alerts.alert(early.id)).state == "resolved"
+    await close(store, "r", 2)
+    [again] = await apply(p, "r", 2, {("x", "null_rate"): BREACH})
+    assert again.id == early.id and again.state == "firing"
+    assert await events(store) == [("fired", early.id), ("resolved", early.id), ("fired", early.id)]
+    assert (await alerts.alert(early.id)).fired_at is None  # fired at window 2's close
+
+
+async def test_a_look_that_loses_the_race_with_its_window_s_close_resolves_its_alert(store):
+    """The window's close (healthy) is applied between the look's read and its write: the
+    look sees it after writing and resolves what it wrote; nothing stays firing."""
+    p, alerts = policy(store), AlertStore(store.r)
+    await apply(p, "c", 0, {("x", "null_rate"): HEALTHY})
+    read = alerts.look_state
+    calls = []
+
+    async def racing(*args, **kwargs):
+        state = await read(*args, **kwargs)
+        if not calls:
+            calls.append(1)
+            await close(store, "c", 1)
+            await apply(p, "c", 1, {("x", "null_rate"): HEALTHY})
+        return state
+
+    p.alerts.look_state = racing
+    assert await look(p, "c", 1, *BREAK, at=T0 + W + 60) == []
+    assert [a.state for a in await alerts.alerts("c", 0, 10)] == ["resolved"]
+    assert not await alerts.open_alerts()
+
+
+async def test_a_close_that_cannot_decide_keeps_what_its_looks_saw(store):
+    """The window's close has no result for the series (its evaluation failed): the look's
+    breach is the window's outcome, so the alert stays firing and resolves as any other."""
+    p, alerts = policy(store), AlertStore(store.r)
+    await apply(p, "u", 0, {("x", "null_rate"): HEALTHY})
+    [early] = await look(p, "u", 1, *BREAK, at=T0 + W + 60)
+    await close(store, "u", 1)
+    await apply(p, "u", 1, {})
+    assert (await alerts.alert(early.id)).state == "firing"
+    for i in (2, 3, 4):
+        await close(store, "u", i)
+        await apply(p, "u", i, {("x", "null_rate"): HEALTHY})
+    assert (await alerts.alert(early.id)).state == "resolved"
+    assert await events(store) == [("fired", early.id), ("resolved", early.id)]
+
+
+async def test_another_version_s_window_at_the_same_start_holds_the_look_back(store):
+    p = policy(store)
+    await apply(p, "v", 0, {("x", "null_rate"): HEALTHY})
+    other = WindowRef("v", window_member(W, T0 + W, "2"), T0 + W, W, "2")
+    await store.r.zadd(window_index_key("v"), {other.member: other.start})
+    await store.r.zadd(pending_key("v"), {other.member: other.start})
+    assert await look(p, "v", 1, *BREAK, at=T0 + W + 60) == "behind"
+
+
+def test_a_look_event_that_does_not_parse_names_its_field():
+    base = {"model": "m", "member": "3600:0:1"}
+    for body, field in (('{"records": 1, "at": 1' + "0" * 400 + ', "q": {}}', "look.at"),
+                        ('{"records": 1, "at": 1, "q": ' + "[" * 100_000 + "]" * 100_000 + "}", "look:"),
+                        ('{"records": 1, "at": 1, "q": {"x": [1, 2, 1e999]}}', "look.q.x"),
+                        ('{"records": 1, "at": 1, "q": {"x": [1, 2, 0]}}', "look.q.x"),
+                        ('{"records": 1, "at": 1, "q": {}, "prior": 1e3}', "look.prior")):
+        with pytest.raises(ValueError, match=f"^{re.escape(field)}"):
+            WindowLook.from_fields({**base, "look": body})

@@ -137,6 +137,8 @@ class AlertPolicy:
         """
         elig = eligible(list(results), alerting)
         outcomes: dict[str, list[Any]] = {}
+        looks = await self.alerts.looks(window.model_id)
+        looked_here = {f: o for member, _start, f, o in looks.values() if member == window.member}
         if elig:
             weights = [fdr_weights.get(base_check(r.check), 1.0) for r in elig] if fdr_weights else None
             decision = await self.gate.gate(f"{window.model_id}\0{window.member}", window.start,
@@ -146,6 +148,8 @@ class AlertPolicy:
             await self.alerts.put_gate(window.model_id, window.member, gate_record(elig, decision))
             # the model's status points at its last gated window's record
             await self.alerts.r.hset(status_key(window.model_id), "last_fdr_window", window.member)
+        # A series the close could not decide (no eligible result) keeps what its looks saw.
+        outcomes = {**looked_here, **outcomes}
         recorded = await self.alerts.record(window.model_id, window.start, window.member, outcomes)
         lo, hi = window.start, recorded.released_before
         if lo >= hi:
@@ -214,17 +218,29 @@ class AlertPolicy:
             return "behind"
         changed = []
         for r, field in overwhelming:
-            history = [o for o in map(_outcome, state.series.get(field, [])) if o.window_start < window.start]
+            # every other window's outcome, as the close's fold will have them (a window of
+            # another version or length at the same or a later start included)
+            history = [o for o in map(_outcome, state.series.get(field, [])) if o.member != window.member]
             seen = Outcome(window.start, window.member, True, r.effect_size, r.p_value, r.floor, True)
             ep = next((e for e in episodes([*history, seen], model.persistence)
                        if e.fired.member == window.member), None)
             if ep is None:
                 continue  # the series fires already
             aid = alert_id(window.model_id, r.feature, r.check, ep.first.member)
-            await self.alerts.register_look(window.model_id, aid, window.member, window.start, at)
+            await self.alerts.register_look(window.model_id, aid, window.member, window.start, field,
+                                            [window.start, window.member, 1, r.effect_size, r.p_value,
+                                             r.floor, 1], at)
             alert = await self._write(window, r.feature, r.check, ep, state.seq, model, silences, now)
             if alert is not None:
                 changed.append(alert)
+        if changed and (await self.alerts.look_state(window.model_id, window.member, window.start,
+                                                     prior_end, [])).applied:
+            # The window's close was applied while this look wrote: alerts the close did not
+            # write after it (still at this look's seq) are not confirmed by it.
+            stale = [a for a in changed if a.seq == state.seq]
+            for a in stale:
+                await self._withdraw(a.id, window, state.seq, now)
+            changed = [a for a in changed if a.seq != state.seq]
         return changed
 
     async def _confirm_looks(self, window: WindowRef, upto: int, folded: set[str], seq: int,
@@ -232,8 +248,8 @@ class AlertPolicy:
         """Resolve the alerts that looks fired in the windows released now (starting at or
         before ``upto``) and that no episode of the fold holds (their windows closed without
         the breach), and forget the looks of those windows; the alerts resolved."""
-        released = [aid for aid, (_member, start) in (await self.alerts.looks(window.model_id)).items()
-                    if start <= upto]
+        looks = await self.alerts.looks(window.model_id)
+        released = [aid for aid, (_member, start, _f, _o) in looks.items() if start <= upto]
         out = []
         for aid in released:
             if aid not in folded and (alert := await self._withdraw(aid, window, seq, now)) is not None:
@@ -255,6 +271,7 @@ class AlertPolicy:
                  "window closed without the breach", stored.model_id, stored.feature, stored.check,
                  window.member)
         metrics.ALERTS_RESOLVED.inc()
+        await self.alerts.clear_fired_at(aid)  # should its episode fire later, it fires then
         await self.alerts.set_open(resolved, False)
         if stored.check in DATA_QUALITY_CHECKS:
             await self.alerts.set_quality_span(stored.model_id, aid, stored.feature, stored.window_start,
@@ -312,7 +329,8 @@ class AlertPolicy:
             return None
         if fired_at is not None:
             await self.alerts.set_fired_at(aid, fired_at)
-        if status == 1:
+        refired = status == 3 and firing  # a look's alert withdrawn at its close, firing again
+        if status == 1 or refired:
             # per-slice checks count under their catalog name: a bounded label set
             metrics.ALERTS_RAISED.labels(check=base_check(check), severity=sev).inc()
             if not alert.notify:
@@ -336,9 +354,9 @@ class AlertPolicy:
         if quality:
             await self.alerts.set_quality_span(m, aid, feature, ep.first.window_start,
                                                None if firing else end)
-        if status == 1:
+        if status == 1 or refired:
             await self.alerts.emit("fired", aid, incident)
-        if status == 3 or (status == 1 and not firing):
+        if status in (1, 3) and not firing:
             metrics.ALERTS_RESOLVED.inc()
             await self.alerts.emit("resolved", aid, incident)
         return stored

@@ -295,33 +295,40 @@ class AlertStore:
         round trip: the model's policy sequence number; whether the policy has applied the
         window (it is in the model's index and no longer pending: its close has decided);
         whether it is behind, i.e. has not yet applied every earlier window of the model
-        (one is pending, or the index does not reach ``prior_end``, the end of the latest
-        earlier window the aggregator held); the stored outcomes of the series ``fields``;
+        (one is pending, or one of another version at the same start, or the index does not
+        reach ``prior_end``, the end of the latest earlier window the aggregator held); the
+        stored outcomes of the series ``fields``;
         the FDR level of the model's last gated window (None: none gated yet, or forgotten)."""
         index = window_index_key(model_id)
         async with self.r.pipeline(transaction=False) as p:
             p.hget(alerting_key(model_id), "seq")
             p.zscore(index, member)
             p.zscore(pending_key(model_id), member)
-            p.zrange(pending_key(model_id), 0, 0, withscores=True)
+            p.zrangebyscore(pending_key(model_id), "-inf", start, start=0, num=2)
             p.zrevrange(index, 0, 0, withscores=True)
-            p.hmget(series_key(model_id), fields)
+            p.hmget(series_key(model_id), fields or ["-"])
             p.hget(status_key(model_id), "last_fdr_window")
-            seq, stored, pending, first_pending, latest, series, last = await p.execute()
+            seq, stored, pending, earlier, latest, series, last = await p.execute()
         gate = None if last is None else await self.gate(model_id, last.decode())
         level = gate.get("level") if isinstance(gate, dict) else None
         reached = int(latest[0][1]) + int(latest[0][0].split(b":", 1)[0]) if latest else 0
-        behind = bool(first_pending and first_pending[0][1] < start) or reached < prior_end
+        # pending: a window of the model at or before this one's start but this one (another
+        # version's at the same start included)
+        behind = any(m.decode() != member for m in earlier) or reached < prior_end
         return LookState(int(seq or 0), stored is not None and pending is None, behind,
-                         {f: json.loads(raw)["o"] for f, raw in zip(fields, series, strict=True) if raw},
+                         {f: json.loads(raw)["o"] for f, raw in zip(fields, series[:len(fields)], strict=True)
+                          if raw},
                          float(level) if isinstance(level, (int, float)) and level > 0 else None)
 
-    async def register_look(self, model_id: str, alert_id: str, member: str, start: int,
-                            at: float) -> None:
-        """A look is about to fire ``alert_id`` in the open window ``member``, its evidence
-        there at event time ``at``: the window's release checks that its close confirmed it
-        (:meth:`looks`), and the alert keeps ``fired_at`` (set once) whatever rewrites its body."""
-        await self.r.hset(looks_key(model_id), alert_id, json.dumps([member, start]))
+    async def register_look(self, model_id: str, alert_id: str, member: str, start: int, field: str,
+                            outcome: list[Any], at: float) -> None:
+        """A look is about to fire ``alert_id`` in the open window ``member`` (starting at
+        ``start``), a breach of the series ``field`` (``outcome``, as a window's is stored),
+        its evidence there at event time ``at``: the window's close records ``outcome`` if it
+        cannot decide the series itself, and its release checks that the fold holds the
+        alert (:meth:`looks`); the alert keeps ``fired_at`` (set once) whatever rewrites its
+        body."""
+        await self.r.hset(looks_key(model_id), alert_id, json.dumps([member, start, field, outcome]))
         await self.set_fired_at(alert_id, at)
 
     async def put_look_evidence(self, model_id: str, member: str, fields: list[str], at: float) -> None:
@@ -350,12 +357,16 @@ class AlertStore:
         """The event time at which the alert's evidence sufficed, when a look saw it (set once)."""
         await self.r.hsetnx(alert_key(alert_id), "fired_at", repr(float(at)))
 
-    async def looks(self, model_id: str) -> dict[str, tuple[str, int]]:
-        """Alerts fired by looks at the model's windows not yet released: id -> (member, start)."""
+    async def clear_fired_at(self, alert_id: str) -> None:
+        await self.r.hdel(alert_key(alert_id), "fired_at")
+
+    async def looks(self, model_id: str) -> dict[str, tuple[str, int, str, list[Any]]]:
+        """Alerts fired by looks at the model's windows not yet released: id -> (member,
+        start, series field, the look's outcome)."""
         out = {}
         for k, v in (await self.r.hgetall(looks_key(model_id))).items():
-            member, start = json.loads(v)
-            out[k.decode()] = (member, int(start))
+            member, start, field, outcome = json.loads(v)
+            out[k.decode()] = (member, int(start), field, outcome)
         return out
 
     async def forget_looks(self, model_id: str, alert_ids: list[str]) -> None:

@@ -123,7 +123,7 @@ class Detector:
         is tried again like a window)."""
         try:
             look = WindowLook.from_fields(fields)
-        except ValueError as exc:
+        except Exception as exc:  # ValueError naming the field; anything else is as bad
             metrics.LOOKS_TESTED.labels(outcome="unusable").inc()
             log.error("look event does not parse (%s): dropped", exc)
             return

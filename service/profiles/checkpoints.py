@@ -369,8 +369,8 @@ class CheckpointStore:
             )
             for _stream, entries in resp or []:
                 out += entries
-        return [
-            (eid, {k.decode(): v.decode() for k, v in fields.items()})
+        return [  # bytes that are not UTF-8 (written by hand) fail the event's parse, not the read
+            (eid, {k.decode(errors="replace"): v.decode(errors="replace") for k, v in fields.items()})
             for eid, fields in out
             if fields
         ]

@@ -96,17 +96,18 @@ class WindowLook:
         try:
             body: Any = json.loads(fields["look"])
             model_id, member = fields["model"], fields["member"]
-        except (KeyError, ValueError) as exc:
-            raise ValueError(f"look: not a look event ({exc})") from None
+        except (KeyError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep
+            raise ValueError(f"look: not a look event ({type(exc).__name__})") from None
         if not isinstance(body, dict) or not isinstance(body.get("q"), dict):
             raise ValueError("look: not an object with 'records', 'at' and 'q'")
         records = _count("look.records", body.get("records"), lo=1)
         at = body.get("at")
-        if not isinstance(at, (int, float)) or isinstance(at, bool) or not math.isfinite(at):
-            raise ValueError(f"look.at: {at!r} is not a finite time")
+        if (not isinstance(at, (int, float)) or isinstance(at, bool) or abs(at) > MAX_COUNT
+                or not math.isfinite(at)):
+            raise ValueError(f"look.at: {str(at)[:40]} is not a finite time")
         prior = body.get("prior", 0)
         if not isinstance(prior, int) or isinstance(prior, bool) or abs(prior) > MAX_COUNT:
-            raise ValueError(f"look.prior: {prior!r} is not a time in whole seconds")
+            raise ValueError(f"look.prior: {str(prior)[:40]} is not a time in whole seconds")
         counts = {}
         for name, triple in body["q"].items():
             if not isinstance(triple, list) or len(triple) != 3:
@@ -120,7 +121,7 @@ class WindowLook:
 
 def _count(name: str, v: Any, lo: int = 0) -> int:
     if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= MAX_COUNT:
-        raise ValueError(f"{name}: {v!r} is not an integer in [{lo}, {MAX_COUNT}]")
+        raise ValueError(f"{name}: {str(v)[:40]} is not an integer in [{lo}, {MAX_COUNT}]")
     return v
 
 
