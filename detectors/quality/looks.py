@@ -10,6 +10,7 @@ starts in the middle of a window is not diluted by the healthy records before it
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from detectors.config import DetectorConfig, merge, plan, service_defaults
 from detectors.policy.learned import LearnedFloors
@@ -26,50 +27,63 @@ LOOK_CHECKS: dict[str, Callable[..., TestResult]] = {
 }
 
 
-def look_tests(baseline: WindowProfile, counts: Mapping[str, QualityCounts], records: int,
-               config: DetectorConfig | None = None,
-               learned: LearnedFloors | None = None) -> list[TestResult]:
-    """The configured look checks (:data:`LOOK_CHECKS`) of every feature of ``baseline``.
+@dataclass(frozen=True)
+class LookPlan:
+    """What the looks at one window test (:func:`look_plan`): the alpha, and per feature of
+    the baseline its counts there and its look checks with their floors."""
 
-    Parameters
-    ----------
-    baseline : WindowProfile
-        The window's baseline, as the window's own tests would use it.
-    counts : mapping of str to QualityCounts
-        Per feature, its values among the look's records; a feature absent from it is
-        missing in all of them.
-    records : int
-        Records the look covers (> 0).
-    config, learned
-        As for :func:`~detectors.suite.evaluate_window`: the checks, floors (with the
-        learned ones) and alpha of each feature.
+    alpha: float
+    features: tuple[tuple[str, QualityCounts, tuple[tuple[str, float], ...]], ...]
 
-    Returns
-    -------
-    list[TestResult]
-        Per numeric or categorical feature of the baseline, in name order, its null-rate
-        and (numeric) non-finite tests, each with the floor the window's own test has.
+    def tests(self, counts: Mapping[str, QualityCounts], records: int) -> list[TestResult]:
+        """The look checks on one look's counts.
 
-    Examples
-    --------
-    >>> from sdk.record import PredictionRecord
-    >>> b = WindowProfile("m", 0, 0)
-    >>> b.add_records([PredictionRecord("m", "1", str(i), 0.0, {"x": float(i)}) for i in range(500)])
-    >>> rs = look_tests(b, {"x": QualityCounts(100, 95, 0)}, 100)
-    >>> [(r.check, r.status.value, round(r.effect_size, 2)) for r in rs]
-    [('null_rate', 'drift', 0.95), ('nonfinite', 'ok', 0.0)]
-    >>> [r.effect_size for r in look_tests(b, {}, 100)][0]  # absent: all missing
-    1.0
-    """
+        Parameters
+        ----------
+        counts : mapping of str to QualityCounts
+            Per feature, its values among the look's records; a feature absent from it is
+            missing in all of them.
+        records : int
+            Records the look covers (> 0).
+
+        Returns
+        -------
+        list[TestResult]
+            Per feature of the plan, in name order, its null-rate and (numeric) non-finite
+            tests, each with the floor the window's own test has.
+
+        Examples
+        --------
+        >>> from sdk.record import PredictionRecord
+        >>> b = WindowProfile("m", 0, 0)
+        >>> b.add_records([PredictionRecord("m", "1", str(i), 0.0, {"x": float(i)}) for i in range(500)])
+        >>> rs = look_plan(b).tests({"x": QualityCounts(100, 95, 0)}, 100)
+        >>> [(r.check, r.status.value, round(r.effect_size, 2)) for r in rs]
+        [('null_rate', 'drift', 0.95), ('nonfinite', 'ok', 0.0)]
+        >>> [r.effect_size for r in look_plan(b).tests({}, 100)][0]  # absent: all missing
+        1.0
+        """
+        out = []
+        for name, ref, checks in self.features:
+            cur = counts.get(name, QualityCounts(records, records, 0))
+            out += [LOOK_CHECKS[c](ref, cur, name, floor=floor, alpha=self.alpha) for c, floor in checks]
+        return out
+
+
+def look_plan(baseline: WindowProfile, config: DetectorConfig | None = None,
+              learned: LearnedFloors | None = None) -> LookPlan:
+    """The look checks (:data:`LOOK_CHECKS`) of every numeric or categorical feature of
+    ``baseline`` (the window's baseline, as the window's own tests use it) under ``config``
+    and ``learned`` (as for :func:`~detectors.suite.evaluate_window`: checks, floors with the
+    learned ones, alpha). Small: a detector keeps one per open window for all its looks."""
     cfg = merge(service_defaults(), config)
-    out = []
+    features = []
     for name, ref in sorted(baseline.features.items()):
         target = ref.kind
         if target not in ("numeric", "categorical"):
             continue
         p = plan(cfg, name, target, learned)
-        ref_counts = ref.quality_counts()
-        cur = counts.get(name, QualityCounts(records, records, 0))
-        out += [LOOK_CHECKS[c](ref_counts, cur, name, floor=p.floors[c], alpha=cfg.alpha)
-                for c in p.checks if c in LOOK_CHECKS]
-    return out
+        checks = tuple((c, p.floors[c]) for c in p.checks if c in LOOK_CHECKS)
+        if checks:
+            features.append((name, ref.quality_counts(), checks))
+    return LookPlan(cfg.alpha, tuple(features))

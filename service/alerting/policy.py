@@ -183,7 +183,7 @@ class AlertPolicy:
                    silences: list[Silence], now: float, at: float,
                    prior_end: int = 0) -> list[Alert] | str:
         """Apply a look at the open window ``window``: the look tests of the records it
-        gathered since its previous look (:func:`detectors.quality.looks.look_tests`), their
+        gathered since its previous look (:class:`detectors.quality.looks.LookPlan`), their
         evidence there at event time ``at``. The alerts it fired or changed, or why it
         could decide nothing: ``"applied"`` (the policy has applied the window: its close
         decided), ``"behind"`` (an earlier window of the model, up to ``prior_end``, is not

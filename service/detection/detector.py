@@ -15,12 +15,13 @@ import logging
 import os
 import socket
 import time
+from collections import OrderedDict
 from dataclasses import asdict
 
 from redis.exceptions import ResponseError
 
 from detectors.config import DetectorConfig, merge
-from detectors.quality.looks import look_tests
+from detectors.quality.looks import LookPlan, look_plan
 from detectors.result import TestResult
 from detectors.suite import alerting_checks
 from service import metrics
@@ -40,6 +41,7 @@ from sketches.profile import WindowProfile
 log = logging.getLogger("fleetwatch.detector")
 
 EVENTS_PER_READ = 50
+LOOK_PLANS = 4_096  # open windows whose look plan a detector keeps
 READ_RETRY_SECONDS = 1.0  # after a read of the events fails with an error answer
 
 
@@ -58,6 +60,9 @@ class Detector:
         self._detector_configs = ConfigCache(self._own_detector_configs, lambda _m: DetectorConfig(), 0)
         self.consumer = f"{socket.gethostname()}-{os.getpid()}-{id(self):x}"
         self.outage = RedisOutage(settings, "detector")
+        # per open window looked at, the plan of its looks and its alerting checks (oldest first)
+        self._look_plans: OrderedDict[tuple[str, str], tuple[LookPlan, dict[str, frozenset[str]]]]
+        self._look_plans = OrderedDict()
         # Events whose window waits for the fleet (read, not acknowledged): id -> (fields, until).
         self._deferred: dict[bytes, tuple[dict[str, str], float]] = {}
 
@@ -136,23 +141,34 @@ class Detector:
                                     "fired" if outcome else "quiet").inc()
 
     async def look(self, look: WindowLook) -> list[Alert] | str:
-        """The look tests of ``look`` (:func:`detectors.quality.looks.look_tests`) against
+        """The look tests of ``look`` (:class:`~detectors.quality.looks.LookPlan`) against
         the window's baseline, through the alert policy (:meth:`AlertPolicy.look`): the
         alerts it fired or changed, or why it decided nothing (``"unusable"``: the window has
-        no baseline; the policy's reasons)."""
+        no baseline; the policy's reasons). The window's baseline is resolved at its first
+        look and its plan kept for the next ones (:data:`LOOK_PLANS` windows)."""
         model = await self._models.one(look.model_id)
-        config = merge(service_config(self.settings), await self._detector_configs.one(look.model_id))
         length, start, version = parse_member(look.member)
-        current = WindowProfile(look.model_id, start, length)
-        current.count = look.records
-        r = await resolve_baseline(self.store, self.settings, look.model_id, current, config,
-                                   model.window_grid)
-        if r is None or r.baseline is None:
-            return "unusable"
-        results = look_tests(r.baseline.profile, look.counts, look.records, config, r.learned)
+        key = (look.model_id, look.member)
+        planned = self._look_plans.get(key)
+        if planned is None:
+            config = merge(service_config(self.settings), await self._detector_configs.one(look.model_id))
+            current = WindowProfile(look.model_id, start, length)
+            current.count = look.records
+            r = await resolve_baseline(self.store, self.settings, look.model_id, current, config,
+                                       model.window_grid)
+            if r is None or r.baseline is None:
+                return "unusable"
+            planned = (look_plan(r.baseline.profile, config, r.learned),
+                       alerting_checks(r.baseline.profile, config))
+            self._look_plans[key] = planned
+            while len(self._look_plans) > LOOK_PLANS:
+                self._look_plans.popitem(last=False)
+        else:
+            self._look_plans.move_to_end(key)
+        plan, alerting = planned
         now = time.time()
         return await self.policy.look(WindowRef(look.model_id, look.member, start, length, version),
-                                      results, alerting_checks(r.baseline.profile, config), model,
+                                      plan.tests(look.counts, look.records), alerting, model,
                                       await self.silences.active(now), now, look.at, look.prior_end)
 
     async def _settled(self) -> list[bytes]:
