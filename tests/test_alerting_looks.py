@@ -9,16 +9,23 @@ import pytest
 
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord
-from service.alerting.keys import EVENTS, look_evidence_key
+from service.alerting.keys import EVENTS
 from service.alerting.models import Alert
 from service.alerting.policy import AlertPolicy, WindowRef
 from service.alerting.store import AlertStore
 from service.profiles.aggregator import _add_looking
 from service.profiles.checkpoints import PartitionCheckpoint
-from service.profiles.keys import pending_key, window_index_key, window_member
+from service.profiles.keys import (
+    WINDOWS_STREAM,
+    pending_key,
+    window_index_key,
+    window_looks_key,
+    window_member,
+)
 from service.profiles.looks import LOOK_RECORDS, WindowLook
 from service.profiles.partition import PartitionState
 from service.registry import ModelConfig
+from sketches.feature import QualityCounts
 from sketches.profile import WindowProfile
 from tests.test_alerting_policy import BREACH, HEALTHY, T0, W, apply, policy, result, window
 
@@ -97,29 +104,38 @@ async def test_a_look_pages_only_what_is_overwhelming_and_only_with_a_gated_leve
 
 async def test_a_look_ahead_of_the_policy_times_the_alert_its_window_s_close_fires(store):
     """The policy has not applied the window before (the detectors are behind): the look
-    cannot fold, so its breach is kept; the close that fires the series at that window says
-    it fired at the look. A close without the breach fires nothing and forgets it."""
+    cannot fold ("behind"). The window's close reads its looks again and, firing the series
+    at that window, says it fired at the first look that found the break overwhelming at the
+    window's level; a close without the break fires nothing, whatever its looks saw."""
     p, alerts = policy(store), AlertStore(store.r)
     await apply(p, "b", 0, {("x", "null_rate"): HEALTHY})
     await close(store, "b", 1)  # closed, not applied
     assert await look(p, "b", 2, *BREAK, at=T0 + 2 * W + 60) == "behind"
-    assert await look(p, "b", 3, *BREAK, at=T0 + 3 * W + 60) == "behind"
     assert not await alerts.alerts("b", 0, 10)  # nothing paged ahead of the fold
     await apply(p, "b", 1, {("x", "null_rate"): HEALTHY})
     await close(store, "b", 2)
-    [fired] = await apply(p, "b", 2, {("x", "null_rate"): BREAK})
+    looks = [(T0 + 2 * W + 200, [result("x", "null_rate", *BREAK)]),
+             (T0 + 2 * W + 60, [result("x", "null_rate", 0.9, 1e-7)]),  # not overwhelming
+             (T0 + 2 * W + 120, [result("x", "null_rate", *BREAK)])]
+    [fired] = await p.apply(window("b", 2), [result("x", "null_rate", *BREAK)], ALERTING, ModelConfig(),
+                            [], 1e9, None, looks)
     assert fired.fired_window_start == T0 + 2 * W
-    assert (await alerts.alert(fired.id)).fired_at == T0 + 2 * W + 60
+    assert (await alerts.alert(fired.id)).fired_at == T0 + 2 * W + 120
     assert await events(store) == [("fired", fired.id)]
-    # Window 3's look is kept for window 3's close alone (still open when 2 was applied).
-    await close(store, "b", 3)
-    await apply(p, "b", 3, {("x", "null_rate"): HEALTHY})
-    await close(store, "b", 4)
-    await apply(p, "b", 4, {("x", "null_rate"): HEALTHY})
-    await close(store, "b", 5)
-    await apply(p, "b", 5, {("x", "null_rate"): HEALTHY})
-    assert [a.state for a in await alerts.alerts("b", 0, 10)] == ["resolved"]
-    assert not await store.r.hgetall(look_evidence_key("b"))
+    await close(store, "q", 1)
+    assert await p.apply(window("q", 1), [result("x", "null_rate", *HEALTHY)], ALERTING, ModelConfig(),
+                         [], 1e9, None, looks) == []
+
+
+async def test_the_looks_of_a_window_are_kept_for_its_close(store):
+    member = window("k", 1).member
+    looks = [WindowLook("k", member, 50, T0 + W + 10.0, {"x": QualityCounts(50, 1, 0)}, T0 + W),
+             WindowLook("k", member, 50, T0 + W + 20.0, {"x": QualityCounts(50, 49, 0)}, T0 + W)]
+    await store.publish_looks(looks)
+    await store.r.rpush(window_looks_key("k", looks[0].member), b'{"records": 0}')  # left out
+    assert await store.window_looks("k", looks[0].member) == looks
+    assert await store.r.ttl(window_looks_key("k", looks[0].member)) > W
+    assert [f[b"member"].decode() for _id, f in await store.r.xrange(WINDOWS_STREAM)] == [looks[0].member] * 2
 
 
 def test_a_long_message_is_looked_at_where_each_look_falls():

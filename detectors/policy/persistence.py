@@ -175,6 +175,10 @@ class Outcome:
     immediate : bool
         A breach whose evidence is overwhelming (:class:`ImmediateRule`): it fires
         without waiting for k of m.
+    looked_at : float or None
+        Event time of the first look inside the open window that found the breach
+        overwhelming (service.profiles.looks), None if none did: when the episode fires at
+        this window, its evidence was complete then.
     """
 
     window_start: int
@@ -184,6 +188,7 @@ class Outcome:
     p_value: float = 1.0
     floor: float = 0.0
     immediate: bool = False
+    looked_at: float | None = None
 
 
 @dataclass

@@ -9,7 +9,7 @@ starts in the middle of a window is not diluted by the healthy records before it
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from detectors.config import DetectorConfig, merge, plan, service_defaults
@@ -87,3 +87,26 @@ def look_plan(baseline: WindowProfile, config: DetectorConfig | None = None,
         if checks:
             features.append((name, ref.quality_counts(), checks))
     return LookPlan(cfg.alpha, tuple(features))
+
+
+def window_look_plan(baseline: WindowProfile, results: Sequence[TestResult], alpha: float) -> LookPlan:
+    """The looks' plan of a window already tested: its features' look checks with the floors
+    its own tests ran with (``results``, learned floors included), so that its looks are
+    judged, at its close, as its own tests were.
+
+    Examples
+    --------
+    >>> from sdk.record import PredictionRecord
+    >>> b = WindowProfile("m", 0, 0)
+    >>> b.add_records([PredictionRecord("m", "1", str(i), 0.0, {"x": float(i)}) for i in range(500)])
+    >>> from detectors.quality.null_rate import null_rate_test
+    >>> r = null_rate_test(b.features["x"], b.features["x"], "x", floor=0.3)
+    >>> window_look_plan(b, [r], 0.01).features[0][2]
+    (('null_rate', 0.3),)
+    """
+    checks: dict[str, list[tuple[str, float]]] = {}
+    for r in results:
+        if r.check in LOOK_CHECKS and r.feature in baseline.features:
+            checks.setdefault(r.feature, []).append((r.check, r.floor))
+    return LookPlan(alpha, tuple((name, baseline.features[name].quality_counts(), tuple(c))
+                                 for name, c in sorted(checks.items())))

@@ -71,13 +71,6 @@ def looks_key(m: str) -> str:
     return f"fw:{{{m}}}:looks"
 
 
-def look_evidence_key(m: str) -> str:
-    """HASH "{member}\0{series field}" -> event time: the earliest look that found an
-    overwhelming breach of the series in the open window ``member`` while the policy was
-    behind the model's earlier windows (the window's close uses it)."""
-    return f"fw:{{{m}}}:looked"
-
-
 def quality_spans_key(m: str) -> str:
     """HASH alert id -> JSON [feature, lo, hi] of the model's recent data-quality alerts."""
     return f"fw:{{{m}}}:dq"

@@ -77,15 +77,30 @@ def immediate_rule(settings: Settings) -> ImmediateRule:
 
 
 def outcomes_of(elig: Sequence[TestResult], decision: GateDecision, window: WindowRef,
-                rule: ImmediateRule) -> dict[str, list[Any]]:
+                rule: ImmediateRule, looked: Mapping[str, float] | None = None) -> dict[str, list[Any]]:
     """Per series field, the window's outcome as stored:
-    [start, member, breach, effect, p, floor, immediate]."""
+    [start, member, breach, effect, p, floor, immediate, looked_at] (``looked``: per field,
+    the event time of the first look that found it overwhelming, :func:`first_looks`)."""
     out = {}
     for r, found in zip(elig, decision.discoveries, strict=True):
         breach = bool(found) and clears_floor(r)
         now = breach and rule.applies(r.check, r.effect_size, r.floor, r.p_value, decision.level)
-        out[series_field(r.feature, r.check)] = [
-            window.start, window.member, int(breach), r.effect_size, r.p_value, r.floor, int(now)]
+        field = series_field(r.feature, r.check)
+        out[field] = [window.start, window.member, int(breach), r.effect_size, r.p_value, r.floor, int(now),
+                      (looked or {}).get(field) if breach else None]
+    return out
+
+
+def first_looks(looks: Sequence[tuple[float, Sequence[TestResult]]], alerting: dict[str, frozenset[str]],
+                rule: ImmediateRule, level: float) -> dict[str, float]:
+    """Per series field, the event time of the first of a window's looks (``looks``: each
+    look's time and test results) whose breach is overwhelming at ``level``, the window's
+    own FDR level."""
+    out: dict[str, float] = {}
+    for at, results in sorted(looks, key=lambda lk: lk[0]):
+        for r in eligible(list(results), alerting):
+            if clears_floor(r) and rule.applies(r.check, r.effect_size, r.floor, r.p_value, level):
+                out.setdefault(series_field(r.feature, r.check), at)
     return out
 
 
@@ -100,9 +115,10 @@ def gate_record(elig: Sequence[TestResult], decision: GateDecision) -> dict[str,
 
 
 def _outcome(raw: list[Any]) -> Outcome:
-    start, member, breach, effect, p, floor, *rest = raw  # outcomes stored before: no flag
+    start, member, breach, effect, p, floor, *rest = raw  # outcomes stored before: no flags
+    looked = rest[1] if len(rest) > 1 else None
     return Outcome(int(start), member, bool(breach), float(effect), float(p), float(floor),
-                   bool(rest and rest[0]))
+                   bool(rest and rest[0]), None if looked is None else float(looked))
 
 
 class AlertPolicy:
@@ -125,11 +141,15 @@ class AlertPolicy:
     async def apply(self, window: WindowRef, results: Sequence[TestResult],
                     alerting: dict[str, frozenset[str]], model: ModelConfig,
                     silences: list[Silence], now: float,
-                    fdr_weights: Mapping[str, float] | None = None) -> list[Alert]:
+                    fdr_weights: Mapping[str, float] | None = None,
+                    looks: Sequence[tuple[float, Sequence[TestResult]]] = ()) -> list[Alert]:
         """Apply one evaluated window (``results`` empty: the window could not be
         tested, but it is released all the same); the alerts it created or changed.
         ``fdr_weights`` (check name -> weight, absent: 1) weight the window's tests in
-        the FDR gate.
+        the FDR gate. ``looks``: the window's looks while it was open (each one's event time
+        and look test results): a breach of this window that one of them found overwhelming
+        at the window's level fired, if its episode fires at this window, at that look's
+        time (the alert's ``fired_at``), however late the detector read the look.
 
         Windows are folded in order: a window is *released* once every earlier
         window of the model has been applied, and the episodes that the windows
@@ -137,14 +157,15 @@ class AlertPolicy:
         """
         elig = eligible(list(results), alerting)
         outcomes: dict[str, list[Any]] = {}
-        looks = await self.alerts.looks(window.model_id)
-        looked_here = {f: o for member, _start, f, o in looks.values() if member == window.member}
+        registered = await self.alerts.looks(window.model_id)
+        looked_here = {f: o for member, _start, f, o in registered.values() if member == window.member}
         if elig:
             weights = [fdr_weights.get(base_check(r.check), 1.0) for r in elig] if fdr_weights else None
             decision = await self.gate.gate(f"{window.model_id}\0{window.member}", window.start,
                                             window.length, [r.p_value for r in elig], weights,
                                             model_id=window.model_id)
-            outcomes = outcomes_of(elig, decision, window, self.immediate)
+            outcomes = outcomes_of(elig, decision, window, self.immediate,
+                                   first_looks(looks, alerting, self.immediate, decision.level))
             await self.alerts.put_gate(window.model_id, window.member, gate_record(elig, decision))
             # the model's status points at its last gated window's record
             await self.alerts.r.hset(status_key(window.model_id), "last_fdr_window", window.member)
@@ -161,7 +182,6 @@ class AlertPolicy:
         # the latest window released now (a window still open has no outcome yet)
         upto = max([window.start, *(o[0] for v in recorded.series.values() for o in v["o"] or []
                                     if o[0] < hi)])
-        looked = await self.alerts.take_look_evidence(window.model_id, upto)
         for field in fields:
             feature, check = field.split("\0")
             history = [o for o in map(_outcome, recorded.series[field]["o"] or [])
@@ -169,10 +189,8 @@ class AlertPolicy:
             for ep in episodes(history, model.persistence):
                 folded.add(alert_id(window.model_id, feature, check, ep.first.member))
                 if _touches(ep, lo, hi):
-                    # fired in a window released now that a look found overwhelming before it closed
-                    at = looked.get((ep.fired.member, field)) if lo <= ep.fired.window_start else None
                     alert = await self._write(window, feature, check, ep, recorded.seq, model,
-                                              silences, now, at)
+                                              silences, now)
                     if alert is not None:
                         changed.append(alert)
             await self._settle(window.model_id, field, history, model.persistence)
@@ -187,9 +205,8 @@ class AlertPolicy:
         evidence there at event time ``at``. The alerts it fired or changed, or why it
         could decide nothing: ``"applied"`` (the policy has applied the window: its close
         decided), ``"behind"`` (an earlier window of the model, up to ``prior_end``, is not
-        applied yet, so the series' fold is incomplete: the look's overwhelming breaches are
-        kept for the window's close, which, if it fires their series at this window, says
-        they fired at ``at``),
+        applied yet, so the series' fold is incomplete; the window's close reads the look
+        again, :meth:`apply`'s ``looks``),
         ``"no_gated_window"`` (no level to compare with yet).
 
         A breach fires here only when it is overwhelming (:class:`ImmediateRule`) at the FDR
@@ -210,18 +227,16 @@ class AlertPolicy:
             return "applied"
         if state.level is None:
             return "no_gated_window"
+        if state.behind:
+            return "behind"
         overwhelming = [(r, f) for r, f in zip(elig, fields, strict=True)
                         if self.immediate.applies(r.check, r.effect_size, r.floor, r.p_value, state.level)]
-        if state.behind:
-            await self.alerts.put_look_evidence(window.model_id, window.member,
-                                                [f for _r, f in overwhelming], at)
-            return "behind"
         changed = []
         for r, field in overwhelming:
             # every other window's outcome, as the close's fold will have them (a window of
             # another version or length at the same or a later start included)
             history = [o for o in map(_outcome, state.series.get(field, [])) if o.member != window.member]
-            seen = Outcome(window.start, window.member, True, r.effect_size, r.p_value, r.floor, True)
+            seen = Outcome(window.start, window.member, True, r.effect_size, r.p_value, r.floor, True, at)
             ep = next((e for e in episodes([*history, seen], model.persistence)
                        if e.fired.member == window.member), None)
             if ep is None:
@@ -229,7 +244,7 @@ class AlertPolicy:
             aid = alert_id(window.model_id, r.feature, r.check, ep.first.member)
             await self.alerts.register_look(window.model_id, aid, window.member, window.start, field,
                                             [window.start, window.member, 1, r.effect_size, r.p_value,
-                                             r.floor, 1], at)
+                                             r.floor, 1, at])
             alert = await self._write(window, r.feature, r.check, ep, state.seq, model, silences, now)
             if alert is not None:
                 changed.append(alert)
@@ -287,8 +302,7 @@ class AlertPolicy:
             await self.alerts.settle(model_id, field, ordered[cut - 1].window_start)
 
     async def _write(self, window: WindowRef, feature: str, check: str, ep: Episode, seq: int,
-                     model: ModelConfig, silences: list[Silence], now: float,
-                     fired_at: float | None = None) -> Alert | None:
+                     model: ModelConfig, silences: list[Silence], now: float) -> Alert | None:
         m = window.model_id
         aid = alert_id(m, feature, check, ep.first.member)
         firing = ep.resolved is None
@@ -327,8 +341,8 @@ class AlertPolicy:
         status = await self.alerts.upsert(alert)
         if status == 0:
             return None
-        if fired_at is not None:
-            await self.alerts.set_fired_at(aid, fired_at)
+        if ep.fired.looked_at is not None:  # a look at its window saw it first
+            await self.alerts.set_fired_at(aid, ep.fired.looked_at)
         refired = status == 3 and firing  # a look's alert withdrawn at its close, firing again
         if status == 1 or refired:
             # per-slice checks count under their catalog name: a bounded label set

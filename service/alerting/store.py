@@ -29,7 +29,6 @@ from service.alerting.keys import (
     gate_key,
     incident_key,
     incident_spans_key,
-    look_evidence_key,
     looks_key,
     model_alerts_key,
     quality_spans_key,
@@ -38,7 +37,7 @@ from service.alerting.keys import (
 from service.alerting.lua import JOIN, PENDING_HORIZON_SECONDS, RECORD, SET_OPEN, SETTLE, UPSERT
 from service.alerting.models import Alert, Incident, IncidentRecord
 from service.alerting.silences import SilenceStore, muted_now
-from service.profiles.keys import parse_member, pending_key, status_key, window_index_key
+from service.profiles.keys import pending_key, status_key, window_index_key
 from service.runtime.redis_client import Client
 from service.stored import describe
 
@@ -321,40 +320,16 @@ class AlertStore:
                          float(level) if isinstance(level, (int, float)) and level > 0 else None)
 
     async def register_look(self, model_id: str, alert_id: str, member: str, start: int, field: str,
-                            outcome: list[Any], at: float) -> None:
+                            outcome: list[Any]) -> None:
         """A look is about to fire ``alert_id`` in the open window ``member`` (starting at
-        ``start``), a breach of the series ``field`` (``outcome``, as a window's is stored),
-        its evidence there at event time ``at``: the window's close records ``outcome`` if it
-        cannot decide the series itself, and its release checks that the fold holds the
-        alert (:meth:`looks`); the alert keeps ``fired_at`` (set once) whatever rewrites its
-        body."""
+        ``start``), a breach of the series ``field`` (``outcome``, as a window's is stored):
+        the window's close records ``outcome`` if it cannot decide the series itself, and its
+        release checks that the fold holds the alert (:meth:`looks`)."""
         await self.r.hset(looks_key(model_id), alert_id, json.dumps([member, start, field, outcome]))
-        await self.set_fired_at(alert_id, at)
-
-    async def put_look_evidence(self, model_id: str, member: str, fields: list[str], at: float) -> None:
-        """Looks found overwhelming breaches of the series ``fields`` in the open window
-        ``member`` at event time ``at`` (the earliest look kept), while the policy was behind."""
-        async with self.r.pipeline(transaction=False) as p:
-            for f in fields:
-                p.hsetnx(look_evidence_key(model_id), f"{member}\0{f}", repr(float(at)))
-            await p.execute()
-
-    async def take_look_evidence(self, model_id: str, upto: int) -> dict[tuple[str, str], float]:
-        """The look evidence of the model's windows starting at or before ``upto``, forgotten
-        as it is read: (member, series field) -> event time."""
-        raw = await self.r.hgetall(look_evidence_key(model_id))
-        out, done = {}, []
-        for k, v in raw.items():
-            member, field = k.decode().split("\0", 1)
-            if parse_member(member)[1] <= upto:
-                out[member, field] = float(v)
-                done.append(k)
-        if done:
-            await self.r.hdel(look_evidence_key(model_id), *done)
-        return out
 
     async def set_fired_at(self, alert_id: str, at: float) -> None:
-        """The event time at which the alert's evidence sufficed, when a look saw it (set once)."""
+        """The event time at which the alert's evidence sufficed, when a look saw it (set once:
+        it stays whatever rewrites the alert's body)."""
         await self.r.hsetnx(alert_key(alert_id), "fired_at", repr(float(at)))
 
     async def clear_fired_at(self, alert_id: str) -> None:

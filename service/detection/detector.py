@@ -21,7 +21,7 @@ from dataclasses import asdict
 from redis.exceptions import ResponseError
 
 from detectors.config import DetectorConfig, merge
-from detectors.quality.looks import LookPlan, look_plan
+from detectors.quality.looks import LookPlan, look_plan, window_look_plan
 from detectors.result import TestResult
 from detectors.suite import alerting_checks
 from service import metrics
@@ -239,6 +239,7 @@ class Detector:
         results: list[TestResult] = []
         alerting: dict[str, frozenset[str]] = {}
         weights: dict[str, float] = {}
+        looked: list[tuple[float, list[TestResult]]] = []
         length, start, version = parse_member(member)
         if isinstance(outcome, str):
             metrics.DETECTOR_SKIPPED.labels(reason=outcome).inc()
@@ -248,6 +249,9 @@ class Detector:
             _current, baseline, config, results, pooled = outcome
             alerting = alerting_checks(baseline.profile, config)
             weights = config.fdr_weights
+            plan = window_look_plan(baseline.profile, results, config.alpha)
+            looked = [(lk.at, plan.tests(lk.counts, lk.records))
+                      for lk in await self.store.window_looks(model_id, member)]
             await self.store.put_results(
                 model_id, member,
                 [{**asdict(r), "baseline": baseline.kind, "baseline_note": baseline.note,
@@ -256,7 +260,7 @@ class Detector:
         now = time.time()
         alerts = await self.policy.apply(WindowRef(model_id, member, start, length, version),
                                          results, alerting, model, await self.silences.active(now), now,
-                                         weights)
+                                         weights, looked)
         if not isinstance(outcome, str):  # after the policy: a policy error counts as skipped
             await self.count(model_id, member, start, {"evaluated": 1, "records": outcome[0].count},
                              last_window=member, last_window_start=start, last_baseline=outcome[1].kind,

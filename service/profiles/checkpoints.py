@@ -27,8 +27,9 @@ from service.profiles.keys import (
     traffic_key,
     traffic_through_key,
     window_index_key,
+    window_looks_key,
 )
-from service.profiles.looks import WindowLook
+from service.profiles.looks import LOOKS_KEPT_SECONDS, WindowLook
 from service.runtime.redis_client import Client, run_scripts
 from sketches.profile import WindowProfile
 
@@ -341,11 +342,29 @@ class CheckpointStore:
     # -- window-closed events -------------------------------------------------------
     async def publish_looks(self, looks: list[WindowLook]) -> None:
         """Append looks at open windows (:mod:`service.profiles.looks`) to the window-event
-        stream, in order."""
+        stream, in order, and to each window's list of looks (:meth:`window_looks`: its
+        close reads them, however late a detector reads the stream's)."""
         async with self.r.pipeline(transaction=False) as p:
             for look in looks:
-                p.xadd(WINDOWS_STREAM, look.to_fields())
+                fields = look.to_fields()
+                p.xadd(WINDOWS_STREAM, fields)
+                key = window_looks_key(look.model_id, look.member)
+                p.rpush(key, fields["look"])
+                p.expire(key, parse_member(look.member)[0] + LOOKS_KEPT_SECONDS)
             await p.execute()
+
+    async def window_looks(self, model_id: str, member: str) -> list[WindowLook]:
+        """The looks published while the window was open, oldest first; one that does not
+        parse is left out (logged)."""
+        out = []
+        for raw in await self.r.lrange(window_looks_key(model_id, member), 0, -1):
+            try:
+                out.append(WindowLook.from_fields({"model": model_id, "member": member,
+                                                   "look": raw.decode(errors="replace")}))
+            except ValueError as exc:
+                log.error("stored look of model=%s window=%s does not parse (%s): left out",
+                          model_id, member, exc)
+        return out
 
     async def ensure_event_group(self, group: str) -> None:
         try:

@@ -178,6 +178,12 @@ def parse_member(member: str) -> tuple[int, int, str]:
     return int(length), int(start), version
 
 
+def window_looks_key(m: str, member: str) -> str:
+    """LIST of the looks at the window while it was open (JSON bodies of
+    :meth:`~service.profiles.looks.WindowLook.to_fields`), for its close."""
+    return f"fw:{{{m}}}:wlooks:{member}"
+
+
 def counts_key(m: str) -> str:
     """HASH member -> record count of the model's closed windows (a cache of the profiles')."""
     return f"fw:{{{m}}}:counts"
