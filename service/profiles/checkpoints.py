@@ -404,7 +404,8 @@ class CheckpointStore:
                 await p.execute()
 
     async def pending_events(self) -> int:
-        """Window-closed events not yet evaluated (acknowledged events are deleted)."""
+        """Window events not yet handled: closed windows and looks at open ones
+        (acknowledged events are deleted)."""
         return int(await self.r.xlen(WINDOWS_STREAM))
 
     async def dead_letters(self, topic: str, model_id: str) -> DroppedRecords:
