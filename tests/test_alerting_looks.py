@@ -239,3 +239,28 @@ def test_a_look_event_that_does_not_parse_names_its_field():
                         ('{"records": 1, "at": 1, "q": {}, "prior": 1e3}', "look.prior")):
         with pytest.raises(ValueError, match=f"^{re.escape(field)}"):
             WindowLook.from_fields({**base, "look": body})
+
+
+async def test_an_episode_that_fires_after_its_look_s_window_keeps_its_own_time(store):
+    """A look fires at window 1; window 1 closes with an ordinary breach and window 2 with
+    another, applied out of order: 2 of 3 fires the episode at window 2, so the alert is
+    timed by window 2's close, not by window 1's look."""
+    p, alerts = policy(store), AlertStore(store.r)
+    await apply(p, "o", 0, {("x", "null_rate"): HEALTHY})
+    [early] = await look(p, "o", 1, *BREAK, at=T0 + W + 60)
+    await close(store, "o", 1)
+    await close(store, "o", 2)
+    assert await apply(p, "o", 2, {("x", "null_rate"): BREACH}) == []  # window 1 pending
+    await apply(p, "o", 1, {("x", "null_rate"): BREACH})
+    stored = await alerts.alert(early.id)
+    assert (stored.state, stored.fired_window_start, stored.fired_at) == ("firing", T0 + 2 * W, None)
+    assert await events(store) == [("fired", early.id)]
+
+
+async def test_a_window_keeps_its_first_looks_only(store):
+    member = window("t", 1).member
+    looks = [WindowLook("t", member, 50, T0 + W + i, {}, T0 + W) for i in range(80)]
+    await store.publish_looks(looks)
+    assert [lk.at for lk in await store.window_looks("t", member)] == [T0 + W + i for i in range(64)]
+    await store.forget_window_looks("t", member)
+    assert await store.window_looks("t", member) == []

@@ -100,7 +100,7 @@ def first_looks(looks: Sequence[tuple[float, Sequence[TestResult]]], alerting: d
     for at, results in sorted(looks, key=lambda lk: lk[0]):
         for r in eligible(list(results), alerting):
             if clears_floor(r) and rule.applies(r.check, r.effect_size, r.floor, r.p_value, level):
-                out.setdefault(series_field(r.feature, r.check), at)
+                out.setdefault(series_field(r.feature, r.check), round(at, 3))  # ms: stored as JSON
     return out
 
 
@@ -178,7 +178,7 @@ class AlertPolicy:
         # Data-quality series first, so drift alerts of this window see their inhibitors.
         fields = sorted(recorded.series, key=lambda f: f.split("\0")[1] not in DATA_QUALITY_CHECKS)
         changed = []
-        folded = set()  # every episode's alert id: what the looks' alerts are checked against
+        folded: dict[str, Outcome] = {}  # every episode's alert id -> where it fired (for the looks)
         # the latest window released now (a window still open has no outcome yet)
         upto = max([window.start, *(o[0] for v in recorded.series.values() for o in v["o"] or []
                                     if o[0] < hi)])
@@ -187,7 +187,7 @@ class AlertPolicy:
             history = [o for o in map(_outcome, recorded.series[field]["o"] or [])
                        if o.window_start < hi]
             for ep in episodes(history, model.persistence):
-                folded.add(alert_id(window.model_id, feature, check, ep.first.member))
+                folded[alert_id(window.model_id, feature, check, ep.first.member)] = ep.fired
                 if _touches(ep, lo, hi):
                     alert = await self._write(window, feature, check, ep, recorded.seq, model,
                                               silences, now)
@@ -236,7 +236,8 @@ class AlertPolicy:
             # every other window's outcome, as the close's fold will have them (a window of
             # another version or length at the same or a later start included)
             history = [o for o in map(_outcome, state.series.get(field, [])) if o.member != window.member]
-            seen = Outcome(window.start, window.member, True, r.effect_size, r.p_value, r.floor, True, at)
+            seen = Outcome(window.start, window.member, True, r.effect_size, r.p_value, r.floor, True,
+                           round(at, 3))
             ep = next((e for e in episodes([*history, seen], model.persistence)
                        if e.fired.member == window.member), None)
             if ep is None:
@@ -244,7 +245,7 @@ class AlertPolicy:
             aid = alert_id(window.model_id, r.feature, r.check, ep.first.member)
             await self.alerts.register_look(window.model_id, aid, window.member, window.start, field,
                                             [window.start, window.member, 1, r.effect_size, r.p_value,
-                                             r.floor, 1, at])
+                                             r.floor, 1, round(at, 3)])
             alert = await self._write(window, r.feature, r.check, ep, state.seq, model, silences, now)
             if alert is not None:
                 changed.append(alert)
@@ -258,18 +259,25 @@ class AlertPolicy:
             changed = [a for a in changed if a.seq != state.seq]
         return changed
 
-    async def _confirm_looks(self, window: WindowRef, upto: int, folded: set[str], seq: int,
+    async def _confirm_looks(self, window: WindowRef, upto: int, folded: dict[str, Outcome], seq: int,
                              now: float) -> list[Alert]:
         """Resolve the alerts that looks fired in the windows released now (starting at or
         before ``upto``) and that no episode of the fold holds (their windows closed without
-        the breach), and forget the looks of those windows; the alerts resolved."""
+        the breach); an episode that fired at another window than its look's keeps that
+        window's time, not the look's; forget the looks of those windows. The alerts resolved."""
         looks = await self.alerts.looks(window.model_id)
-        released = [aid for aid, (_member, start, _f, _o) in looks.items() if start <= upto]
+        released = {aid: member for aid, (member, start, _f, _o) in looks.items() if start <= upto}
         out = []
-        for aid in released:
-            if aid not in folded and (alert := await self._withdraw(aid, window, seq, now)) is not None:
-                out.append(alert)
-        await self.alerts.forget_looks(window.model_id, released)
+        for aid, member in released.items():
+            fired = folded.get(aid)
+            if fired is None:
+                if (alert := await self._withdraw(aid, window, seq, now)) is not None:
+                    out.append(alert)
+            elif fired.member != member:
+                await self.alerts.clear_fired_at(aid)
+                if fired.looked_at is not None:
+                    await self.alerts.set_fired_at(aid, fired.looked_at)
+        await self.alerts.forget_looks(window.model_id, list(released))
         return out
 
     async def _withdraw(self, aid: str, window: WindowRef, seq: int, now: float) -> Alert | None:

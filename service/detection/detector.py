@@ -261,6 +261,8 @@ class Detector:
         alerts = await self.policy.apply(WindowRef(model_id, member, start, length, version),
                                          results, alerting, model, await self.silences.active(now), now,
                                          weights, looked)
+        if looked:
+            await self.store.forget_window_looks(model_id, member)
         if not isinstance(outcome, str):  # after the policy: a policy error counts as skipped
             await self.count(model_id, member, start, {"evaluated": 1, "records": outcome[0].count},
                              last_window=member, last_window_start=start, last_baseline=outcome[1].kind,

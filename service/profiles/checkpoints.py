@@ -29,7 +29,7 @@ from service.profiles.keys import (
     window_index_key,
     window_looks_key,
 )
-from service.profiles.looks import LOOKS_KEPT_SECONDS, WindowLook
+from service.profiles.looks import LOOKS_KEPT_SECONDS, MAX_WINDOW_LOOKS, WindowLook
 from service.runtime.redis_client import Client, run_scripts
 from sketches.profile import WindowProfile
 
@@ -350,8 +350,13 @@ class CheckpointStore:
                 p.xadd(WINDOWS_STREAM, fields)
                 key = window_looks_key(look.model_id, look.member)
                 p.rpush(key, fields["look"])
+                p.ltrim(key, 0, MAX_WINDOW_LOOKS - 1)  # the first ones (a replay appends again)
                 p.expire(key, parse_member(look.member)[0] + LOOKS_KEPT_SECONDS)
             await p.execute()
+
+    async def forget_window_looks(self, model_id: str, member: str) -> None:
+        """The window's close has been applied: its looks are no longer needed."""
+        await self.r.unlink(window_looks_key(model_id, member))
 
     async def window_looks(self, model_id: str, member: str) -> list[WindowLook]:
         """The looks published while the window was open, oldest first; one that does not

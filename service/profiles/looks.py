@@ -32,8 +32,10 @@ LOOK_GROWTH = 0.25
 #: A message is cut at a look only when its records up to the look are earlier than the
 #: rest by this share of the window or more (service.profiles.aggregator._add_looking).
 LOOK_CUT = 32
-#: A window's looks are kept this long past its length, for its close (then they expire).
+#: A window's looks are kept this long past its length, for its close (then they expire)...
 LOOKS_KEPT_SECONDS = 2 * 86_400
+#: ...at most this many, the first (a window has ~32; a replay publishes its looks again).
+MAX_WINDOW_LOOKS = 64
 #: Counts a look may carry, each in [0, this] (what any window can hold, with room).
 MAX_COUNT = 10**12
 
