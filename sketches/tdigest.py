@@ -338,13 +338,28 @@ def _grid(items: _Items) -> np.ndarray:
     return starts[starts < items.size]
 
 
-def _owners(items: _Items, starts: np.ndarray) -> tuple[_Items, np.ndarray]:
-    """The groups ``starts`` forms, and the group index of each item."""
-    sizes = np.diff(np.append(starts, items.size))
-    return _aggregate(items, starts), np.repeat(np.arange(starts.size), sizes)
+class _Groups:
+    """The groups ``starts`` forms from key-sorted items: their centroids, the group index of
+    each item, where each group ends and the keys of each group's extent. Built once per set
+    of starts and shared by the cut passes of :func:`_compress` (a pass that adds no cut
+    leaves them valid for the next)."""
+
+    __slots__ = ("items", "starts", "ends", "g", "owner", "klo", "khi")
+
+    def __init__(self, items: _Items, starts: np.ndarray) -> None:
+        self.items, self.starts = items, starts
+        self.ends = np.append(starts[1:], items.size)
+        self.g = _aggregate(items, starts)
+        self.owner = np.repeat(np.arange(starts.size), self.ends - starts)
+        self.klo, self.khi = float_keys(self.g.lo), float_keys(self.g.hi)
+
+    def cut(self, cuts: np.ndarray) -> _Groups:
+        """These groups cut also at ``cuts`` (item indices): ``self`` when none is new."""
+        starts = np.union1d(self.starts, cuts)
+        return self if starts.size == self.starts.size else _Groups(self.items, starts)
 
 
-def _gap_cuts(items: _Items, starts: np.ndarray) -> np.ndarray:
+def _gap_cuts(gr: _Groups) -> np.ndarray:
     """Cuts across gaps wider than GAP_FRACTION of the group's range and than twice the mean
     spacing of its values (so a group of a few stray values is left whole), measured in the
     scale the CDF will interpolate the group in (:func:`key_scaled`).
@@ -355,11 +370,10 @@ def _gap_cuts(items: _Items, starts: np.ndarray) -> np.ndarray:
     to be wide in both scales let value-scaled groups bridge gaps that are wide in x but
     narrower in the key scale (between 2 and 8, say), which the CDF then filled with mass.
     """
-    g, owner = _owners(items, starts)
-    own = owner[:-1]
+    items, g, klo, khi = gr.items, gr.g, gr.klo, gr.khi
+    own = gr.owner[:-1]
     share = np.maximum(GAP_FRACTION, 2.0 / np.maximum(g.w - 1.0, 1.0))
     wide = items.lo[1:] - items.hi[:-1] > (share * (g.hi - g.lo))[own]
-    klo, khi = float_keys(g.lo), float_keys(g.hi)
     in_key = np.flatnonzero(_key_scaled(g.mean, g.kmean, g.lo, g.hi, klo, khi)[own])  # in key-scaled groups
     if in_key.size:
         key_gap = float_keys(items.lo[in_key + 1]) - float_keys(items.hi[in_key])
@@ -367,14 +381,12 @@ def _gap_cuts(items: _Items, starts: np.ndarray) -> np.ndarray:
     return np.flatnonzero(wide) + 1
 
 
-def _hollow_cuts(items: _Items, starts: np.ndarray) -> np.ndarray:
+def _hollow_cuts(gr: _Groups) -> np.ndarray:
     """Cuts at the mean of groups (of 5 or more values, 2 or more items) with little mass near
     their mean, in both scales."""
-    g, owner = _owners(items, starts)
-    ends = np.append(starts[1:], items.size)
-    klo, khi = float_keys(g.lo), float_keys(g.hi)
+    items, g, owner, starts, ends = gr.items, gr.g, gr.owner, gr.starts, gr.ends
     near_value = np.abs(items.mean - g.mean[owner]) <= (g.hi - g.lo)[owner] / 8
-    near_key = np.abs(items.kmean - g.kmean[owner]) <= (khi - klo)[owner] / 8
+    near_key = np.abs(items.kmean - g.kmean[owner]) <= (gr.khi - gr.klo)[owner] / 8
     mass_value = np.bincount(owner, weights=items.w * near_value, minlength=starts.size)
     mass_key = np.bincount(owner, weights=items.w * near_key, minlength=starts.size)
     hollow = np.flatnonzero((np.maximum(mass_value, mass_key) < HOLLOW_SHARE * g.w) & (g.w > 4)
@@ -383,15 +395,13 @@ def _hollow_cuts(items: _Items, starts: np.ndarray) -> np.ndarray:
     return np.clip(cut, starts[hollow] + 1, ends[hollow] - 1)
 
 
-def _skew_cuts(items: _Items, starts: np.ndarray) -> np.ndarray:
+def _skew_cuts(gr: _Groups) -> np.ndarray:
     """Cuts at the weighted median of groups (of 5 or more values, 2 or more items) whose mean
     sits far off the middle of their range in both scales: a dense cluster plus a long sparse tail."""
-    g, _owner = _owners(items, starts)
-    ends = np.append(starts[1:], items.size)
-    klo, khi = float_keys(g.lo), float_keys(g.hi)
+    items, g, starts, ends = gr.items, gr.g, gr.starts, gr.ends
     with np.errstate(divide="ignore", invalid="ignore"):  # a constant group (hi == lo) gives NaN: never cut
         off_value = np.abs((g.mean - g.lo) / (g.hi - g.lo) - 0.5)
-        off_key = np.abs((g.kmean - klo) / (khi - klo) - 0.5)
+        off_key = np.abs((g.kmean - gr.klo) / (gr.khi - gr.klo) - 0.5)
     skewed = np.flatnonzero((np.minimum(off_value, off_key) > SKEW_OFFSET) & (g.w > 4) & (ends - starts > 1))
     cum = np.cumsum(items.w)
     half = cum[starts[skewed]] - items.w[starts[skewed]] + g.w[skewed] / 2
@@ -407,12 +417,11 @@ def _compress(items: _Items) -> _Items:
     """
     if items.size <= TDIGEST_DELTA:
         return items
-    starts = _grid(items)
     with np.errstate(over="ignore", invalid="ignore"):  # ranges of +/-1e308 overflow to inf
-        starts = np.union1d(starts, _gap_cuts(items, starts))
-        starts = np.union1d(starts, _hollow_cuts(items, starts))
-        starts = np.union1d(starts, _skew_cuts(items, starts))
-    return _aggregate(items, starts)
+        groups = _Groups(items, _grid(items))
+        for cuts in (_gap_cuts, _hollow_cuts, _skew_cuts):
+            groups = groups.cut(cuts(groups))
+    return groups.g
 
 
 class _Cdf:
