@@ -478,3 +478,24 @@ async def test_each_fdr_family_has_its_own_metric_series(store):
     assert sample("fleetwatch_fdr_capacity", "features") == features.capacity
     assert sample("fleetwatch_fdr_tests_total", "features") - before["features"] == 400
     assert sample("fleetwatch_fdr_tests_total", "performance") - before["performance"] == 2
+
+
+async def test_every_new_slot_is_sized_by_the_active_fleet_when_one_model_runs_far_ahead(store):
+    """Peaks count what was gated: a replay or a detector catching up can gate one model's
+    windows more than the week of look-back ahead of the others', and the slots it touched
+    first were sized by its own tests alone, so the other models' windows of those days were
+    granted nothing. Every new slot is now sized by the active registered fleet
+    too; a model not gated for the look-back's length of wall-clock time counts nothing,
+    and an entry that does not parse counts like a model not gated yet."""
+    day = 86_400
+    params = EpochSpending(alpha=0.05, slot_seconds=W)
+    gate = FdrGate(store.r, params)
+    await store.r.sadd("{fw}:models", "a", "b", "silent", "odd")
+    for m in "ab":
+        await gate.gate(f"{m}:0", T0, day, [0.5] * 30, model_id=m)
+    await store.r.hset("{fw}:fdr:demand", mapping={"silent": "500:0", "odd": "x:y"})
+    ahead = [await gate.gate(f"a:{d}", T0 + d * day, day, [0.5] * 30, model_id="a") for d in range(1, 11)]
+    # a, b, and "odd" counted as the window being gated: 90; "silent" not
+    assert {d.capacity for d in ahead} == {params.capacity(90)}
+    behind = [await gate.gate(f"b:{d}", T0 + d * day, day, [0.5] * 30, model_id="b") for d in range(1, 11)]
+    assert [d.granted for d in behind] == [30] * 10

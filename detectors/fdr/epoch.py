@@ -42,13 +42,15 @@ the level of one model, a fleet of 10,000 the level of 10,000. A fleet that
 grows by more than h between two slots leaves the excess of one slot
 unfunded (level 0, counted: nothing is discovered at level 0, not even
 p = 0); a fleet that shrinks keeps the larger capacity (a lower level) for at
-most L + 1 epochs. A cold start (no previous epoch has a peak: a new
-deployment, a backfill whose windows are all gated at once, in any order)
-takes D at least the fleet's declared demand: the tests the registered models
-submit to a slot, as recorded when each was last gated, a model not gated yet
-counted like the batch being gated (computed by the service from its registry;
-registry and test counts only, no p-value). Without it the first batch gated
-would size every slot it touches, and the other models' batches of those slots
+most L + 1 epochs. D is also at least the fleet's declared demand: the tests
+the registered models submit to a slot, as recorded when each was last gated
+(a model not gated yet counted like the batch being gated, one not gated for L
+epochs of wall-clock time not at all; computed by the service from its
+registry; registry and test counts only, no p-value). Peaks count what was
+gated, so without it a cold start (a new deployment, a backfill) would let the
+first batch gated size every slot it touches, and a model gated more than L
+epochs ahead of the others (a replay, a detector catching up) would size the
+slots it touches first by itself: the other models' batches of those slots
 would go unfunded. The floor N_min (default 20) covers what is left: a fleet
 that submits n < 20 tests a slot loses at most a factor n / 20 of its level.
 

@@ -14,8 +14,9 @@ Keys, per epoch ``e`` (expire after 8 epochs):
 ``{fw}:fdr:{e}:peak``         STRING the largest ``req`` of a slot of the epoch
 ``{fw}:fdr:{e}:disc``         HASH slot -> discoveries in the slot
 ``{fw}:fdr:{e}:done``         HASH window id -> discoveries (committed)
-``{fw}:fdr:demand``           HASH model -> tests its latest gated window submitted
-                              to each of its slots (sizes a cold start)
+``{fw}:fdr:demand``           HASH model -> ``"tests:at"``: what its latest gated
+                              window submitted to each of its slots, and when
+                              (Unix s, wall clock); sizes new slots
 ============================  =================================================
 
 Two families of tests are gated apart, each with its own counters, capacity and share
@@ -33,15 +34,18 @@ most about is not diluted by the size of the feature fleet, at a cost of s to th
 features' level.
 
 A slot's capacity is ``EpochSpending.capacity`` of the largest of this and the
-``capacity_lookback_epochs`` previous epochs' ``peak`` (and at least the
-touching window's tests), computed inside the reserve script, so every replica
-sees one capacity per slot. On a cold start (no previous epoch has a peak: a new
-deployment, or one silent for longer than the look-back) the demand is at least the
-fleet's declared demand instead: the sum over the registered models of the tests each
+``capacity_lookback_epochs`` previous epochs' ``peak``, the touching window's tests
+and the fleet's declared demand: the sum over the registered models of the tests each
 submits to a slot, as recorded when it was last gated, or, for a model not gated yet,
-as many as the window being gated (:func:`declared_demand`). Without it the first
-window gated sized every slot of the first epoch it touched, and a backfill that gates
-one model's windows before the others' left the others unfunded.
+as many as the window being gated; a model not gated for the look-back's length of
+wall-clock time counts nothing (:func:`declared_demand`). It is computed inside the
+reserve script, so every replica sees one capacity per slot. Why the declared demand
+for every new slot, not only on a cold start: peaks count what was gated, and a
+backfill, a replay or a detector catching up can gate one partition's windows more
+than the look-back ahead of the others'; the slots it touched first were then sized
+by its own tests and the other models' windows of those slots were granted nothing.
+Without any of it the first window gated sized every slot of the first epoch it
+touched.
 
 A window is gated in two idempotent steps: *reserve* (atomically claim the
 window's share of its slot's capacity and read the reward; a second reserve of
@@ -54,6 +58,7 @@ counts once.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -72,7 +77,7 @@ EPOCHS_KEPT = MAX_LOOKBACK_EPOCHS + 1
 # ARGV: window id, slot, n, reward lag, ttl, span, headroom, min capacity, max capacity (0: none),
 #       the fleet's declared demand (-1: not known yet)
 # Returns "granted:rewarded:capacity", or "cold" (nothing written) when a slot must be sized
-# on a cold start and the declared demand was not given.
+# and the declared demand was not given.
 _RESERVE = """
 local got = redis.call('HGET', KEYS[1], ARGV[1])
 if got then return got end
@@ -80,14 +85,11 @@ local slot, n, span = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[6])
 local lo, hi, declared = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
 local history = 0
 for i = 7, #KEYS do history = math.max(history, tonumber(redis.call('GET', KEYS[i]) or '0')) end
-local demand = math.max(n, history, tonumber(redis.call('GET', KEYS[6]) or '0'))
+local demand = math.max(n, history, declared, tonumber(redis.call('GET', KEYS[6]) or '0'))
 local caps = {}
-for s = slot, slot + span - 1 do caps[s] = tonumber(redis.call('HGET', KEYS[5], s) or '0') end
-if history == 0 then
-  for s = slot, slot + span - 1 do
-    if caps[s] == 0 and declared < 0 then return 'cold' end
-  end
-  demand = math.max(demand, declared)
+for s = slot, slot + span - 1 do
+  caps[s] = tonumber(redis.call('HGET', KEYS[5], s) or '0')
+  if caps[s] == 0 and declared < 0 then return 'cold' end
 end
 local granted, capacity = n, 0
 for s = slot, slot + span - 1 do
@@ -180,7 +182,7 @@ class FdrGate:
         Idempotent per ``window_id``: the same p-values and weights give the same
         answer however often and by whichever replica the window is gated.
         ``model_id`` (None: the window is not a registered model's) records what the
-        model submits, for sizing a cold start (:func:`declared_demand`).
+        model submits, for sizing new slots (:func:`declared_demand`).
         """
         epoch, slot, span = self.params.place(window_start, window_seconds)
         n = len(p_values)
@@ -194,10 +196,11 @@ class FdrGate:
                 p.min_tests_per_slot, p.max_tests_per_slot or 0]
         raw = await self._reserve(keys=keys, args=[*args, -1])
         if raw == b"cold":
-            declared = await declared_demand(self.r, model_id, per_slot, f)
+            active = p.capacity_lookback_epochs * p.epoch_seconds
+            declared = await declared_demand(self.r, model_id, per_slot, f, time.time() - active)
             raw = await self._reserve(keys=keys, args=[*args, declared])
         if model_id is not None:
-            await self.r.hset(fdr_demand_key(f), model_id, per_slot)
+            await self.r.hset(fdr_demand_key(f), model_id, f"{per_slot}:{int(time.time())}")
         granted, rewarded, capacity = (int(x) for x in raw.decode().split(":"))
         found = p.decide(p_values, granted, rewarded, capacity, span, weights)
         await self._commit(keys=[fdr_key(epoch, "done", f), fdr_key(epoch, "disc", f)],
@@ -215,14 +218,16 @@ class FdrGate:
 
 
 async def declared_demand(r: Client, model_id: str | None, per_slot: int,
-                          family: str = FEATURES) -> int:
+                          family: str = FEATURES, active_since: float = 0.0) -> int:
     """The tests the registered fleet submits to one slot of ``family``, as far as the
     gate knows.
 
     :data:`FEATURES`: the sum over the registered models (``fw:models``) and
     ``model_id`` of what each submitted to each of its slots when last gated
     (``{fw}:fdr:demand``), counting ``per_slot`` (the window being gated) for
-    ``model_id`` and for every model not gated yet. :data:`PERFORMANCE`: the same over
+    ``model_id`` and for every model not gated yet, and nothing for a model last
+    gated before ``active_since`` (Unix s, wall clock: a model that went silent; an
+    entry without its time, as written before, counts). :data:`PERFORMANCE`: the same over
     the models gated in that family so far (``{fw}:fdr-perf:demand``) and ``model_id``:
     only tier-1 models with label-joined checks submit to it, and counting every
     registered model would size the family's cold slots for the whole fleet (the floor
@@ -237,7 +242,18 @@ async def declared_demand(r: Client, model_id: str | None, per_slot: int,
         models = {m.decode() for m in await r.smembers(MODELS)}
     ordered = sorted(models - {model_id})
     known = await r.hmget(demand, ordered) if ordered else []
-    return per_slot + sum(int(k) if k is not None else per_slot for k in known)
+    return per_slot + sum(_demand_of(k, per_slot, active_since) for k in known)
+
+
+def _demand_of(entry: bytes | None, per_slot: int, active_since: float) -> int:
+    """What one model's ``{fw}:fdr:demand`` entry adds to the declared demand: ``per_slot``
+    when it has none (not gated yet) or it does not parse (counted like a new model), 0 when
+    it was last gated before ``active_since``."""
+    tests, _, at = (entry or b"").decode(errors="replace").partition(":")
+    try:
+        return 0 if at and float(at) < active_since else max(int(tests), 0)
+    except ValueError:
+        return per_slot
 
 
 @dataclass(frozen=True)

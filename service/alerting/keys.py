@@ -28,7 +28,8 @@ Keys (model keys hash-tagged ``{m}``):
 ``{fw}:open``                    SET alerts not resolved
 ``{fw}:silences``                HASH silence id -> JSON silence (:mod:`service.alerting.silences`)
 ``{fw}:fdr:{epoch}:{name}``      the online FDR gate's counters of one epoch (:mod:`service.alerting.fdr`)
-``{fw}:fdr:demand``              HASH model -> tests per slot of its latest gated window
+``{fw}:fdr:demand``              HASH model -> ``"tests:at"``: tests per slot of its latest gated
+                                 window, and when (Unix s)
 ``{fw}:fdr-perf:{epoch}:{name}``, ``{fw}:fdr-perf:demand``  the same for the label-joined
                                  performance tests, a family gated apart (its own share of q)
 ``{fw}:open:alerts``             HASH alert id -> JSON :class:`~service.alerting.store.OpenAlert` (model,

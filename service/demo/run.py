@@ -37,6 +37,7 @@ from detectors.policy.floor import EffectFloorPolicy
 from detectors.result import TestResult
 from detectors.suite import alerting_checks
 from sdk import AsyncClient, upload_reference
+from service import metrics
 from service.api.server import ApiServer
 from service.demo import data
 from service.demo.fault import WeatherFeedFault
@@ -120,6 +121,46 @@ def registration(m: data.DemoModel) -> dict[str, Any]:
     }
 
 
+#: What the detector tier counted during the replay (the report's ``gate``): metric, label.
+GATE_COUNTS = {"fdr_tests": ("fleetwatch_fdr_tests_total", {"family": "features"}),
+               "fdr_tests_unfunded": ("fleetwatch_fdr_tests_unfunded_total", {"family": "features"}),
+               "fdr_discoveries": ("fleetwatch_fdr_discoveries_total", {"family": "features"})}
+GATE_OUTCOMES = {"looks": "fleetwatch_looks_tested_total",
+                 "windows_skipped": "fleetwatch_detector_windows_skipped_total"}
+
+
+def _gate_counts() -> dict[str, Any]:
+    """This process's detector-tier counters (:data:`GATE_COUNTS`, :data:`GATE_OUTCOMES`): the
+    demo runs the pipeline in-process, so they count its replay."""
+    out: dict[str, Any] = {k: metrics.REGISTRY.get_sample_value(name, labels) or 0.0
+                           for k, (name, labels) in GATE_COUNTS.items()}
+    for key, name in GATE_OUTCOMES.items():
+        out[key] = {s.labels[next(iter(s.labels))]: s.value for family in metrics.REGISTRY.collect()
+                    for s in family.samples if s.name == name and s.labels}
+    return out
+
+
+def _counted_since(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    return {k: ({o: n - v.get(o, 0.0) for o, n in after[k].items() if n - v.get(o, 0.0)}
+                if isinstance(v, dict) else after[k] - v) for k, v in before.items()}
+
+
+async def _fault_windows(http: httpx.AsyncClient, model_ids: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """Per model, the stored null-rate result of the fault's feature in the first two faulty
+    windows (the report's ``fault_windows``: what a late page is read against)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for model_id in model_ids:
+        for day in (FAULT.start - FAULT.start % DAY, FAULT.start - FAULT.start % DAY + DAY):
+            body = (await http.get(f"/v1/models/{model_id}/drift", params={"window": int(day)})).json()
+            for w in body.get("windows", []):
+                for r in w["features"].get(FAULT.null_feature, []):
+                    if r["check"] == "null_rate":
+                        out.setdefault(model_id, []).append(
+                            {"window_start": w["window_start"], "source": w["source"],
+                             **{k: r.get(k) for k in ("status", "effect_size", "p_value", "floor")}})
+    return out
+
+
 async def replay(settings: Settings, api_url: str, store: Store, api_key: str | None = None,
                   start: float = REPLAY_START, end: float = REPLAY_END) -> dict[str, Any]:
     """Register the models, upload their references and replay the flights of [start, end)
@@ -142,6 +183,7 @@ async def replay(settings: Settings, api_url: str, store: Store, api_key: str | 
                                     score_column="score", time_column="event_time",
                                     api_key=api_key)
     produced = {m.model_id: 0 for m in models}
+    counted = _gate_counts()
     fault_sent_at: dict[str, float] = {}
     t_replay = time.monotonic()
     async with AsyncClient(settings.kafka_bootstrap, settings.predictions_topic,
@@ -185,6 +227,7 @@ async def replay(settings: Settings, api_url: str, store: Store, api_key: str | 
         alerts = await _pages(http, "/v1/alerts", 1000)
         incidents = await _pages(http, "/v1/incidents", 500)
         naive = await _naive_alerts(store, list(produced), settings.alpha)
+        fault_windows = await _fault_windows(http, [m.model_id for m in models if m.uses_weather])
         windows = {
             model_id: len((await http.get(f"/v1/models/{model_id}/profiles",
                                           params={"limit": 1000})).json()["windows"])
@@ -201,6 +244,8 @@ async def replay(settings: Settings, api_url: str, store: Store, api_key: str | 
         "incidents": incidents,
         "naive_alerts": naive,
         "fault_sent_at": fault_sent_at,
+        "gate": _counted_since(counted, _gate_counts()),
+        "fault_windows": fault_windows,
     }
 
 
