@@ -203,7 +203,9 @@ class Settings(BaseSettings):
     fdr_capacity_headroom: float = Field(
         1.25, ge=1, allow_inf_nan=False,
         description="FDR slot capacity = headroom x the most tests the fleet submitted to one slot "
-                    "in this or the look-back's previous epochs (growth beyond it in one slot goes unfunded)",
+                    "in this or the look-back's previous epochs, or the registered fleet declares "
+                    "(models gated within the look-back, and new ones; growth beyond it in one slot goes "
+                    "unfunded)",
     )
     fdr_capacity_lookback_epochs: int = Field(
         7, ge=1, le=7,
