@@ -69,7 +69,8 @@ def chi2_test(
     chi-square p-value: an intersection-union test); merging the sparse
     categories first hid swaps ({a: 94, b: 6} against {a: 94, c: 6}: X^2 0,
     p = 1, for an exact p of 0.00085). Otherwise categories expected to hold
-    < 5 values in the smaller window are merged, and the p-value is
+    < 5 values in the smaller window under homogeneity (its size times the
+    category's pooled share) are merged, and the p-value is
     chi2(k - 1) (noncentral with N * floor^2 under the interval null;
     Cramer, "Mathematical Methods of Statistics", 1946, for V).
     Sketch error: each category's share difference is shrunk by
@@ -106,7 +107,8 @@ def chi2_test(
                 p_small = max(p_small, chi2_interval_p(x2_all, ref_all.size - 1, total * floor**2))
             return judged("chi2", feature, x2_all, effect, p_small, n_cur, n_ref,
                           p_exact=p_small, floor=floor, alpha=alpha)
-    rm, cm = pool_sparse(ref_all / n_ref, cur_all / n_cur, min(n_ref, n_cur), MIN_EXPECTED)
+    rm, cm = pool_sparse(ref_all / n_ref, cur_all / n_cur, min(n_ref, n_cur), MIN_EXPECTED,
+                         (n_ref, n_cur))
     ref, cur = np.rint(rm * n_ref), np.rint(cm * n_cur)
     if ref.size < 2:
         return judged("chi2", feature, x2_all, effect, 1.0, n_cur, n_ref, floor=floor, alpha=alpha)
