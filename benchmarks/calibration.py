@@ -11,7 +11,7 @@ path; below ``MAX_EXACT_VALUES`` values both sides are kept exactly: the raw
 path). ``unbinned`` is the same continuous feature without edges (the digest
 fallback with its data-dependent error bound); ``discrete`` an integer-coded
 feature (exact tables), ``categorical`` 8 categories, ``wide`` 2,000 Zipf
-categories (sketches beyond 256). A calibrated test alarms in ~5 % of pairs.
+categories (sketches beyond 1,024). A calibrated test alarms in ~5 % of pairs.
 
 Each test alone on many pairs (``by_test/...``, ``--test-reps``, 2,000 per n):
 the tests of :data:`BY_TEST` (PSI, JS, KS, W1 and the mean shift of the

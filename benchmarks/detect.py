@@ -55,7 +55,7 @@ def raw_columns(rng: np.random.Generator, n: int, shift: float) -> dict[str, np.
         else:
             cols[f"num{j}"] = np.where(rng.random(n) < 0.3, 0.0, rng.exponential(1 + shift, n))
     for j in range(N_CATEGORICAL):
-        k = (5, 20, 400)[j % 3]  # the last one leaves exact mode (> 256 categories)
+        k = (5, 20, 400)[j % 3]
         cols[f"cat{j}"] = np.minimum(rng.zipf(1.5, n), k) - 1
     cols["score"] = rng.beta(2 + shift, 5, n)
     return cols

@@ -238,10 +238,14 @@ def test_mixed_string_and_int_categories_are_a_finding_not_a_crash():
     assert by_check["type_mismatch"].effect_size == pytest.approx(0.5)
 
 
-# -- new / vanished categories above 256 categories (sketch mode) --------------------------
+# -- new / vanished categories in sketch mode ------------------------------------------------
 
-def counted(values) -> CategoricalSketch:
+def counted(values, sketched: bool = False) -> CategoricalSketch:
+    """The sketch of ``values``; ``sketched``: in sketch mode whatever their number of
+    categories (as a profile written while the exact table held 256 categories reads back)."""
     s = CategoricalSketch()
+    if sketched:
+        s._leave_exact()
     s.update_counts(Counter(values))
     return s
 
@@ -270,12 +274,12 @@ def test_new_category_share_of_an_identifier_leak_into_a_sketched_window():
 
 
 def test_unseen_category_shares_equal_the_raw_computation_while_frequent_items_are_exact():
-    # 500 categories: both sides leave exact mode (> 256) but their frequent-items maps
-    # still hold every category, so the shares and Good-Turing inputs are exact
+    # 500 categories, both sides sketched: their frequent-items maps still hold every
+    # category, so the shares and Good-Turing inputs are exact
     rng = np.random.default_rng(32)
     ref_vals = [f"c{i}" for i in rng.integers(0, 500, 4000)]
     cur_vals = [f"c{i}" for i in rng.integers(40, 540, 4000)]
-    ref, cur = counted(ref_vals), counted(cur_vals)
+    ref, cur = counted(ref_vals, sketched=True), counted(cur_vals, sketched=True)
     assert not ref.is_exact and not cur.is_exact
     n, v = new_category_test(ref, cur), vanished_category_test(ref, cur)
     assert n.effect_size == pytest.approx(raw_share(cur_vals, ref_vals), abs=1e-12)

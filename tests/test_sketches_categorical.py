@@ -16,7 +16,7 @@ import pytest
 from sketches.categorical import FI_LG_MAX_MAP_SIZE, MAX_EXACT_CATEGORIES, CategoricalSketch
 
 N = 100_000
-NAMES = np.array([f"value_{i:04d}" for i in range(1_000)])
+NAMES = np.array([f"value_{i:04d}" for i in range(2_000)])  # more than MAX_EXACT_CATEGORIES
 
 
 def stream(kind: str, rng: np.random.Generator, n: int = N) -> list[str]:
@@ -39,12 +39,16 @@ def test_exact_while_few_categories():
 
 
 def test_top_k_exact_where_the_frequent_items_sketch_guarantees_it():
-    """Past the exact table but within the frequent-items map: every count is still exact."""
+    """Sketched with fewer categories than the frequent-items map holds (as a profile written
+    while the exact table held 256 categories reads back): every count is still exact."""
     rng = np.random.default_rng(0)
     values = NAMES[rng.zipf(1.1, 50_000) % 500].tolist()
     truth = Counter(values)
-    assert MAX_EXACT_CATEGORIES < len(truth) <= 0.75 * 2**FI_LG_MAX_MAP_SIZE
-    s = sketch_of(values)
+    assert 256 < len(truth) <= 0.75 * 2**FI_LG_MAX_MAP_SIZE < MAX_EXACT_CATEGORIES
+    s = sketch_of(values[:10_000])
+    s._leave_exact()
+    for i in range(10_000, len(values), 1_000):
+        s.update(values[i:i + 1_000])
     assert not s.is_exact and s.frequency_error == 0
     assert s.frequencies() == dict(sorted(truth.items(), key=lambda kv: (-kv[1], kv[0])))
     assert s.distinct == pytest.approx(len(truth), rel=0.02)
@@ -134,7 +138,7 @@ def test_point_estimate_does_not_depend_on_the_order_of_arrival():
 @pytest.mark.parametrize("column", [
     ["a", "b", None, "a", ""],
     ["\x1fbool:true", "true", None, "\x1fint:1"],  # strings that look like tagged keys stay strings
-    [f"v{i % 900}" for i in range(3_000)] + [None] * 7,  # leaves exact mode, fills the pending input
+    [f"v{i % 1_500}" for i in range(3_000)] + [None] * 7,  # leaves exact mode, fills the pending input
 ])
 def test_validated_string_columns_count_as_unhinted_ones(column):
     """The counting path taken when the validator's types are given (strings and None only)

@@ -2,7 +2,7 @@
 order and shape (some parts through their serialized form), equals the one-pass profile.
 
 Equal means: counts, missing, infinities, versions, min and max exactly; mean and M2 up to
-float rounding; exact tables (numeric <= 64 values, categorical <= 256 categories) exactly;
+float rounding; exact tables (numeric <= 64 values, categorical <= MAX_EXACT_CATEGORIES categories) exactly;
 sketches within their documented bounds of the truth on the raw data (CDF within
 ``rank_error``, count intervals containing the true counts, distinct counts within 2 %).
 Streams hold up to 300 values (the digest is lossless, so exact), 301 to 3,000, or 11,000 to
@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sdk.columns import RecordColumns
-from sketches.categorical import category_key
+from sketches.categorical import MAX_EXACT_CATEGORIES, category_key
 from sketches.codec import decode, encode
 from sketches.numeric import TDIGEST_RANK_ERROR, NumericSketch
 from sketches.profile import WindowProfile
@@ -167,7 +167,7 @@ def check_split_merge(sc) -> None:
     assert_numeric_matches(merged.score, one.score, cols.score)
     truth = Counter(v for v in cols.features["c"] if v is not None)
     for s in (merged.features["c"].categorical, one.features["c"].categorical):
-        assert s.is_exact == (len(truth) <= 256)
+        assert s.is_exact == (len(truth) <= MAX_EXACT_CATEGORIES)
         if s.is_exact:
             assert s.exact == truth
         else:

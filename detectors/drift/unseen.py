@@ -28,7 +28,7 @@ def exact_counts(sketch: CategoricalSketch, legacy: bool = False) -> Mapping[str
     --------
     >>> s = CategoricalSketch(); s.update(["a", "a", "b"]); dict(exact_counts(s))
     {'a': 2, 'b': 1}
-    >>> s.update([f"v{i}" for i in range(300)])  # sketch mode, 302 categories: still exact
+    >>> s.update([f"v{i}" for i in range(300)])  # 302 categories: the exact table
     >>> len(exact_counts(s)), exact_counts(s)["a"]
     (302, 2)
     >>> s.update([f"w{i}" for i in range(5_000)]); exact_counts(s) is None

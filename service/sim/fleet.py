@@ -12,7 +12,7 @@ features, one of every kind of :data:`KINDS`:
 - ``discrete``: Poisson(a), integers (profiled exactly: few distinct values);
 - ``zero_inflated``: 0 with probability :data:`ZERO_SHARE` (70 %), else exp(N(a, b));
 - ``cat_low``: 4-8 categories; ``cat_high``: 200-1,000 categories with Zipf-like shares
-  (beyond the profile's exact mode of 256 categories).
+  (counted exactly: the profile's exact table holds 1,024).
 
 Every feature has a small base rate of missing values. A model takes
 ``features_per_model`` features from 2-3 sources (at least one of every kind across its
