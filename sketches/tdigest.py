@@ -98,9 +98,9 @@ TDIGEST_DELTA = 300
 """Compression delta: at most ``TDIGEST_DELTA / 2`` grid centroids (k_1 scale)."""
 BUFFER_SIZE = 16384
 """Values (or merged centroids) buffered before a compression: at most 128 KiB of values per open
-digest. A compression costs about 1.2 ms whatever its size up to a few thousand values (a few hundred
-numpy calls; 1.8 ms at 16,384 values), so the buffer sets its cost per value: 0.29 us at 4,096,
-0.11 us at 16,384 (docs/profiles.md, "Ingest: what a record costs the aggregator")."""
+digest. A compression costs about 0.5 ms whatever its size up to a few thousand values (a few hundred
+numpy calls; 1.0 ms at 16,384 values), so the buffer sets its cost per value: 0.14 us at 4,096,
+0.06 us at 16,384 (docs/profiles.md, "Ingest: what a record costs the aggregator")."""
 UNCOMPRESSED_MAX = BUFFER_SIZE
 """At most this many buffered values are written uncompressed by ``TDigest.to_dict(compress=False)``:
 the whole buffer, so a checkpoint never compresses a digest (its compressions, and so its
