@@ -9,7 +9,7 @@ import pytest
 
 from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord
-from service.alerting.keys import EVENTS
+from service.alerting.keys import EVENTS, looks_key
 from service.alerting.models import Alert
 from service.alerting.policy import AlertPolicy, WindowRef
 from service.alerting.store import AlertStore
@@ -264,3 +264,33 @@ async def test_a_window_keeps_its_first_looks_only(store):
     assert [lk.at for lk in await store.window_looks("t", member)] == [T0 + W + i for i in range(64)]
     await store.forget_window_looks("t", member)
     assert await store.window_looks("t", member) == []
+
+
+async def test_a_window_the_policy_failed_on_keeps_what_its_looks_saw(store):
+    """Released after a policy error, the window's outcome is its look's breach (as when its
+    close decides nothing): the alert the look fired stays firing at the next healthy window
+    and resolves as any other, rather than being withdrawn as if the window closed healthy."""
+    p, alerts = policy(store), AlertStore(store.r)
+    await apply(p, "f", 0, {("x", "null_rate"): HEALTHY})
+    [early] = await look(p, "f", 1, *BREAK, at=T0 + W + 60)
+    await close(store, "f", 1)
+    await p.release("f", T0 + W, window("f", 1).member)
+    await close(store, "f", 2)
+    await apply(p, "f", 2, {("x", "null_rate"): HEALTHY})
+    assert (await alerts.alert(early.id)).state == "firing"
+    for i in (3, 4):
+        await close(store, "f", i)
+        await apply(p, "f", i, {("x", "null_rate"): HEALTHY})
+    assert (await alerts.alert(early.id)).state == "resolved"
+    assert await events(store) == [("fired", early.id), ("resolved", early.id)]
+    assert await alerts.looks("f") == {}
+
+
+async def test_a_window_with_unparseable_looks_is_released_without_them(store, caplog):
+    p = policy(store)
+    await apply(p, "g", 0, {("x", "null_rate"): HEALTHY})
+    await close(store, "g", 1)
+    await store.r.hset(looks_key("g"), "some-alert", b"not json")
+    await p.release("g", T0 + W, window("g", 1).member)
+    assert "do not parse" in caplog.text
+    assert await store.r.zscore(pending_key("g"), window("g", 1).member) is None  # released

@@ -157,8 +157,7 @@ class AlertPolicy:
         """
         elig = eligible(list(results), alerting)
         outcomes: dict[str, list[Any]] = {}
-        registered = await self.alerts.looks(window.model_id)
-        looked_here = {f: o for member, _start, f, o in registered.values() if member == window.member}
+        looked_here = await self._looked(window.model_id, window.member)
         if elig:
             weights = [fdr_weights.get(base_check(r.check), 1.0) for r in elig] if fdr_weights else None
             decision = await self.gate.gate(f"{window.model_id}\0{window.member}", window.start,
@@ -195,6 +194,25 @@ class AlertPolicy:
                         changed.append(alert)
             await self._settle(window.model_id, field, history, model.persistence)
         return changed + await self._confirm_looks(window, upto, folded, recorded.seq, now)
+
+    async def _looked(self, model_id: str, member: str) -> dict[str, list[Any]]:
+        """Per series field, the outcome that a look at window ``member`` fired an alert on."""
+        registered = await self.alerts.looks(model_id)
+        return {f: o for m, _start, f, o in registered.values() if m == member}
+
+    async def release(self, model_id: str, start: int, member: str) -> None:
+        """Release a window the policy failed on (so it does not hold back the model's later
+        windows), with what its looks saw as its outcomes, as :meth:`apply` keeps them when
+        the close decides nothing: an alert a look fired is then confirmed or resolved by the
+        fold of the later windows, not withdrawn as if the window had closed without the
+        breach. A look registry that does not parse releases the window without them."""
+        try:
+            outcomes = await self._looked(model_id, member)
+        except (ValueError, TypeError):
+            log.exception("model=%s: the looks at window %s do not parse: released without them",
+                          model_id, member)
+            outcomes = {}
+        await self.alerts.record(model_id, start, member, outcomes)
 
     async def look(self, window: WindowRef, results: Sequence[TestResult],
                    alerting: dict[str, frozenset[str]], model: ModelConfig,

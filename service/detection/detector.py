@@ -195,7 +195,8 @@ class Detector:
 
     async def release(self, model_id: str, member: str) -> None:
         """Take a window the policy failed on off the model's pending set (so it does
-        not hold back the model's later windows).
+        not hold back the model's later windows), keeping what its looks saw
+        (:meth:`AlertPolicy.release <service.alerting.policy.AlertPolicy.release>`).
 
         Never raises: a failure here (Redis down, a member that does not parse) is logged
         with the model and window and counted in
@@ -203,7 +204,7 @@ class Detector:
         """
         try:
             start = parse_member(member)[1]
-            await self.policy.alerts.record(model_id, start, member, {})
+            await self.policy.release(model_id, start, member)
             await self.count(model_id, member, start, {"skipped:policy_error": 1})
         except Exception:
             metrics.DETECTOR_RELEASE_FAILURES.inc()
