@@ -329,7 +329,7 @@ def _aggregate(items: _Items, starts: np.ndarray) -> tuple[_Items, np.ndarray, n
 
 def _sorted_unique(x: np.ndarray) -> np.ndarray:
     """The distinct values of a small array (no NaN), ascending: ``np.unique(x)`` in a sort and a
-    comparison (np.unique cost ~250 us on the ~150 cuts of a compression, a fifth of it)."""
+    comparison (``np.unique`` and ``np.union1d`` on the ~150 cuts were about half of a compression)."""
     x = np.sort(x)
     keep = np.empty(x.size, dtype=bool)
     keep[:1] = True
