@@ -184,11 +184,13 @@ def assert_same_answers(one, many, records: list[PredictionRecord]) -> None:
     """The scaled-out run (``many``: 3 + 3) spread the work and stored the same profiles
     and alerts as ``one`` (1 + 1), and those alerts are on the workload's shifts."""
     (one, one_work), (many, many_work) = one, many
-    # The scaled-out run really spread the work (else it would prove nothing).
+    # The scaled-out run really spread the work (else it would prove nothing): at least two
+    # replicas of each role did some. (A detector that joins the group after the others have
+    # read the 24 window events may get none: one read takes up to 50.)
     aggregated = [v for (role, _), v in many_work.items() if role == "aggregate"]
     evaluated = [v for (role, _), v in many_work.items() if role == "detect"]
     assert sum(aggregated) == len(records) and sum(v > 0 for v in aggregated) >= 2, many_work
-    assert sum(evaluated) == len(one[0]) and all(v > 0 for v in evaluated), many_work
+    assert sum(evaluated) == len(one[0]) and sum(v > 0 for v in evaluated) >= 2, many_work
     assert sum(v for (role, _), v in one_work.items() if role == "detect") == len(one[0])
 
     profiles_one, alerts_one = one
