@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from sketches.numeric import MAX_EXACT_DISTINCT, TDIGEST_RANK_ERROR, NumericSketch, _moments
-from sketches.tdigest import TDIGEST_DELTA, UNCOMPRESSED_MAX, TDigest
+from sketches.tdigest import TAIL_ITEMS, TDIGEST_DELTA, UNCOMPRESSED_MAX, TDigest
 
 N = 100_000
 P = np.arange(1, 100) / 100
@@ -269,3 +269,42 @@ def test_digest_cdf_bounds_are_certain_and_the_data_dependent_error_honest(dist)
     certain = np.maximum(s.cdf_many(points) - lower, upper - s.cdf_many(points))
     tight = certain < s.rank_error
     assert tight.sum() > 20 and np.all(np.abs(s.cdf_many(points) - truth)[tight] <= err[tight] + 1e-12)
+
+
+def test_digest_keeps_its_most_extreme_values_exactly_through_merges():
+    """The 16 smallest and largest distinct values stay singleton centroids (TAIL_ITEMS), in a
+    digest built in batches and in a merge of several: the count beyond any of them is certain.
+    The k_1 grid alone put ~110 of 10^6 values in each outermost centroid."""
+    rng = np.random.default_rng(5)
+    parts = [rng.normal(size=250_000) for _ in range(4)]
+    merged = NumericSketch()
+    for part in parts:
+        s = NumericSketch()
+        for chunk in np.array_split(part, 25):
+            s.update(chunk)
+        merged.merge(s)
+    x = np.sort(np.concatenate(parts))
+    for k in range(1, TAIL_ITEMS + 1):
+        for point, beyond in ((x[-k - 1], k), (np.nextafter(x[k], -np.inf), k)):
+            lower, upper = merged.cdf_bounds(np.array([point]))
+            assert lower[0] == upper[0]  # certain
+            at_or_below = np.searchsorted(x, point, side="right")
+            assert round(float(merged.cdf(point)) * x.size) == at_or_below
+            assert min(at_or_below, x.size - at_or_below) == beyond
+    assert merged.cdf_error(np.array([x[-TAIL_ITEMS - 1], x[TAIL_ITEMS - 1]])).max() == 0.0
+
+
+def test_tied_extremes_stay_one_centroid_each():
+    """A run of one value at an end is one group, not TAIL_ITEMS singletons of the same value:
+    5,000 zeros cost the digest no more centroids than one zero does."""
+    u = np.random.default_rng(1).uniform(1, 2, 20_000)
+    counts = []
+    for zeros in (1, 5_000):
+        td = TDigest()
+        td.update(np.concatenate([np.zeros(zeros), u]))
+        counts.append(td.centroid_count)
+    assert counts[1] <= counts[0]
+    s = NumericSketch()
+    s.update(np.concatenate([np.zeros(5_000), u]))
+    lower, upper = s.cdf_bounds(np.array([0.0]))
+    assert lower[0] == upper[0] == 0.2

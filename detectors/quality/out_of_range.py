@@ -20,7 +20,10 @@ def out_of_range_share(reference: NumericSketch, current: NumericSketch) -> tupl
     -------
     share, error : float
         Exactly 0 on a side where the current extreme lies inside the range;
-        otherwise from the current sketch's CDF, with its rank error per tail.
+        otherwise from the current sketch's CDF, with its bound on the CDF's error at
+        that point (:meth:`NumericSketch.cdf_error <sketches.numeric.NumericSketch.cdf_error>`:
+        0 while exact, and 0 in a digest while fewer than its ``TAIL_ITEMS`` most extreme
+        values lie beyond it, :data:`sketches.tdigest.TAIL_ITEMS`).
 
     Examples
     --------
@@ -31,11 +34,12 @@ def out_of_range_share(reference: NumericSketch, current: NumericSketch) -> tupl
     """
     share, error = 0.0, 0.0
     if current.min < reference.min:
-        share += current.cdf(float(np.nextafter(reference.min, -np.inf)))
-        error += current.rank_error
+        below = float(np.nextafter(reference.min, -np.inf))
+        share += current.cdf(below)
+        error += float(current.cdf_error(np.array([below]))[0])
     if current.max > reference.max:
         share += 1.0 - current.cdf(reference.max)
-        error += current.rank_error
+        error += float(current.cdf_error(np.array([reference.max]))[0])
     return share, error
 
 
