@@ -10,6 +10,7 @@ from scipy import special
 from detectors.drift.binned import aligned_bins, binned_ks, discrete_ks_shift
 from detectors.drift.grid import JointCdf, joint_cdf
 from detectors.result import TestResult, insufficient, judged
+from detectors.stats.bridge_max import MAX_ATOMS, bridge_max_sf
 from detectors.stats.ks_exact import MAX_TOTAL, ks_exact_p
 from sketches.numeric import NumericSketch
 
@@ -49,8 +50,13 @@ def kolmogorov_p(d: float, n_eff: float, shift: float = 0.0) -> float:
     """
     if d <= 0.0:
         return 1.0
+    return float(special.kolmogorov(_stephens(d, n_eff) + shift))
+
+
+def _stephens(d: float, n_eff: float) -> float:
+    """(sqrt(n_eff) + 0.12 + 0.11 / sqrt(n_eff)) d: the statistic on the scale of its limit law."""
     s = math.sqrt(n_eff)
-    return float(special.kolmogorov((s + 0.12 + 0.11 / s) * d + shift))
+    return (s + 0.12 + 0.11 / s) * d
 
 
 def ks_test(
@@ -103,8 +109,11 @@ def ks_test(
     sample's (:meth:`~sketches.numeric.NumericSketch.cdf_error`, the weight
     of the centroids straddling x), the sample D >= max_x (|F_ref - F_cur|
     - eps_ref(x) - eps_cur(x)), so the p-value at that lower bound never
-    exceeds the sample test's false-alarm rate. With ties (discrete data)
-    the test is conservative. The interval null shifts D by
+    exceeds the sample test's false-alarm rate. With ties known (both exact, at
+    most ``MAX_ATOMS`` distinct values) the limit law is that of the largest
+    |B(u_j)| of a Brownian bridge at the pooled CDF's atoms (Schmid 1958;
+    :func:`~detectors.stats.bridge_max.bridge_max_sf`); with ties unknown the
+    test is conservative. The interval null shifts D by
     the floor (the relevance-test construction of Wellek, "Testing Statistical
     Hypotheses of Equivalence and Noninferiority", 2010, ch. 11). Small
     samples: the asymptotic law is liberal for balanced samples (exact 0.071
@@ -136,9 +145,14 @@ def ks_test(
     grid = grid if grid is not None else joint_cdf(reference, current)
     gap = np.abs(grid.ref - grid.cur)
     d = float(np.max(gap))
-    if reference.rank_error + current.rank_error == 0 and n_ref + n_cur <= MAX_TOTAL:
-        # D is the samples' own: exact permutation p-value (conditional on ties when known)
-        p = ks_exact_p(d - floor, n_ref, n_cur, _block_ends(reference, current, grid))
+    if reference.rank_error + current.rank_error == 0:  # D is the samples' own
+        ends = _block_ends(reference, current, grid)
+        if n_ref + n_cur <= MAX_TOTAL:  # exact permutation p-value (conditional on ties when known)
+            p = ks_exact_p(d - floor, n_ref, n_cur, ends)
+        elif ends is not None and ends.size <= MAX_ATOMS:  # ties: the law at the atoms
+            p = 1.0 if d <= floor else bridge_max_sf(_stephens(d - floor, n_eff), ends / (n_ref + n_cur))
+        else:
+            p = kolmogorov_p(d - floor, n_eff)
         return judged("ks", feature, d, d, p, n_cur, n_ref, p_exact=p, floor=floor, alpha=alpha)
     eps = reference.cdf_error(grid.x) + current.cdf_error(grid.x)
     lower = float(np.max(gap - eps))
