@@ -36,13 +36,17 @@ def class_rate_test(
         ``statistic`` = z of the class with the largest |change|,
         ``effect_size`` = that change (current rate - baseline rate, e.g. the
         positive rate's change for a binary classifier), ``p_value`` =
-        min(1, k * min_c p_c) over the k classes.
+        min(1, k * min_c p_c) over the k classes (k >= 3), p_c of either class
+        for two.
 
     Notes
     -----
     One two-proportion z-test per class (Agresti 2013, sec. 3.1),
     Bonferroni-combined (Dunn, "Multiple comparisons among means", 1961),
-    which holds under any dependence between the classes' rates.
+    which holds under any dependence between the classes' rates. Two classes
+    are one test: their rates sum to 1, so their changes are opposite, with
+    the same pooled variance and the same p (Bonferroni over both doubled it:
+    a binary classifier's class rate alarmed in 2 % of H0 pairs at alpha 0.05).
 
     Examples
     --------
@@ -59,5 +63,6 @@ def class_rate_test(
     _cats, ref, cur = aligned_counts(reference, current)
     tests = [rate_change(int(r), n_ref, int(c), n_cur, floor) for r, c in zip(ref, cur, strict=True)]
     z, diff, _p = max(tests, key=lambda t: abs(t[1]))
-    p = min(1.0, len(tests) * min(t[2] for t in tests))
+    k = len(tests) if len(tests) > 2 else 1
+    p = min(1.0, k * min(t[2] for t in tests))
     return judged("class_rate", feature, z, diff, p, n_cur, n_ref, floor=floor, alpha=alpha)
