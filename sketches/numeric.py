@@ -40,7 +40,7 @@ import numpy as np
 
 from sketches.bins import BinCounts
 from sketches.codec import pack_floats, unpack_floats
-from sketches.tdigest import TDigest
+from sketches.tdigest import TDigest, run_starts
 
 MAX_EXACT_DISTINCT = 64
 MAX_EXACT_VALUES = 2048
@@ -167,10 +167,7 @@ class NumericSketch:
         if lo == 0.0 or hi == 0.0:  # the sign of a zero extreme as min() / max() report it
             lo, hi = float(values.min()), float(values.max())
         self._combine_moments(n, mean, m2, lo, hi)
-        first = np.empty(n, dtype=bool)
-        first[0] = True
-        np.not_equal(ordered[1:], ordered[:-1], out=first[1:])
-        starts = np.flatnonzero(first)
+        starts = run_starts(ordered)
         uniq, counts = ordered[starts], np.diff(starts, append=n)
         if uniq.size > MAX_EXACT_DISTINCT:  # leaves exact mode whatever the table holds
             self._leave_exact(uniq, counts)
