@@ -335,8 +335,8 @@ def _aggregate(items: _Items, starts: np.ndarray) -> tuple[_Items, np.ndarray, n
 
 
 def run_starts(ordered: np.ndarray) -> np.ndarray:
-    """Index of the first element of each run of equal values of a sorted, non-empty array
-    (no NaN): what ``np.unique`` computes, without its overhead.
+    """Index of the first element of each run of equal values of a sorted array (no NaN):
+    what ``np.unique`` computes, without its overhead.
 
     Examples
     --------

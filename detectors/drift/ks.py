@@ -150,7 +150,7 @@ def ks_test(
         if n_ref + n_cur <= MAX_TOTAL:  # exact permutation p-value (conditional on ties when known)
             p = ks_exact_p(d - floor, n_ref, n_cur, ends)
         elif ends is not None and ends.size <= MAX_ATOMS:  # ties: the law at the atoms
-            p = 1.0 if d <= floor else bridge_max_sf(_stephens(d - floor, n_eff), ends / (n_ref + n_cur))
+            p = bridge_max_sf(_stephens(d - floor, n_eff), ends / (n_ref + n_cur))
         else:
             p = kolmogorov_p(d - floor, n_eff)
         return judged("ks", feature, d, d, p, n_cur, n_ref, p_exact=p, floor=floor, alpha=alpha)
