@@ -120,10 +120,19 @@ class BinCounts:
         """Counts in the same edges, all 0."""
         return BinCounts(self.edges, self.version, source=source)
 
-    def add(self, values: np.ndarray) -> None:
-        """Count finite float64 values (the caller removes NaN and inf)."""
-        self.counts += np.bincount(np.searchsorted(self.edges, values, side="left"),
-                                   minlength=self.counts.size)
+    def add(self, values: np.ndarray, *, is_sorted: bool = False) -> None:
+        """Count finite float64 values (the caller removes NaN and inf).
+
+        The values are sorted (unless ``is_sorted``) and the edges searched in them: the
+        number at or below each edge, whose differences are the bin counts. One binary
+        search per edge instead of one per value (a search per value of 500 fresh values in
+        100 edges took 21 us, mostly mispredicted branches; sort and search 7 us).
+        """
+        ordered = values if is_sorted else np.sort(values)
+        at_or_below = np.empty(self.counts.size + 1, np.int64)
+        at_or_below[0], at_or_below[-1] = 0, ordered.size
+        at_or_below[1:-1] = np.searchsorted(ordered, self.edges, side="right")
+        self.counts += np.diff(at_or_below)
 
     def add_weighted(self, values: np.ndarray, weights: np.ndarray) -> None:
         """Count ``weights[i]`` copies of ``values[i]``."""

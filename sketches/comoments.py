@@ -44,8 +44,8 @@ of covariances and arbitrary-order statistical moments", Sandia 2008):
     m4 = m4_a + m4_b + delta^4 n_a n_b (n_a^2 - n_a n_b + n_b^2) / n^3
          + 6 delta^2 (n_a^2 s_b + n_b^2 s_a) / n^2 + 4 delta (n_a m3_b - n_b m3_a) / n.
 
-Within a batch the block takes one matrix product (``X_c^T X_c`` of the
-centred complete rows), so building costs O(n d^2) floating-point work in
+Within a batch the block takes one matrix product (``X_c X_c^T`` of the
+centred complete rows, a row per feature), so building costs O(n d^2) floating-point work in
 numpy and no Python loop over rows. Two blocks over different feature sets
 merge on the features they share (each side's rows are those complete on its
 own features; the sub-blocks of a block are exact for those rows).
@@ -77,31 +77,32 @@ def _is_number_type(t: type) -> bool:
 
 def numeric_matrix(columns: Mapping[str, Any], names: Sequence[str], n: int,
                    types: Mapping[str, frozenset[type]] | None = None) -> np.ndarray:
-    """The ``(n, len(names))`` float64 matrix of ``columns[names]``; NaN where a value is
-    missing, absent or not a number (a bool is not a number).
+    """The ``(len(names), n)`` float64 matrix of ``columns[names]`` (a row per feature, so
+    that reductions over the rows of a batch run along contiguous memory); NaN where a
+    value is missing, absent or not a number (a bool is not a number).
 
     ``types``: per column, the set of its value types when known (skips the scan).
 
     Examples
     --------
     >>> numeric_matrix({"a": [1.0, None], "b": np.array([2, 3]), "c": [True, 2]}, "abcd", 2).tolist()
-    [[1.0, 2.0, nan, nan], [nan, 3.0, 2.0, nan]]
+    [[1.0, nan], [2.0, 3.0], [nan, 2.0], [nan, nan]]
     """
     types = types or {}
-    x = np.full((n, len(names)), np.nan)
+    x = np.full((len(names), n), np.nan)
     for j, name in enumerate(names):
         col = columns.get(name)
         if col is None:
             continue
         if isinstance(col, np.ndarray):
             if col.dtype.kind in "fiu":
-                x[:, j] = col
+                x[j] = col
             continue
         kinds = types.get(name) or frozenset(map(type, col))
         if all(t is type(None) or _is_number_type(t) for t in kinds):
-            x[:, j] = np.array(col, dtype=np.float64)  # None -> NaN
+            x[j] = np.array(col, dtype=np.float64)  # None -> NaN
         else:  # strings, bools or other values among the numbers: those rows are excluded
-            x[:, j] = [v if _is_number_type(type(v)) else np.nan for v in col]
+            x[j] = [v if _is_number_type(type(v)) else np.nan for v in col]
     return x
 
 
@@ -230,13 +231,16 @@ class CoMoments:
             d = len(names)
             self.mean, self.m2, self.m3, self.m4 = np.zeros(d), np.zeros((d, d)), np.zeros(d), np.zeros(d)
         x = numeric_matrix(columns, self.names, n, types)
-        x = x[(np.abs(x) <= MAX_ABS).all(axis=1)]  # NaN compares False
-        self.excluded += n - len(x)
-        if len(x):
-            mean = x.mean(axis=0)
-            dx = x - mean
+        complete = (np.abs(x) <= MAX_ABS).all(axis=0)  # NaN compares False
+        rows = int(np.count_nonzero(complete))
+        if rows < n:
+            x = x[:, complete]
+        self.excluded += n - rows
+        if rows:
+            mean = x.mean(axis=1)
+            dx = x - mean[:, None]
             dx2 = dx * dx
-            self._combine(len(x), mean, dx.T @ dx, (dx2 * dx).sum(axis=0), (dx2 * dx2).sum(axis=0))
+            self._combine(rows, mean, dx @ dx.T, (dx2 * dx).sum(axis=1), (dx2 * dx2).sum(axis=1))
 
     def _combine(self, n_b: int, mean_b: np.ndarray, m2_b: np.ndarray, m3_b: np.ndarray,
                  m4_b: np.ndarray) -> None:

@@ -150,23 +150,23 @@ class NumericSketch:
         n = values.size
         if n == 0:
             return
-        if self.bins is not None:
-            self.bins.add(values)
-        mean, m2 = _moments(values)
-        if self.exact is None:
-            self._combine_moments(n, mean, m2, float(values.min()), float(values.max()))
-            if self._raw is None:
-                self._td.update(values)
-            else:
-                self._raw.append(values.copy())
-                self._check_raw()
-            return
-        # Distinct values and their counts from one sort (what np.unique does, without its overhead).
+        # One sort serves the bins, the extremes, the distinct values and the digest.
         ordered = np.sort(values)
+        if self.bins is not None:
+            self.bins.add(ordered, is_sorted=True)
+        mean, m2 = _moments(values)
         lo, hi = float(ordered[0]), float(ordered[-1])
         if lo == 0.0 or hi == 0.0:  # the sign of a zero extreme as min() / max() report it
             lo, hi = float(values.min()), float(values.max())
         self._combine_moments(n, mean, m2, lo, hi)
+        if self.exact is None:
+            if self._raw is None:
+                self._td.update(ordered)
+            else:
+                self._raw.append(ordered)
+                self._check_raw()
+            return
+        # Distinct values and their counts (what np.unique does, without its overhead).
         starts = run_starts(ordered)
         uniq, counts = ordered[starts], np.diff(starts, append=n)
         if uniq.size > MAX_EXACT_DISTINCT:  # leaves exact mode whatever the table holds

@@ -191,3 +191,17 @@ async def test_a_window_restored_from_a_checkpoint_bins_features_first_seen_afte
     assert x is not None and x.total == 500 and x.version == BinCounts(edges[model]["x"]).version
     assert y is not None, "a feature first seen after the restore has no bins"
     assert y.total == 200 and y.version == BinCounts(edges[model]["y"]).version
+
+
+def test_bin_counts_follow_searchsorted_left_with_values_on_the_edges_and_outside():
+    rng = np.random.default_rng(11)
+    edges = np.array([-1.0, 0.0, 0.5, 2.0])
+    values = np.concatenate((rng.choice(edges, 300), rng.normal(scale=2.0, size=700)))
+    rng.shuffle(values)
+    counts = BinCounts(edges)
+    counts.add(values)
+    expected = np.bincount(np.searchsorted(edges, values, side="left"), minlength=edges.size + 1)
+    assert counts.counts.tolist() == expected.tolist()
+    assert counts.counts[0] > 0 and counts.counts[-1] > 0  # both outer bins are used
+    counts.add(np.sort(values), is_sorted=True)
+    assert counts.counts.tolist() == (2 * expected).tolist()
