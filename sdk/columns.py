@@ -76,6 +76,9 @@ class RecordColumns:
     feature_types: dict[str, frozenset[type]] = field(default_factory=dict, repr=False, compare=False)
     """Per feature column, the set of its value types, where validation found it (a hint for
     the profile, which then skips its own type scan; a column absent here is scanned)."""
+    distinct: dict[str, Collection] = field(default_factory=dict, repr=False, compare=False)
+    """Per string feature column, its distinct values, where validation computed them (a hint:
+    the profile checks these, not every value, for strings its category keys must escape)."""
     vector_drops: list[tuple[int, RecordError]] = field(default_factory=list, repr=False, compare=False)
     """Vectors validation dropped (record index in the message, why): their records are kept
     without them (:func:`validate_columns`)."""
@@ -98,7 +101,7 @@ class RecordColumns:
 
     def split(self, k: int) -> tuple[RecordColumns, RecordColumns]:
         """The first ``k`` records and the others, as columns (slices of each column, with
-        the type hints kept: a part's value types are among the whole's).
+        the type and distinct-value hints kept: a part's values are among the whole's).
 
         Examples
         --------
@@ -119,7 +122,7 @@ class RecordColumns:
         return tuple(  # type: ignore[return-value]
             RecordColumns(self.model_id, *(p[i] for p in parts), {n: c[i] for n, c in feats.items()},
                           *(o[i] for o in opt), {n: c[i] for n, c in slices.items()}, latency[i],
-                          {n: c[i] for n, c in vectors.items()}, self.feature_types)
+                          {n: c[i] for n, c in vectors.items()}, self.feature_types, self.distinct)
             for i in (0, 1))
 
     def records(self) -> list[PredictionRecord]:
@@ -236,9 +239,9 @@ def _distinct(col: list) -> Collection:
     return col
 
 
-def _feature_types(col: list) -> frozenset[type] | None:
-    """The value types of a valid feature column (all of them allowed, strings not too long), else None."""
-    distinct = _distinct(col)
+def _feature_types(distinct: Collection) -> frozenset[type] | None:
+    """The value types of a valid feature column given its :func:`_distinct` values (all of
+    them allowed, strings not too long), else None."""
     types = frozenset(map(type, distinct))
     return types if types <= _FEATURE_TYPES and _str_lengths_ok(distinct, types) else None
 
@@ -358,11 +361,14 @@ def validate_columns(model_id: str, raw: dict) -> tuple[RecordColumns, list[tupl
             check_feature_name(name)
         except RecordError as exc:
             return RecordColumns(model_id, [], [], []), [(i, exc) for i in range(n)]
-        types = _feature_types(col)
+        distinct = _distinct(col)
+        types = _feature_types(distinct)
         if types is None:
             _scan(col, lambda _c: False, lambda v, name=name: check_feature_value(v, name), bad)
-        else:
-            cols.feature_types[name] = types
+            continue
+        cols.feature_types[name] = types
+        if distinct is not col:
+            cols.distinct[name] = distinct
     for key, col in list(slices.items()):
         try:
             check_slice_key(key)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -90,7 +90,8 @@ class FeatureProfile:
         self.numeric = NumericSketch()
         self.categorical = CategoricalSketch()
 
-    def update(self, values: Column, types: frozenset[type] | None = None) -> None:
+    def update(self, values: Column, types: frozenset[type] | None = None,
+               distinct: Collection[Any] | None = None) -> None:
         """Add the values of one column.
 
         Parameters
@@ -104,6 +105,10 @@ class FeatureProfile:
             The types of the values of a sequence, when the caller knows them
             (:attr:`sdk.columns.RecordColumns.feature_types`): a column of
             numbers only then skips the type scan.
+        distinct : collection, optional
+            The distinct values of a sequence, when the caller knows them
+            (:attr:`sdk.columns.RecordColumns.distinct`): a column of strings then
+            checks these for strings its keys must escape, not every value.
         """
         if isinstance(values, np.ndarray):
             kind = values.dtype.kind
@@ -120,7 +125,7 @@ class FeatureProfile:
         if not n:
             return
         first = type(values[0])
-        if first is str and self._update_strings(values, types):
+        if first is str and self._update_strings(values, types, distinct):
             return
         if first is float or first is int:
             kinds = set(map(type, values)) if types is None else types
@@ -138,7 +143,8 @@ class FeatureProfile:
             return
         self.missing += nulls
 
-    def _update_strings(self, values: Sequence[Any], types: frozenset[type] | None = None) -> bool:
+    def _update_strings(self, values: Sequence[Any], types: frozenset[type] | None = None,
+                        distinct: Collection[Any] | None = None) -> bool:
         """Count a column of strings and None in one pass; False (nothing added) if it
         holds any other type.
 
@@ -146,10 +152,11 @@ class FeatureProfile:
         no value of another type compares equal to a string or to None, so every
         value's type is the type of some counted key. When the caller knows the
         column holds only strings and None (``types``) and no string starts with
-        ``TYPE_TAG`` (so each string is its own key), the values are counted
-        straight into the sketch's table.
+        ``TYPE_TAG`` (so each string is its own key; checked on ``distinct`` when given),
+        the values are counted straight into the sketch's table.
         """
-        if types is not None and types <= _STR_OR_NONE and TYPE_TAG not in "".join(filter(None, values)):
+        if types is not None and types <= _STR_OR_NONE and TYPE_TAG not in "".join(
+                filter(None, values if distinct is None else distinct)):
             self.missing += self.categorical.count_strings(values)
             return True
         try:

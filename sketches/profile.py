@@ -197,7 +197,7 @@ class WindowProfile:
         hints = cols.feature_types
         features = cols.features if self.comoments is None else number_arrays(cols.features, hints)
         for name, column in features.items():
-            self._feature(name).update(column, hints.get(name))
+            self._feature(name).update(column, hints.get(name), cols.distinct.get(name))
         for name, feature in self.features.items():
             if name not in cols.features:
                 feature.missing += n

@@ -141,16 +141,18 @@ def test_point_estimate_does_not_depend_on_the_order_of_arrival():
     [f"v{i % 1_500}" for i in range(3_000)] + [None] * 7,  # leaves exact mode, fills the pending input
 ])
 def test_validated_string_columns_count_as_unhinted_ones(column):
-    """The counting path taken when the validator's types are given (strings and None only)
-    gives the same profile as the type-scanning path, batch after batch."""
-    from sdk.columns import _feature_types
+    """The counting path taken when the validator's types are given (strings and None only),
+    with or without its distinct values, gives the same profile as the type-scanning path,
+    batch after batch."""
+    from sdk.columns import _distinct, _feature_types
     from sketches.feature import FeatureProfile
 
-    hinted, plain = FeatureProfile(), FeatureProfile()
+    hinted, deduped, plain = FeatureProfile(), FeatureProfile(), FeatureProfile()
     for _ in range(3):
         hinted.update(column, _feature_types(column))
+        deduped.update(column, _feature_types(column), _distinct(column))
         plain.update(column)
-    assert hinted.to_dict() == plain.to_dict()
+    assert hinted.to_dict() == plain.to_dict() == deduped.to_dict()
     assert hinted.missing == column.count(None) * 3
     assert hinted.categorical.count == (len(column) - column.count(None)) * 3
     if len(column) < 10:
