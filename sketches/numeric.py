@@ -296,6 +296,12 @@ class NumericSketch:
         """True while the CDF is exact (few distinct values, or few values)."""
         return self.exact is not None or self._raw is not None
 
+    @property
+    def digest(self) -> TDigest | None:
+        """The t-digest, in sketch mode (None while exact): for compressing the digests of a
+        whole profile in one pass (:func:`sketches.tdigest.compress_all`)."""
+        return None if self.is_exact else self._td
+
     def _sorted_raw(self) -> np.ndarray:
         """The kept values, sorted (raw mode), as one array from then on."""
         raw = self._raw

@@ -18,7 +18,7 @@ Serialized form: :mod:`sketches.codec` (versioned, Zstandard-compressed MessageP
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ from sketches.comoments import CoMoments, number_arrays
 from sketches.feature import Column, FeatureProfile, escape_strings
 from sketches.numeric import NumericSketch
 from sketches.slices import MAX_SLICE_VALUES, SliceSet
+from sketches.tdigest import TDigest, compress_all
 from sketches.vector import VectorProfile, clean_vectors
 
 __all__ = ["PROFILE_FORMAT_VERSION", "FeatureProfile", "WindowProfile"]
@@ -327,7 +328,17 @@ class WindowProfile:
         """
         if fast:
             return encode(self.to_dict(compress=False), FAST_LEVEL)
+        compress_all(self._digests())
         return encode(self.to_dict())
+
+    def _digests(self) -> Iterator[TDigest]:
+        """The t-digests of this profile's numeric sketches in sketch mode, its slices' too."""
+        for sketch in (*(f.numeric for f in self.features.values()), self.score, self.latency):
+            if sketch.digest is not None:
+                yield sketch.digest
+        for s in self.slices.values():
+            for sub in s.profiles.values():
+                yield from sub._digests()
 
     @classmethod
     def from_bytes(cls, data: bytes) -> WindowProfile:

@@ -88,6 +88,7 @@ logarithms. IRE Transactions on Electronic Computers EC-11(4), 512-517.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -313,7 +314,26 @@ class _Items:
         return _Items(*(mix(getattr(self, f), getattr(other, f)) for f in self.__slots__))
 
 
-def _aggregate(items: _Items, starts: np.ndarray) -> tuple[_Items, np.ndarray, np.ndarray]:
+class _Parts:
+    """Where each digest's items start in the concatenated items of several digests compressed
+    in one pass (:func:`compress_many`), with each digest's cumulative weights. Every part's
+    start is a cut, so no group spans two parts and each part forms the groups it would alone."""
+
+    __slots__ = ("starts", "ends", "cum", "totals")
+
+    def __init__(self, w: np.ndarray, starts: np.ndarray) -> None:
+        self.starts = starts
+        self.ends = np.append(starts[1:], w.size)
+        cums = [np.cumsum(w[a:b]) for a, b in zip(starts.tolist(), self.ends.tolist(), strict=True)]
+        self.cum = np.concatenate(cums)
+        self.totals = np.array([c[-1] for c in cums])
+
+    def of(self, idx: np.ndarray) -> np.ndarray:
+        """The part of each item index."""
+        return np.searchsorted(self.starts, idx, side="right") - 1
+
+
+def _aggregate(items: _Items, starts: np.ndarray, parts: _Parts) -> tuple[_Items, np.ndarray, np.ndarray]:
     """The centroids formed by the runs ``items[starts[j]:starts[j + 1]]``, and the keys
     (:func:`float_keys`) of their smallest and largest values."""
     w = np.add.reduceat(items.w, starts)
@@ -321,11 +341,16 @@ def _aggregate(items: _Items, starts: np.ndarray) -> tuple[_Items, np.ndarray, n
     hi = np.maximum.reduceat(items.hi, starts)
     with np.errstate(over="ignore", invalid="ignore"):
         mean = np.add.reduceat(items.w * items.mean, starts) / w
-    if not np.isfinite(mean).all():  # a sum passed 1.8e308: sum again scaled by the centroid's magnitude
+    overflow = ~np.isfinite(mean)
+    if overflow.any():  # a sum passed 1.8e308: that part's sums again, scaled by each centroid's magnitude
         scale = np.maximum(np.abs(lo), np.abs(hi))
         scale[scale == 0.0] = 1.0
         per_item = np.repeat(scale, np.diff(np.append(starts, items.size)))
-        mean = np.add.reduceat(items.w * (items.mean / per_item), starts) / w * scale
+        scaled = np.add.reduceat(items.w * (items.mean / per_item), starts) / w * scale
+        part = parts.of(starts)
+        again = np.zeros(parts.starts.size, dtype=bool)
+        again[part[overflow]] = True
+        mean = np.where(again[part], scaled, mean)
     # clipped to the keys of the group's range: a group of one repeated value keeps that
     # value's key exactly, so rounding never puts a group's key mean above the next
     # group's and the key means stay sorted (``_Items.interleave`` relies on it)
@@ -356,26 +381,33 @@ def _sorted_unique(x: np.ndarray) -> np.ndarray:
     return x[run_starts(x)]
 
 
-def _tail_cuts(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """Cuts before each of the first and last ``TAIL_ITEMS`` items (and after the first ones)
-    that start past its neighbour's largest value: a run of one value stays one group."""
-    n = lo.size
-    tail = _sorted_unique(np.concatenate((np.arange(1, min(TAIL_ITEMS + 1, n)),
-                                          np.arange(max(n - TAIL_ITEMS, 1), n))))
-    return tail[lo[tail] > hi[tail - 1]]
+def _tail_cuts(lo: np.ndarray, hi: np.ndarray, parts: _Parts) -> np.ndarray:
+    """Cuts before each of the first and last ``TAIL_ITEMS`` items of each part (and after the
+    first ones) that start past its neighbour's largest value: a run of one value stays one
+    group. (A part compressed holds more than ``TDIGEST_DELTA`` > 2 ``TAIL_ITEMS`` items.)"""
+    head = parts.starts[:, None] + np.arange(1, TAIL_ITEMS + 1)
+    tail = parts.ends[:, None] - np.arange(TAIL_ITEMS, 0, -1)
+    at = np.concatenate((head, tail), axis=1).ravel()
+    return at[lo[at] > hi[at - 1]]
 
 
-def _grid(items: _Items) -> np.ndarray:
-    """Cuts of the k_1 grid, at the sign change, and around heavy runs of one value."""
+def _grid(items: _Items, parts: _Parts) -> np.ndarray:
+    """Cuts of each part's k_1 grid, at its sign change, and around its heavy runs of one value."""
     w, lo, hi = items.w, items.lo, items.hi
-    cum = np.cumsum(w)
-    total = cum[-1]
-    cuts = [np.zeros(1, dtype=np.intp), np.searchsorted(cum - w / 2, _GRID * total),
-            np.searchsorted(items.kmean, [0.0]), _tail_cuts(lo, hi)]
+    centre = parts.cum - w / 2
+    cuts = [parts.starts, _tail_cuts(lo, hi, parts),
+            # the first item of each part whose key mean is >= 0 (key means ascend within a part)
+            parts.starts + np.add.reduceat((items.kmean < 0.0).astype(np.intp), parts.starts)]
+    cuts += [np.searchsorted(centre[a:b], _GRID * total) + a for a, b, total in
+             zip(parts.starts.tolist(), parts.ends.tolist(), parts.totals.tolist(), strict=True)]
     same = (lo[1:] == hi[:-1]) & (lo[1:] == hi[1:]) & (lo[:-1] == hi[:-1])
+    same[parts.starts[1:] - 1] = False  # a part's first item continues no run of the previous part
     if same.any():
         run = np.flatnonzero(np.concatenate(([True], ~same)))
-        heavy = (np.add.reduceat(w, run) * _M >= total) & (lo[run] == hi[run])
+        part = parts.of(run)
+        has_runs = np.logical_or.reduceat(np.append(same, False), parts.starts)
+        heavy = ((np.add.reduceat(w, run) * _M >= parts.totals[part]) & (lo[run] == hi[run])
+                 & has_runs[part])
         cuts += [run[heavy], np.append(run[1:], items.size)[heavy]]
     starts = _sorted_unique(np.concatenate(cuts))
     return starts[starts < items.size]
@@ -384,21 +416,31 @@ def _grid(items: _Items) -> np.ndarray:
 class _Groups:
     """The groups ``starts`` forms from key-sorted items: their centroids, the group index of
     each item, where each group ends and the keys of each group's extent. Built once per set
-    of starts and shared by the cut passes of :func:`_compress` (a pass that adds no cut
+    of starts and shared by the cut passes of :func:`compress_many` (a pass that adds no cut
     leaves them valid for the next)."""
 
-    __slots__ = ("items", "starts", "ends", "g", "owner", "klo", "khi")
+    __slots__ = ("items", "parts", "starts", "ends", "g", "owner", "klo", "khi")
 
-    def __init__(self, items: _Items, starts: np.ndarray) -> None:
-        self.items, self.starts = items, starts
+    def __init__(self, items: _Items, parts: _Parts, starts: np.ndarray) -> None:
+        self.items, self.parts, self.starts = items, parts, starts
         self.ends = np.append(starts[1:], items.size)
-        self.g, self.klo, self.khi = _aggregate(items, starts)
+        self.g, self.klo, self.khi = _aggregate(items, starts, parts)
         self.owner = np.repeat(np.arange(starts.size), self.ends - starts)
 
     def cut(self, cuts: np.ndarray) -> _Groups:
         """These groups cut also at ``cuts`` (item indices): ``self`` when none is new."""
         starts = _sorted_unique(np.concatenate((self.starts, cuts)))
-        return self if starts.size == self.starts.size else _Groups(self.items, starts)
+        return self if starts.size == self.starts.size else _Groups(self.items, self.parts, starts)
+
+    def below(self, x: np.ndarray, at: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """For each of ``groups``, how many of its items have ``x`` below ``at`` (a value per
+        group): where ``at`` falls among a group's items when ``x`` ascends within a part
+        (``np.searchsorted`` within the group, less its start)."""
+        if not groups.size:
+            return groups
+        level = np.full(self.starts.size, -np.inf)
+        level[groups] = at
+        return np.add.reduceat((x < level[self.owner]).astype(np.intp), self.starts)[groups]
 
 
 def _gap_cuts(gr: _Groups) -> np.ndarray:
@@ -433,7 +475,7 @@ def _hollow_cuts(gr: _Groups) -> np.ndarray:
     mass_key = np.bincount(owner, weights=items.w * near_key, minlength=starts.size)
     hollow = np.flatnonzero((np.maximum(mass_value, mass_key) < HOLLOW_SHARE * g.w) & (g.w > 4)
                             & (ends - starts > 1))
-    cut = np.searchsorted(items.kmean, g.kmean[hollow])
+    cut = starts[hollow] + gr.below(items.kmean, g.kmean[hollow], hollow)
     return np.clip(cut, starts[hollow] + 1, ends[hollow] - 1)
 
 
@@ -445,25 +487,50 @@ def _skew_cuts(gr: _Groups) -> np.ndarray:
         off_value = np.abs((g.mean - g.lo) / (g.hi - g.lo) - 0.5)
         off_key = np.abs((g.kmean - gr.klo) / (gr.khi - gr.klo) - 0.5)
     skewed = np.flatnonzero((np.minimum(off_value, off_key) > SKEW_OFFSET) & (g.w > 4) & (ends - starts > 1))
-    cum = np.cumsum(items.w)
+    cum = gr.parts.cum
     half = cum[starts[skewed]] - items.w[starts[skewed]] + g.w[skewed] / 2
-    return np.clip(np.searchsorted(cum, half), starts[skewed] + 1, ends[skewed] - 1)
+    return np.clip(starts[skewed] + gr.below(cum, half, skewed), starts[skewed] + 1, ends[skewed] - 1)
 
 
-def _compress(items: _Items) -> _Items:
-    """Group key-sorted items into centroids (none while there are at most TDIGEST_DELTA).
+def compress_many(parts: list[_Items]) -> list[_Items]:
+    """Group each list of key-sorted items into centroids (none while there are at most
+    TDIGEST_DELTA), all in one pass: each list gets the centroids it would get alone.
 
     The k_1 grid proposes groups; a group is then cut across a wide gap, through
     a hollow middle, and at the median of a lopsided one, so no centroid
-    bridges two clusters or hides a long sparse tail behind its mean.
+    bridges two clusters or hides a long sparse tail behind its mean. A pass costs
+    about 0.3 ms of numpy calls plus 0.03 ms per 1,000 items, so the digests of a
+    window are compressed together when it is stored (:func:`compress_all`).
     """
-    if items.size <= TDIGEST_DELTA:
-        return items
+    out = list(parts)
+    big = [i for i, p in enumerate(parts) if p.size > TDIGEST_DELTA]
+    if not big:
+        return out
+    items = parts[big[0]] if len(big) == 1 else _Items(
+        *(np.concatenate([getattr(parts[i], f) for i in big]) for f in _Items.__slots__))
+    starts = np.cumsum([0] + [parts[i].size for i in big[:-1]]).astype(np.intp)
+    where = _Parts(items.w, starts)
     with np.errstate(over="ignore", invalid="ignore"):  # ranges of +/-1e308 overflow to inf
-        groups = _Groups(items, _grid(items))
+        groups = _Groups(items, where, _grid(items, where))
         for cuts in (_gap_cuts, _hollow_cuts, _skew_cuts):
             groups = groups.cut(cuts(groups))
-    return groups.g
+    g = groups.g
+    if len(big) == 1:
+        out[big[0]] = g
+        return out
+    bounds = np.searchsorted(groups.starts, np.append(starts, items.size)).tolist()
+    for i, a, b in zip(big, bounds[:-1], bounds[1:], strict=True):
+        out[i] = _Items(*(getattr(g, f)[a:b] for f in _Items.__slots__))
+    return out
+
+
+def compress_all(digests: Iterable[TDigest]) -> None:
+    """Compress the buffered values of every digest given, in one pass (:func:`compress_many`):
+    each gets the centroids its own compression would give."""
+    pending = [d for d in digests if d._buffered]
+    for d, centroids in zip(pending, compress_many([d._items() for d in pending]), strict=True):
+        d._centroids = centroids
+        d._values, d._items_in, d._buffered, d._model = [], [], 0, None
 
 
 class _Cdf:
@@ -628,9 +695,7 @@ class TDigest:
         return _Items(*(a[order] for a in fields))
 
     def _flush(self) -> None:
-        if self._buffered:
-            self._centroids = _compress(self._items())
-            self._values, self._items_in, self._buffered, self._model = [], [], 0, None
+        compress_all((self,))
 
     # -- reading --------------------------------------------------------------
     @property
