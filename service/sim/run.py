@@ -69,14 +69,24 @@ from service.sim.streams import (
 )
 
 
-async def _wait(condition: Callable[[], Awaitable[bool]], timeout: float, what: str,
+async def _wait(remaining: Callable[[], Awaitable[int]], stall: float, what: str,
                 children: RoleProcesses | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while not await condition():
+    """Wait until ``remaining()`` (what is left to do) is 0, as long as it keeps falling: a
+    loaded machine is slower, not stuck, so the limit is ``stall`` seconds without a new low.
+
+    Raises
+    ------
+    TimeoutError
+        After ``stall`` seconds in which what is left did not fall below its lowest count.
+    """
+    lowest, since = math.inf, time.monotonic()
+    while (left := await remaining()) > 0:
         if children is not None:
             children.check()
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the pipeline did not finish in time: {what}")
+        if left < lowest:
+            lowest, since = left, time.monotonic()
+        elif time.monotonic() - since > stall:
+            raise TimeoutError(f"the pipeline made no progress in {stall:g} s: {what} ({left} left)")
         await asyncio.sleep(0.25)
 
 
@@ -158,29 +168,32 @@ async def _stream(settings: Settings, scenario: inc.Scenario, opts: SimOptions,
     return Streamed(produced, windows, n_labels, dropped, time.monotonic() - t_start)
 
 
-async def _behind(store: Store, n_models: int) -> bool:
-    return await store.pending_events() <= 3 * n_models
+async def _behind(store: Store, n_models: int) -> int:
+    """Detection events beyond the backlog the producer may run ahead by."""
+    return max(0, await store.pending_events() - 3 * n_models)
 
 
-async def _settled(store: Store, streamed: Streamed) -> bool:
-    """Every window closed, evaluated and released to the alert policy."""
+async def _settled(store: Store, streamed: Streamed) -> int:
+    """Windows not yet closed, evaluated and released to the alert policy, and detection
+    events not yet handled (0: every window settled)."""
     async with store.r.pipeline(transaction=False) as p:
         for m in streamed.windows:
             p.zcard(window_index_key(m))
             p.zcard(pending_key(m))
         counts = await p.execute()
     closed, pending = counts[0::2], counts[1::2]
-    if any(c < len(streamed.windows[m]) for c, m in zip(closed, streamed.windows, strict=True)):
-        return False
-    return not any(pending) and await store.pending_events() == 0
+    unclosed = sum(max(0, len(streamed.windows[m]) - c)
+                   for c, m in zip(closed, streamed.windows, strict=True))
+    return unclosed + sum(pending) + await store.pending_events()
 
 
-async def _cohorts_judged(http: httpx.AsyncClient, tier1: list[str]) -> bool:
+async def _cohorts_judged(http: httpx.AsyncClient, tier1: list[str]) -> int:
+    """Label cohorts of the tier-1 models not judged yet."""
+    left = 0
     for m in tier1:
         body = (await http.get(f"/v1/models/{m}/performance", params={"limit": 1000})).json()
-        if any(c.get("evaluation") is None for c in body["cohorts"]):
-            return False
-    return True
+        left += sum(c.get("evaluation") is None for c in body["cohorts"])
+    return left
 
 
 Window = tuple[str, float, float, list[dict[str, Any]]]  # model, start, length, stored results
