@@ -324,9 +324,9 @@ class _Parts:
     def __init__(self, w: np.ndarray, starts: np.ndarray) -> None:
         self.starts = starts
         self.ends = np.append(starts[1:], w.size)
-        cums = [np.cumsum(w[a:b]) for a, b in zip(starts.tolist(), self.ends.tolist(), strict=True)]
-        self.cum = np.concatenate(cums)
-        self.totals = np.array([c[-1] for c in cums])
+        self.cum = np.concatenate([np.cumsum(w[a:b])
+                                   for a, b in zip(starts.tolist(), self.ends.tolist(), strict=True)])
+        self.totals = self.cum[self.ends - 1]
 
     def of(self, idx: np.ndarray) -> np.ndarray:
         """The part of each item index."""
