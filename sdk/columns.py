@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
+import numpy as np
+
 from sdk.errors import BAD_ENVELOPE, WireError
+from sdk.packed import DictionaryColumn, pack_feature, unpack_feature, unwire
 from sdk.record import (
     MAX_FEATURES,
     MAX_ID_LENGTH,
@@ -87,9 +90,15 @@ class RecordColumns:
         return len(self.prediction_id)
 
     def take(self, keep: Sequence[int]) -> RecordColumns:
-        """The records at the given indices, as columns."""
+        """The records at the given indices, as columns (a packed column stays packed)."""
         def pick(col):
-            return None if col is None else [col[i] for i in keep]
+            if col is None:
+                return None
+            if isinstance(col, DictionaryColumn):
+                return col.take(keep)
+            if isinstance(col, np.ndarray):
+                return col[np.asarray(keep, dtype=np.intp)]
+            return [col[i] for i in keep]
 
         return RecordColumns(
             self.model_id, pick(self.model_version), pick(self.prediction_id), pick(self.event_time),
@@ -128,11 +137,12 @@ class RecordColumns:
     def records(self) -> list[PredictionRecord]:
         """One :class:`PredictionRecord` per row (missing features left out)."""
         out = []
+        columns = {k: unwire(v) for k, v in self.features.items()}
         for i in range(len(self)):
             def at(col, i=i):
                 return None if col is None else col[i]
 
-            features = {k: v[i] for k, v in self.features.items() if v[i] is not None}
+            features = {k: v[i] for k, v in columns.items() if v[i] is not None}
             features.update((k, vector_values(v[i])) for k, v in self.vectors.items() if v[i] is not None)
             out.append(PredictionRecord(
                 self.model_id, self.model_version[i], self.prediction_id[i], self.event_time[i],
@@ -171,11 +181,13 @@ class RecordColumns:
         return cls(model_id, features=features, slices=_transpose(slices) if any(slices) else {},
                    vectors=vectors, **col)
 
-    def to_wire(self) -> dict[str, Any]:
-        """The column map carried by a schema-version-2 message."""
+    def to_wire(self, *, packed: bool = False) -> dict[str, Any]:
+        """The column map carried by a message: feature columns packed where they can be
+        (schema version 3, :func:`sdk.packed.pack_feature`) or all arrays (version 2)."""
         out: dict[str, Any] = {
             "model_version": self.model_version, "prediction_id": self.prediction_id,
-            "event_time": self.event_time, "features": self.features, "slices": self.slices,
+            "event_time": self.event_time, "slices": self.slices,
+            "features": {k: (pack_feature if packed else unwire)(v) for k, v in self.features.items()},
         }
         for name in ("score", "class_probabilities", "predicted_label", "latency_ms"):
             if getattr(self, name) is not None:
@@ -282,19 +294,25 @@ def _column(raw: dict, name: str, n: int, required: bool) -> list | None:
     return col
 
 
-def _named_columns(raw: dict, name: str, n: int, limit: int) -> dict[str, list]:
+def _named_columns(raw: dict, name: str, n: int, limit: int, packed: bool = False) -> dict[str, list]:
+    """The named columns of group ``name``; with ``packed``, a column may also be a map
+    (a packed column, checked by :func:`sdk.packed.unpack_feature`)."""
     cols = raw.get(name) or {}
     if not isinstance(cols, dict):
         raise WireError(BAD_ENVELOPE, f"column group {name} must be a map")
     if len(cols) > limit:
         raise RecordError(name, f"more than {limit} {name}", TOO_LARGE)
-    for k in cols:
-        _column(cols, k, n, True)
+    for k, col in cols.items():
+        if not (packed and isinstance(col, dict)):
+            _column(cols, k, n, True)
     return cols
 
 
-def validate_columns(model_id: str, raw: dict) -> tuple[RecordColumns, list[tuple[int, RecordError]]]:
-    """Validate a schema-version-2 column map.
+def validate_columns(model_id: str, raw: dict, *, packed: bool = False
+                     ) -> tuple[RecordColumns, list[tuple[int, RecordError]]]:
+    """Validate a column map of schema version 2 or, with ``packed``, 3 (whose feature
+    columns may be packed: :mod:`sdk.packed`; they decode as float64 arrays and
+    :class:`~sdk.packed.DictionaryColumn`).
 
     The per-column fast paths do not bound integers (a pass over every integer
     column would cost about as much as the type check): the wire bounds them.
@@ -324,7 +342,7 @@ def validate_columns(model_id: str, raw: dict) -> tuple[RecordColumns, list[tupl
     n = len(pid)
     bad: dict[int, RecordError] = {}
     try:
-        features = _named_columns(raw, "features", n, MAX_FEATURES)
+        features = _named_columns(raw, "features", n, MAX_FEATURES, packed)
         slices = _named_columns(raw, "slices", n, MAX_SLICES)
         vectors = _named_columns(raw, "vectors", n, MAX_FEATURES - len(features))
     except RecordError as exc:  # too many columns: every record is too wide
@@ -361,6 +379,11 @@ def validate_columns(model_id: str, raw: dict) -> tuple[RecordColumns, list[tupl
             check_feature_name(name)
         except RecordError as exc:
             return RecordColumns(model_id, [], [], []), [(i, exc) for i in range(n)]
+        if isinstance(col, dict):
+            features[name], cols.feature_types[name], values = unpack_feature(col, name, n, bad)
+            if values is not None:
+                cols.distinct[name] = values
+            continue
         distinct = _distinct(col)
         types = _feature_types(distinct)
         if types is None:

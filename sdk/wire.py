@@ -2,17 +2,21 @@
 
 One Kafka message carries a batch of records of one model (the message key is
 the ``model_id``). The value is MessagePack (https://msgpack.org/ spec). Schema
-version 2 (written by this SDK) carries the batch as columns, so field and
+version 3 (written by this SDK) carries the batch as columns, so field and
 feature names appear once per batch, not once per record::
 
-    {"v": 2, "m": model_id,
+    {"v": 3, "m": model_id,
      "c": {"model_version": [...], "prediction_id": [...], "event_time": [...],
            "features": {name: [...], ...}, "slices": {key: [...], ...},
            "score": [...], "class_probabilities": [...], "predicted_label": [...],
            "latency_ms": [...]}}
 
-Optional columns may be absent; inside a column a missing value is nil.
-Schema version 1 (rows) is still read::
+Optional columns may be absent; inside a column a missing value is nil. A feature
+column is an array of values or a packed column (float64 bytes, or a dictionary of
+strings and one code per value: :mod:`sdk.packed`), which the aggregator decodes
+without a Python object per value. Schema version 2 is version 3 without packed
+columns; it and version 1 (rows) are still read, so aggregators upgrade before the
+producers that write version 3::
 
     {"v": 1, "m": model_id,
      "r": [[model_version, prediction_id, event_time, features, score,
@@ -31,7 +35,8 @@ from sdk.errors import BAD_ENVELOPE, UNKNOWN_SCHEMA_VERSION, WireError, envelope
 from sdk.record import PredictionRecord, RecordError, validate_record
 
 ROWS_VERSION = 1
-COLUMNS_VERSION = 2
+ARRAYS_VERSION = 2
+COLUMNS_VERSION = 3
 _ROW_FIELDS = (
     "model_version", "prediction_id", "event_time", "features", "score",
     "class_probabilities", "predicted_label", "slices", "latency_ms",
@@ -64,7 +69,8 @@ class DecodedBatch:
 def encode_columns(columns: RecordColumns) -> bytes:
     """Encode one model's records, given as columns, as one message value."""
     return msgpack.packb(
-        {"v": COLUMNS_VERSION, "m": columns.model_id, "c": columns.to_wire()}, use_bin_type=True
+        {"v": COLUMNS_VERSION, "m": columns.model_id, "c": columns.to_wire(packed=True)},
+        use_bin_type=True
     )
 
 
@@ -108,7 +114,7 @@ def _decode_rows(model_id: str, rows: object) -> tuple[RecordColumns, list[tuple
 
 
 def decode_batch(value: bytes) -> DecodedBatch:
-    """Decode and validate one message value (schema version 1 or 2).
+    """Decode and validate one message value (schema version 1, 2 or 3).
 
     Parameters
     ----------
@@ -130,7 +136,7 @@ def decode_batch(value: bytes) -> DecodedBatch:
     if not isinstance(envelope, dict):
         raise WireError(BAD_ENVELOPE, "envelope is not a map")
     version = envelope.get("v")
-    if version not in (ROWS_VERSION, COLUMNS_VERSION):
+    if version not in (ROWS_VERSION, ARRAYS_VERSION, COLUMNS_VERSION):
         raise WireError(UNKNOWN_SCHEMA_VERSION, f"unknown schema version {version!r}")
     model_id = envelope_model_id(envelope)
     if version == ROWS_VERSION:
@@ -139,5 +145,5 @@ def decode_batch(value: bytes) -> DecodedBatch:
         raw = envelope.get("c")
         if not isinstance(raw, dict):
             raise WireError(BAD_ENVELOPE, "envelope field c (columns) is not a map")
-        columns, errors = validate_columns(model_id, raw)
+        columns, errors = validate_columns(model_id, raw, packed=version == COLUMNS_VERSION)
     return DecodedBatch(model_id, columns, errors)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from sdk.columns import RecordColumns
+from sdk.packed import DictionaryColumn
 from sketches.feature import Column
 
 
@@ -25,6 +26,8 @@ def subset(cols: RecordColumns, rows: np.ndarray, features: Sequence[str]) -> Re
             return None
         if isinstance(column, np.ndarray):
             return column[rows]
+        if isinstance(column, DictionaryColumn):
+            return column.take(rows)
         return [column[i] for i in idx]
 
     return RecordColumns(

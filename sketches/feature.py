@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from sdk.packed import DictionaryColumn
 from sketches.categorical import BOOL_KEYS, TYPE_TAG, CategoricalSketch, category_key
 from sketches.numeric import NumericSketch
 
@@ -21,14 +22,15 @@ _NUMBER_TYPES = {float, int}
 _STR_OR_NONE = {str, _NONE}
 
 
-def escape_strings(counts: Counter[str]) -> Counter[str]:
+def escape_strings(counts: dict[str, int]) -> dict[str, int]:
     """String counts keyed by :func:`~sketches.categorical.category_key` (a string is its own
-    key unless it starts with ``TYPE_TAG``; such strings, if any, are re-keyed)."""
+    key unless it starts with ``TYPE_TAG``; such strings, if any, are re-keyed), in place."""
     if TYPE_TAG not in "".join(counts):  # the common case: one C-level scan, no per-key work
         return counts
     odd = [k for k in counts if k.startswith(TYPE_TAG)]
     for k in odd:
-        counts[category_key(k)] += counts.pop(k)
+        n, key = counts.pop(k), category_key(k)
+        counts[key] = counts.get(key, 0) + n
     return counts
 
 
@@ -98,7 +100,8 @@ class FeatureProfile:
         ----------
         values : numpy.ndarray or sequence
             A float or integer array (NaN missing), a bool array, a string or
-            object array, or a sequence of numbers, strings, bools and None.
+            object array, a :class:`~sdk.packed.DictionaryColumn` (counted by
+            its dictionary), or a sequence of numbers, strings, bools and None.
             Homogeneous columns take a vectorised path; mixed ones are split
             value by value.
         types : frozenset of type, optional
@@ -121,6 +124,12 @@ class FeatureProfile:
                                                 BOOL_KEYS[False]: values.size - n_true})
                 return
             values = values.tolist()
+        elif isinstance(values, DictionaryColumn):
+            counts = values.counts()
+            self.missing += counts.pop(None, 0)
+            if counts:
+                self.categorical.update_counts(escape_strings(counts))
+            return
         n = len(values)
         if not n:
             return

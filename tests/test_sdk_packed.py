@@ -1,0 +1,136 @@
+"""Packed feature columns of wire version 3: what the SDK packs, that the aggregator reads
+the same records and builds the same profile as from arrays, and what a producer's
+malformed packed column costs (the message, or only the records it makes invalid)."""
+
+from __future__ import annotations
+
+import math
+
+import msgpack
+import numpy as np
+import pytest
+
+from sdk.columns import RecordColumns
+from sdk.errors import WireError
+from sdk.packed import DictionaryColumn, pack_feature
+from sdk.record import MAX_STRING_LENGTH, TOO_LARGE, PredictionRecord
+from sdk.wire import ARRAYS_VERSION, COLUMNS_VERSION, decode_batch, encode_batch, encode_columns
+from sketches.columns import subset
+from sketches.profile import WindowProfile
+
+
+def records(n: int = 300, seed: int = 0) -> list[PredictionRecord]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        features = {"x": float(rng.normal()), "c": f"v{rng.integers(40)}", "k": int(rng.integers(5)),
+                    "b": bool(i % 2), "w": None if i % 7 == 0 else float(i),
+                    "t": "\x1ftagged" if i % 5 == 0 else "plain", "e": float("nan") if i % 3 else np.inf}
+        if i % 11 == 0:
+            features["c"] = None
+        out.append(PredictionRecord("m", "1", f"p{i}", 1_700_000_000.0 + i, features, score=0.5))
+    return out
+
+
+def arrays_message(recs: list[PredictionRecord]) -> bytes:
+    cols = RecordColumns.from_records("m", recs)
+    return msgpack.packb({"v": ARRAYS_VERSION, "m": "m", "c": cols.to_wire()}, use_bin_type=True)
+
+
+def columns_message(features: dict, n: int) -> bytes:
+    return msgpack.packb({"v": COLUMNS_VERSION, "m": "m", "c": {
+        "model_version": ["1"] * n, "prediction_id": [f"p{i}" for i in range(n)],
+        "event_time": [1.0] * n, "features": features}}, use_bin_type=True)
+
+
+def test_floats_and_strings_are_packed_the_rest_stays_arrays():
+    wire = RecordColumns.from_records("m", records()).to_wire(packed=True)["features"]
+    assert {k for k, v in wire.items() if isinstance(v, dict)} == {"x", "c", "t", "e"}
+    assert set(wire["x"]) == {"f8"} and set(wire["c"]) == {"s", "i"}
+    assert len(wire["c"]["i"]) == 300  # 41 dictionary values: one byte per code
+    assert isinstance(wire["k"], list) and isinstance(wire["w"], list) and isinstance(wire["b"], list)
+    assert pack_feature([1.0, 2]) == [1.0, 2]  # an int among floats: exact as it was sent
+
+
+def test_a_version_3_message_reads_back_the_records_it_was_built_from():
+    recs = records()
+    back = decode_batch(encode_batch(recs))
+    assert back.errors == []
+    for got, sent in zip(back.records, recs, strict=True):
+        want = {k: v for k, v in sent.features.items() if v is not None}
+        assert got.features.keys() == want.keys()
+        for k, v in want.items():
+            assert type(got.features[k]) is type(v)
+            assert got.features[k] == v or (math.isnan(v) and math.isnan(got.features[k]))
+
+
+def test_the_profile_of_a_packed_message_is_the_profile_of_its_arrays_byte_for_byte():
+    recs = records()
+    packed, arrays = decode_batch(encode_batch(recs)), decode_batch(arrays_message(recs))
+    assert isinstance(packed.columns.features["c"], DictionaryColumn)
+    assert isinstance(arrays.columns.features["c"], list)
+    a = WindowProfile("m", 0, 300, slice_features=["c"])
+    b = WindowProfile("m", 0, 300, slice_features=["c"])
+    a.add_columns(packed.columns)
+    b.add_columns(arrays.columns)
+    assert a.to_bytes() == b.to_bytes()
+    assert a.features["c"].null_count == 28 and a.features["t"].categorical.count == 300
+
+
+def test_take_split_and_subset_keep_the_packed_values():
+    cols = decode_batch(encode_batch(records(20))).columns
+    plain = RecordColumns.from_records("m", records(20))
+    keep = [3, 0, 11, 19]
+    for part, want in ((cols.take(keep), plain.take(keep)), (cols.split(7)[1], plain.split(7)[1]),
+                       (subset(cols, np.array(keep), ["x", "c"]), subset(plain, np.array(keep), ["x", "c"]))):
+        assert isinstance(part.features["c"], DictionaryColumn)
+        assert isinstance(part.features["x"], np.ndarray)
+        assert list(part.features["c"]) == want.features["c"]
+        assert part.features["x"].tolist() == want.features["x"]
+
+
+def test_an_invalid_dictionary_value_refuses_only_the_records_that_hold_it():
+    codes = np.array([0, 1, 0, 2, 0], dtype=np.uint8).tobytes()
+    batch = decode_batch(columns_message({"c": {"s": ["ok", "x" * (MAX_STRING_LENGTH + 1), 7],
+                                                "i": codes}}, 5))
+    assert [(i, e.field, e.reason) for i, e in batch.errors] == [
+        (1, "features.c", TOO_LARGE), (3, "features.c", "wrong_type")]
+    assert batch.columns.prediction_id == ["p0", "p2", "p4"]
+    assert list(batch.columns.features["c"]) == ["ok"] * 3
+
+
+def test_a_value_listed_twice_in_a_dictionary_is_counted_with_both_codes():
+    codes = np.array([0, 1, 1, 2], dtype="<u2").tobytes()
+    batch = decode_batch(columns_message({"c": {"s": ["a", "b", "a"], "i": codes}}, 4))
+    profile = WindowProfile("m", 0, 300)
+    profile.add_columns(batch.columns)
+    assert profile.features["c"].categorical.to_dict()["exact"] == {"a": 2, "b": 2}
+
+
+@pytest.mark.parametrize("column,reason", [
+    ({"f8": b"\x00" * 16}, "must pack 3 doubles"),
+    ({"f8": [1.0, 2.0, 3.0]}, "must be an array"),
+    ({"s": ["a"], "i": b"\x00\x00"}, "must pack 3 codes"),
+    ({"s": ["a"], "i": b"\x00" * 24}, "must pack 3 codes"),  # 8-byte codes
+    ({"s": ["a"], "i": b"\x00\x01\x00"}, "beyond its dictionary"),
+    ({"s": ["a"], "i": b"\x00" * 3, "f8": b""}, "must be an array"),
+])
+def test_a_malformed_packed_column_refuses_the_message_naming_it(column, reason):
+    with pytest.raises(WireError, match=f"features.c.*{reason}"):
+        decode_batch(columns_message({"c": column}, 3))
+
+
+def test_version_2_messages_carry_arrays_only():
+    value = msgpack.packb({"v": ARRAYS_VERSION, "m": "m", "c": {
+        "model_version": ["1"], "prediction_id": ["p"], "event_time": [1.0],
+        "features": {"x": {"f8": b"\x00" * 8}}}}, use_bin_type=True)
+    with pytest.raises(WireError, match="column x must be a list"):
+        decode_batch(value)
+
+
+def test_dead_lettered_columns_stay_packed_and_read_back():
+    cols = decode_batch(encode_batch(records(10))).columns.take([1, 4])
+    again = decode_batch(encode_columns(cols))
+    assert isinstance(again.columns.features["c"], DictionaryColumn)
+    assert [r.prediction_id for r in again.records] == ["p1", "p4"]
+    assert encode_batch(again.records) == encode_batch(cols.records())  # (NaN != NaN: as bytes)
