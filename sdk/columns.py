@@ -10,15 +10,14 @@ to find the offending records.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
-import numpy as np
-
 from sdk.errors import BAD_ENVELOPE, WireError
-from sdk.packed import DictionaryColumn, pack_feature, unpack_feature, unwire
+from sdk.packed import DictionaryColumn, pack_feature, take, unpack_feature, unwire
 from sdk.record import (
     MAX_FEATURES,
     MAX_ID_LENGTH,
@@ -96,8 +95,8 @@ class RecordColumns:
                 return None
             if isinstance(col, DictionaryColumn):
                 return col.take(keep)
-            if isinstance(col, np.ndarray):
-                return col[np.asarray(keep, dtype=np.intp)]
+            if isinstance(col, array):
+                return take(col, keep)
             return [col[i] for i in keep]
 
         return RecordColumns(
@@ -311,7 +310,7 @@ def _named_columns(raw: dict, name: str, n: int, limit: int, packed: bool = Fals
 def validate_columns(model_id: str, raw: dict, *, packed: bool = False
                      ) -> tuple[RecordColumns, list[tuple[int, RecordError]]]:
     """Validate a column map of schema version 2 or, with ``packed``, 3 (whose feature
-    columns may be packed: :mod:`sdk.packed`; they decode as float64 arrays and
+    columns may be packed: :mod:`sdk.packed`; they decode as arrays of doubles and
     :class:`~sdk.packed.DictionaryColumn`).
 
     The per-column fast paths do not bound integers (a pass over every integer

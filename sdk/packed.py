@@ -5,8 +5,8 @@ or one of two packed forms that spare the reader a Python object per value:
 
 ``{"f8": bytes}``
     A column of floats only: its ``n`` values as little-endian IEEE 754 doubles (``8 n``
-    bytes; NaN and infinities are values as in an array column). Decoded as a float64
-    :class:`numpy.ndarray`.
+    bytes; NaN and infinities are values as in an array column). Decoded as an
+    :class:`array.array` of doubles.
 ``{"s": [string or nil, ...], "i": bytes}``
     A column of strings and nulls, dictionary-encoded: value ``k`` is ``s[codes[k]]``, the
     codes little-endian unsigned integers of one width (1, 2 or 4 bytes: ``len(i) / n``).
@@ -15,22 +15,54 @@ or one of two packed forms that spare the reader a Python object per value:
 
 Any other column (integers, booleans, floats with nulls, mixed types) stays an array. The
 writer chooses the form per column (:func:`pack_feature`); the reader accepts any of them
-(:func:`unpack_feature`).
+(:func:`unpack_feature`). Only the standard library: the SDK does not depend on numpy
+(the profiles read these buffers as numpy arrays without a copy).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import sys
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
-
-import numpy as np
 
 from sdk.errors import BAD_ENVELOPE, WireError
 from sdk.record import MAX_STRING_LENGTH, RecordError, check_feature_value
 
 _NONE = type(None)
 _STR_OR_NONE = frozenset({str, _NONE})
-_WIDTHS = {1: "<u1", 2: "<u2", 4: "<u4"}
+_BIG_ENDIAN = sys.byteorder == "big"
+_CODE_TYPES = {1: "B", 2: "H", 4: next(t for t in "IL" if array(t).itemsize == 4)}
+"""The array type code of an unsigned code of each width in bytes."""
+
+
+def _little_endian(a: array) -> array:
+    """``a`` with its items in little-endian byte order (the wire's), in place."""
+    if _BIG_ENDIAN:
+        a.byteswap()
+    return a
+
+
+def _from_wire(typecode: str, data: bytes) -> array:
+    a = array(typecode)
+    a.frombytes(data)
+    return _little_endian(a)
+
+
+def _to_wire(a: array) -> bytes:
+    if not _BIG_ENDIAN:
+        return a.tobytes()
+    return _little_endian(array(a.typecode, a)).tobytes()
+
+
+def take(col: array, rows: Iterable[int]) -> array:
+    """The items of ``col`` at ``rows`` (indices), as an array of the same type."""
+    return array(col.typecode, map(col.__getitem__, rows))
+
+
+def _code_type(n_values: int) -> str:
+    """The narrowest code type for a dictionary of ``n_values``."""
+    return _CODE_TYPES[1 if n_values <= 1 << 8 else 2 if n_values <= 1 << 16 else 4]
 
 
 class DictionaryColumn(Sequence):
@@ -40,24 +72,24 @@ class DictionaryColumn(Sequence):
     ----------
     values : list of (str or None)
         The dictionary.
-    codes : numpy.ndarray
+    codes : array.array
         Unsigned integers, one per row, each an index into ``values``.
 
     Examples
     --------
-    >>> col = DictionaryColumn(["a", None], np.array([0, 1, 0], dtype=np.uint8))
-    >>> len(col), col[2], list(col[1:]), col.counts()
-    (3, 'a', [None, 'a'], {'a': 2, None: 1})
+    >>> col = dictionary_encode(["a", None, "a"])
+    >>> len(col), col[2], list(col[1:]), col.values, col.codes.tolist()
+    (3, 'a', [None, 'a'], ['a', None], [0, 1, 0])
     """
 
     __slots__ = ("codes", "values")
 
-    def __init__(self, values: list[str | None], codes: np.ndarray) -> None:
+    def __init__(self, values: list[str | None], codes: array) -> None:
         self.values = values
         self.codes = codes
 
     def __len__(self) -> int:
-        return self.codes.size
+        return len(self.codes)
 
     def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
@@ -65,8 +97,7 @@ class DictionaryColumn(Sequence):
         return self.values[self.codes[i]]
 
     def __iter__(self) -> Iterator[str | None]:
-        values = self.values
-        return iter([values[c] for c in self.codes.tolist()])
+        return map(self.values.__getitem__, self.codes)
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, DictionaryColumn | list | tuple):
@@ -78,22 +109,9 @@ class DictionaryColumn(Sequence):
     def __repr__(self) -> str:
         return f"DictionaryColumn({list(self)!r})"
 
-    def take(self, rows: Sequence[int] | np.ndarray) -> DictionaryColumn:
+    def take(self, rows: Iterable[int]) -> DictionaryColumn:
         """The values at ``rows`` (indices), still dictionary-encoded."""
-        return DictionaryColumn(self.values, self.codes[np.asarray(rows, dtype=np.intp)])
-
-    def counts(self) -> dict[str | None, int]:
-        """How often each value occurs (values that do not occur left out; a value the
-        dictionary lists twice counted once, with both entries' counts)."""
-        counts = np.bincount(self.codes, minlength=len(self.values))
-        present = np.flatnonzero(counts).tolist()
-        values = list(map(self.values.__getitem__, present))
-        out = dict(zip(values, counts[present].tolist(), strict=True))
-        if len(out) < len(values):  # a value listed twice: its counts added
-            out = {}
-            for value, c in zip(values, counts[present].tolist(), strict=True):
-                out[value] = out.get(value, 0) + c
-        return out
+        return DictionaryColumn(self.values, take(self.codes, rows))
 
 
 def dictionary_encode(col: Sequence[str | None]) -> DictionaryColumn:
@@ -101,8 +119,7 @@ def dictionary_encode(col: Sequence[str | None]) -> DictionaryColumn:
     first occurrence, codes of the smallest width that holds them)."""
     values = list(dict.fromkeys(col))
     index = {v: k for k, v in enumerate(values)}
-    return DictionaryColumn(values, np.array(list(map(index.__getitem__, col)),
-                                             dtype=_code_dtype(len(values))))
+    return DictionaryColumn(values, array(_code_type(len(values)), map(index.__getitem__, col)))
 
 
 def pack_feature(col: Any) -> Any:
@@ -110,45 +127,46 @@ def pack_feature(col: Any) -> Any:
     column as a list (module docstring)."""
     if isinstance(col, DictionaryColumn):
         return _pack_dictionary(col)
-    if isinstance(col, np.ndarray):
-        return {"f8": col.astype("<f8").tobytes()} if col.dtype.kind == "f" else col.tolist()
+    if isinstance(col, array):
+        return {"f8": _to_wire(col)} if col.typecode == "d" else col.tolist()
+    if not isinstance(col, list):  # a numpy array or another sequence
+        col = col.tolist() if hasattr(col, "tolist") else list(col)
     if not col:
         return col
     types = set(map(type, col))
     if types == {float}:
-        return {"f8": np.array(col, dtype="<f8").tobytes()}
+        return {"f8": _to_wire(array("d", col))}
     if str in types and types <= _STR_OR_NONE:
         return _pack_dictionary(dictionary_encode(col))
     return col
 
 
-def _code_dtype(n_values: int) -> str:
-    """The narrowest code type for a dictionary of ``n_values``."""
-    return _WIDTHS[1 if n_values <= 1 << 8 else 2 if n_values <= 1 << 16 else 4]
-
-
 def _pack_dictionary(col: DictionaryColumn) -> dict[str, Any]:
-    return {"s": col.values, "i": col.codes.astype(_code_dtype(len(col.values))).tobytes()}
+    codes = col.codes
+    typecode = _code_type(len(col.values))
+    return {"s": col.values, "i": _to_wire(codes if codes.typecode == typecode else array(typecode, codes))}
 
 
 def unwire(col: Any) -> Any:
     """A feature column as a MessagePack array of values (schema version 2)."""
-    if isinstance(col, np.ndarray):
+    if isinstance(col, array):
         return col.tolist()
-    return list(col) if isinstance(col, DictionaryColumn) else col
+    if isinstance(col, DictionaryColumn):
+        return list(col)
+    return col.tolist() if hasattr(col, "tolist") else col
 
 
 def unpack_feature(raw: dict, name: str, n: int, bad: dict[int, RecordError]
-                   ) -> tuple[np.ndarray | DictionaryColumn, frozenset[type], set[str] | None]:
+                   ) -> tuple[array | DictionaryColumn, frozenset[type], set[str] | None]:
     """Decode and validate one packed feature column of ``n`` values.
 
     Returns
     -------
-    column : numpy.ndarray or DictionaryColumn
+    column : array.array of doubles, or DictionaryColumn
     types : frozenset of type
         The types of its values (of the valid ones, for a dictionary column).
     distinct : set of str or None
-        A dictionary column's strings (None for a float column).
+        A dictionary column's strings (None for a column of doubles).
 
     A dictionary entry that is not a valid feature string (too long, or not a string or nil)
     makes the records holding it invalid: their index and error go to ``bad``.
@@ -162,15 +180,15 @@ def unpack_feature(raw: dict, name: str, n: int, bad: dict[int, RecordError]
     if raw.keys() == {"f8"} and isinstance(raw["f8"], bytes):
         if len(raw["f8"]) != 8 * n:
             raise WireError(BAD_ENVELOPE, f"{where} must pack {n} doubles")
-        return np.frombuffer(raw["f8"], dtype="<f8"), frozenset({float}), None
+        return _from_wire("d", raw["f8"]), frozenset({float}), None
     if raw.keys() != {"s", "i"} or not isinstance(raw["s"], list) or not isinstance(raw["i"], bytes):
         raise WireError(BAD_ENVELOPE, f"{where} must be an array, {{f8}} or {{s, i}}")
     values, packed = raw["s"], raw["i"]
     width = len(packed) // n if n else 1
-    if width not in _WIDTHS or width * n != len(packed):
+    if width not in _CODE_TYPES or width * n != len(packed):
         raise WireError(BAD_ENVELOPE, f"{where} must pack {n} codes of 1, 2 or 4 bytes")
-    codes = np.frombuffer(packed, dtype=_WIDTHS[width])
-    if codes.size and int(codes.max()) >= len(values):
+    codes = _from_wire(_CODE_TYPES[width], packed)
+    if codes and max(codes) >= len(values):
         raise WireError(BAD_ENVELOPE, f"{where} holds a code beyond its dictionary")
     col = DictionaryColumn(values, codes)
     types = frozenset(map(type, values))
@@ -182,6 +200,7 @@ def unpack_feature(raw: dict, name: str, n: int, bad: dict[int, RecordError]
                 raise RecordError(f"features.{name}", "a dictionary column holds strings or null")
             check_feature_value(v, name)
         except RecordError as exc:
-            for i in np.flatnonzero(codes == k).tolist():
-                bad.setdefault(i, exc)
+            for i, code in enumerate(codes):
+                if code == k:
+                    bad.setdefault(i, exc)
     return col, types & _STR_OR_NONE, {v for v in values if type(v) is str}

@@ -8,12 +8,14 @@ holding columnar data can pass without building Python lists.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 
 import numpy as np
 
 from sdk.columns import RecordColumns
 from sdk.packed import DictionaryColumn
+from sdk.packed import take as packed_take
 from sketches.feature import Column
 
 
@@ -27,7 +29,9 @@ def subset(cols: RecordColumns, rows: np.ndarray, features: Sequence[str]) -> Re
         if isinstance(column, np.ndarray):
             return column[rows]
         if isinstance(column, DictionaryColumn):
-            return column.take(rows)
+            return column.take(idx)
+        if isinstance(column, array):
+            return packed_take(column, idx)
         return [column[i] for i in idx]
 
     return RecordColumns(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
@@ -32,6 +33,28 @@ def escape_strings(counts: dict[str, int]) -> dict[str, int]:
         n, key = counts.pop(k), category_key(k)
         counts[key] = counts.get(key, 0) + n
     return counts
+
+
+def dictionary_counts(col: DictionaryColumn) -> dict[str | None, int]:
+    """How often each value of a dictionary column occurs (values that do not occur left
+    out; a value the dictionary lists twice counted once, with both entries' counts).
+
+    Examples
+    --------
+    >>> from array import array
+    >>> dictionary_counts(DictionaryColumn(["a", None, "b", "a"], array("B", [0, 1, 3, 0])))
+    {'a': 3, None: 1}
+    """
+    codes = np.frombuffer(col.codes, dtype=f"u{col.codes.itemsize}")
+    counts = np.bincount(codes, minlength=len(col.values))
+    present = np.flatnonzero(counts).tolist()
+    values = list(map(col.values.__getitem__, present))
+    out = dict(zip(values, counts[present].tolist(), strict=True))
+    if len(out) < len(values):  # a value listed twice: its counts added
+        out = {}
+        for value, c in zip(values, counts[present].tolist(), strict=True):
+            out[value] = out.get(value, 0) + c
+    return out
 
 
 def _without_none(values: Sequence[Any], nulls: int) -> Sequence[Any]:
@@ -100,8 +123,9 @@ class FeatureProfile:
         ----------
         values : numpy.ndarray or sequence
             A float or integer array (NaN missing), a bool array, a string or
-            object array, a :class:`~sdk.packed.DictionaryColumn` (counted by
-            its dictionary), or a sequence of numbers, strings, bools and None.
+            object array, an :class:`array.array` of doubles or a
+            :class:`~sdk.packed.DictionaryColumn` (counted by its dictionary), or a
+            sequence of numbers, strings, bools and None.
             Homogeneous columns take a vectorised path; mixed ones are split
             value by value.
         types : frozenset of type, optional
@@ -113,6 +137,8 @@ class FeatureProfile:
             (:attr:`sdk.columns.RecordColumns.distinct`): a column of strings then
             checks these for strings its keys must escape, not every value.
         """
+        if isinstance(values, array):  # packed doubles (sdk.packed)
+            values = np.frombuffer(values, dtype=np.float64)
         if isinstance(values, np.ndarray):
             kind = values.dtype.kind
             if kind in "fiu":
@@ -125,7 +151,7 @@ class FeatureProfile:
                 return
             values = values.tolist()
         elif isinstance(values, DictionaryColumn):
-            counts = values.counts()
+            counts = dictionary_counts(values)
             self.missing += counts.pop(None, 0)
             if counts:
                 self.categorical.update_counts(escape_strings(counts))
