@@ -202,6 +202,9 @@ class Batcher:
         if self.pii is not None:
             valid = self._hashable(valid, stats)
             valid.features = self.pii.apply_columns(valid.features)
+            for name in self.pii.hash:  # hashed: validation's hints no longer describe them
+                valid.feature_types.pop(name, None)
+                valid.distinct.pop(name, None)
         return self._messages(valid.model_id.encode(), valid, encode_columns, stats, _prediction_error)
 
     def _hashable(self, cols: RecordColumns, stats: StreamStats) -> RecordColumns:

@@ -186,7 +186,8 @@ class RecordColumns:
         out: dict[str, Any] = {
             "model_version": self.model_version, "prediction_id": self.prediction_id,
             "event_time": self.event_time, "slices": self.slices,
-            "features": {k: (pack_feature if packed else unwire)(v) for k, v in self.features.items()},
+            "features": {k: pack_feature(v, self.feature_types.get(k), self.distinct.get(k)) if packed
+                         else unwire(v) for k, v in self.features.items()},
         }
         for name in ("score", "class_probabilities", "predicted_label", "latency_ms"):
             if getattr(self, name) is not None:

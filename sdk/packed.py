@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sys
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from typing import Any
 
 from sdk.errors import BAD_ENVELOPE, WireError
@@ -114,17 +114,23 @@ class DictionaryColumn(Sequence):
         return DictionaryColumn(self.values, take(self.codes, rows))
 
 
-def dictionary_encode(col: Sequence[str | None]) -> DictionaryColumn:
-    """A column of strings and None as a :class:`DictionaryColumn` (dictionary in order of
-    first occurrence, codes of the smallest width that holds them)."""
-    values = list(dict.fromkeys(col))
+def dictionary_encode(col: Sequence[str | None], distinct: Collection[str | None] | None = None
+                      ) -> DictionaryColumn:
+    """A column of strings and None as a :class:`DictionaryColumn` (codes of the smallest
+    width that holds them). The dictionary is ``distinct`` when given (values the column's
+    are among), else the column's values in order of first occurrence."""
+    values = list(dict.fromkeys(col) if distinct is None else distinct)
     index = {v: k for k, v in enumerate(values)}
     return DictionaryColumn(values, array(_code_type(len(values)), map(index.__getitem__, col)))
 
 
-def pack_feature(col: Any) -> Any:
+def pack_feature(col: Any, types: Collection[type] | None = None,
+                 distinct: Collection[str | None] | None = None) -> Any:
     """The wire value of one feature column: a packed form where one applies, else the
-    column as a list (module docstring)."""
+    column as a list (module docstring). ``types`` (the set of its values' types) and
+    ``distinct`` (a collection its values are among), when the caller knows them from
+    validation (:attr:`sdk.columns.RecordColumns.feature_types`, ``distinct``), spare a
+    scan of the column."""
     if isinstance(col, DictionaryColumn):
         return _pack_dictionary(col)
     if isinstance(col, array):
@@ -133,11 +139,11 @@ def pack_feature(col: Any) -> Any:
         col = col.tolist() if hasattr(col, "tolist") else list(col)
     if not col:
         return col
-    types = set(map(type, col))
+    types = set(map(type, col)) if types is None else types
     if types == {float}:
         return {"f8": _to_wire(array("d", col))}
     if str in types and types <= _STR_OR_NONE:
-        return _pack_dictionary(dictionary_encode(col))
+        return _pack_dictionary(dictionary_encode(col, distinct))
     return col
 
 
