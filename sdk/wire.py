@@ -32,11 +32,11 @@ import msgpack
 
 from sdk.columns import RecordColumns, validate_columns
 from sdk.errors import BAD_ENVELOPE, UNKNOWN_SCHEMA_VERSION, WireError, envelope_model_id, unpack_envelope
-from sdk.record import PredictionRecord, RecordError, validate_record
+from sdk.record import SCHEMA_VERSION, PredictionRecord, RecordError, validate_record
 
 ROWS_VERSION = 1
 ARRAYS_VERSION = 2
-COLUMNS_VERSION = 3
+COLUMNS_VERSION = SCHEMA_VERSION
 _ROW_FIELDS = (
     "model_version", "prediction_id", "event_time", "features", "score",
     "class_probabilities", "predicted_label", "slices", "latency_ms",

@@ -35,28 +35,6 @@ def escape_strings(counts: dict[str, int]) -> dict[str, int]:
     return counts
 
 
-def dictionary_counts(col: DictionaryColumn) -> dict[str | None, int]:
-    """How often each value of a dictionary column occurs (values that do not occur left
-    out; a value the dictionary lists twice counted once, with both entries' counts).
-
-    Examples
-    --------
-    >>> from array import array
-    >>> dictionary_counts(DictionaryColumn(["a", None, "b", "a"], array("B", [0, 1, 3, 0])))
-    {'a': 3, None: 1}
-    """
-    codes = np.frombuffer(col.codes, dtype=f"u{col.codes.itemsize}")
-    counts = np.bincount(codes, minlength=len(col.values))
-    present = np.flatnonzero(counts).tolist()
-    values = list(map(col.values.__getitem__, present))
-    out = dict(zip(values, counts[present].tolist(), strict=True))
-    if len(out) < len(values):  # a value listed twice: its counts added
-        out = {}
-        for value, c in zip(values, counts[present].tolist(), strict=True):
-            out[value] = out.get(value, 0) + c
-    return out
-
-
 def _without_none(values: Sequence[Any], nulls: int) -> Sequence[Any]:
     return [v for v in values if v is not None] if nulls else values
 
@@ -150,11 +128,13 @@ class FeatureProfile:
                                                 BOOL_KEYS[False]: values.size - n_true})
                 return
             values = values.tolist()
-        elif isinstance(values, DictionaryColumn):
-            counts = dictionary_counts(values)
-            self.missing += counts.pop(None, 0)
-            if counts:
+        elif isinstance(values, DictionaryColumn):  # validated: strings and None
+            if TYPE_TAG in "".join(map(str, filter(None, values.values))):
+                counts = Counter(values)
+                self.missing += counts.pop(None, 0)
                 self.categorical.update_counts(escape_strings(counts))
+            else:  # each string its own key: counted in one C-level pass (no Python loop per key)
+                self.missing += self.categorical.count_strings(values)
             return
         n = len(values)
         if not n:
