@@ -346,7 +346,7 @@ async def test_a_notifier_crash_loses_nothing_and_sends_nothing_twice(cfg, rstor
         await wait_for(both_in_flight_again, timeout=15)
         first.cancel()  # a crash in the middle of two deliveries
         with contextlib.suppress(asyncio.CancelledError):
-            await first
+            await asyncio.wait_for(first, 15)
         assert all(await leases())  # still leased to the dead notifier
 
         # While no notifier runs: a new incident fires, and incident a resolves.
@@ -367,6 +367,25 @@ async def test_a_notifier_crash_loses_nothing_and_sends_nothing_twice(cfg, rstor
     assert len(ids) == len(set(ids)) == 4
     actions = [r.json["event_action"] for r in hook.delivered("/pd") if r.json["dedup_key"] == a]
     assert actions == ["trigger", "resolve"]  # a resolve never overtakes its trigger
+
+
+async def test_a_hard_stop_ends_the_notifier_even_when_a_call_swallows_its_cancellation(cfg, rstore):
+    notifier = Notifier(cfg, rstore)
+    entered = asyncio.Event()
+    next_due = notifier.outbox.next_due
+
+    async def swallowing() -> float | None:  # a library call that eats the CancelledError
+        entered.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+        return await next_due()
+
+    notifier.outbox.next_due = swallowing  # type: ignore[method-assign]
+    task = asyncio.create_task(notifier.run(asyncio.Event()))
+    await asyncio.wait_for(entered.wait(), 10)
+    task.cancel()
+    done, _ = await asyncio.wait([task], timeout=10)
+    assert done == {task} and task.cancelled()
 
 
 # --- silences ------------------------------------------------------------------------------------------

@@ -124,8 +124,9 @@ class Notifier:
             try:
                 await asyncio.wait([*loops, stopped], return_when=asyncio.FIRST_COMPLETED)
             except asyncio.CancelledError:  # a hard stop: leases and unacknowledged events
-                for t in loops:             # are taken over later, by this or another replica
-                    t.cancel()
+                halt.set()                  # are taken over later, by this or another replica;
+                for t in loops:             # halt first, so a loop whose cancellation a library
+                    t.cancel()              # call swallowed still ends at its next check
                 await asyncio.gather(*loops, return_exceptions=True)
                 raise
             finally:
