@@ -682,9 +682,10 @@ class TDigest:
     def _items(self) -> _Items:
         """Centroids and everything buffered, sorted by key mean, without compressing."""
         parts = [self._centroids, *self._items_in]
-        if self._values:
+        if self._values:  # each distinct value one point mass: a tie is never split between groups
             v = np.sort(np.concatenate(self._values))
-            parts.append(_Items.points(v, np.ones(v.size)))
+            first = run_starts(v)
+            parts.append(_Items.points(v[first], np.diff(first, append=v.size).astype(np.float64)))
         parts = [p for p in parts if p.size]
         if len(parts) <= 1:
             return parts[0] if parts else _Items.empty()

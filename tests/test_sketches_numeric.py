@@ -147,6 +147,20 @@ def test_repeated_batches_of_tied_values_keep_centroids_sorted():
     assert abs(float(t.cdf(np.array([0.5]))[0]) - 0.5) <= TDIGEST_RANK_ERROR + 1 / 700
 
 
+def test_values_with_few_distinct_values_stay_lossless_however_many_they_are():
+    # Each distinct value enters the digest as one point mass: 2,500 values taking 250 values
+    # are 250 items, within TDIGEST_DELTA, so no compression runs (the grid used to see 2,500
+    # items and cut some ties into two centroids).
+    rng = np.random.default_rng(1)
+    x = np.repeat(rng.normal(size=250), 10)
+    rng.shuffle(x)
+    t = TDigest()
+    t.update(x)
+    assert t.is_lossless and t.total_weight == x.size
+    points = np.unique(x)
+    assert np.array_equal(t.cdf(points), np.searchsorted(np.sort(x), points, side="right") / x.size)
+
+
 def test_small_sketches_are_lossless(monkeypatch):
     monkeypatch.setattr("sketches.numeric.MAX_EXACT_VALUES", 0)  # the digest, not the values kept
     rng = np.random.default_rng(3)
