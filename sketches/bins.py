@@ -132,7 +132,7 @@ class BinCounts:
         at_or_below = np.empty(self.counts.size + 1, np.int64)
         at_or_below[0], at_or_below[-1] = 0, ordered.size
         at_or_below[1:-1] = np.searchsorted(ordered, self.edges, side="right")
-        self.counts += np.diff(at_or_below)
+        self.counts += at_or_below[1:] - at_or_below[:-1]  # np.diff, without its Python overhead
 
     def add_weighted(self, values: np.ndarray, weights: np.ndarray) -> None:
         """Count ``weights[i]`` copies of ``values[i]``."""

@@ -9,11 +9,14 @@ neighbouring centroids).
 
 Zstandard replaced zlib because it is both faster and not larger on profiles:
 on a 20-feature window of the ingest benchmark's data at 500, 1,500 and 2,500
-records, level 6 (:data:`LEVEL`) gives 50.5 / 139.8 / 76.5 KB where zlib level 6
-gave 51.0 / 142.0 / 79.3 KB, in 1.5 / 4.4 / 5.4 ms instead of 2.7 / 13.5 / 12.8 ms
-(level 9 is 0.2 % smaller and 1.5-2x slower); level 3 (:data:`FAST_LEVEL`, for the
-aggregator's checkpoints) gives 51.7 / 141.9 / 79.1 KB, smaller than zlib level 1
-(52.9 / 149.8 / 86.4 KB), in a third to a sixth of its time.
+records, level 6 gives 50.5 / 139.8 / 76.5 KB where zlib level 6 gave 51.0 /
+142.0 / 79.3 KB, in 1.5 / 4.4 / 5.4 ms instead of 2.7 / 13.5 / 12.8 ms (level 9
+is 0.2 % smaller and 1.5-2x slower). Level 3 (:data:`LEVEL`, every profile
+since) gives 51.7 / 141.9 / 79.1 KB, smaller than zlib level 1 (52.9 / 149.8 /
+86.4 KB), in a third to a sixth of level 6's time: on the ingest benchmark's
+2,500-record windows, 0.8 % (values repeated 5 times) to 3.7 % (every value
+distinct) more bytes than level 6 for 0.3 µs less per record aggregated, a
+twentieth of the aggregator's whole cost per record.
 
 Format history
 --------------
@@ -53,10 +56,8 @@ READABLE_FORMAT_VERSIONS = frozenset({2, 3, 4, 5, 6})
 ZLIB_FORMAT_VERSIONS = frozenset({2, 3, 4, 5})
 """Formats whose document is a zlib stream (the later ones: a Zstandard frame)."""
 MAGIC = b"FWP"
-LEVEL = 6
-"""Zstandard level of profiles kept (closed windows, references, rollups)."""
-FAST_LEVEL = 3
-"""Zstandard level of state rewritten often and kept briefly (the aggregator's checkpoints)."""
+LEVEL = 3
+"""Zstandard level of every profile written (closed windows, references, rollups, checkpoints)."""
 
 
 def shuffle8(data: bytes) -> bytes:
@@ -106,7 +107,7 @@ def encode(document: dict[str, Any], level: int = LEVEL) -> bytes:
 
     Examples
     --------
-    >>> decode(encode({"n": 3})), decode(encode({"n": 3}, level=FAST_LEVEL))
+    >>> decode(encode({"n": 3})), decode(encode({"n": 3}, level=19))
     ({'n': 3}, {'n': 3})
     """
     body = msgpack.packb(document, use_bin_type=True)

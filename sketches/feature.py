@@ -129,7 +129,8 @@ class FeatureProfile:
                 return
             values = values.tolist()
         elif isinstance(values, DictionaryColumn):  # validated: strings and None
-            if TYPE_TAG in "".join(map(str, filter(None, values.values))):
+            strings = map(str, filter(None, values.values)) if distinct is None else filter(None, distinct)
+            if TYPE_TAG in "".join(strings):
                 counts = Counter(values)
                 self.missing += counts.pop(None, 0)
                 self.categorical.update_counts(escape_strings(counts))

@@ -234,11 +234,10 @@ class NumericSketch:
     def _combine_moments(self, n: int, mean: float, m2: float, lo: float, hi: float) -> None:
         # Chan, Golub & LeVeque (1979) pairwise update of mean and M2.
         total = self.count + n
-        if self.count:
-            with np.errstate(over="ignore"):
-                delta = mean - self.mean
-                self.mean += delta * n / total
-                self.m2 += m2 + delta * delta * (self.count * n / total)  # inf when it overflows
+        if self.count:  # Python floats: an overflow gives inf, never an error
+            delta = mean - self.mean
+            self.mean += delta * n / total
+            self.m2 += m2 + delta * delta * (self.count * n / total)  # inf when it overflows
         else:
             self.mean, self.m2 = mean, m2
         self.count = total

@@ -27,7 +27,7 @@ from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord
 from sketches.bins import SCORE_EDGES, BinCounts
 from sketches.categorical import CategoricalSketch, category_key
-from sketches.codec import FAST_LEVEL, PROFILE_FORMAT_VERSION, decode, encode
+from sketches.codec import PROFILE_FORMAT_VERSION, decode, encode
 from sketches.columns import subset
 from sketches.comoments import CoMoments, number_arrays
 from sketches.feature import Column, FeatureProfile, escape_strings
@@ -319,15 +319,12 @@ class WindowProfile:
         """Serialize (format ``PROFILE_FORMAT_VERSION``, see :mod:`sketches.codec`).
 
         ``fast`` is for state rewritten often and kept briefly, such as the
-        aggregator's checkpoints of open windows: Zstandard level
-        :data:`sketches.codec.FAST_LEVEL` instead of :data:`sketches.codec.LEVEL`
-        (~3 % more bytes for a fifth to a third of the time), and t-digests'
-        buffered values written uncompressed (``to_dict(compress=False)``)
-        rather than compressed at every write. Both read back with
-        :meth:`from_bytes`.
+        aggregator's checkpoints of open windows: t-digests' buffered values are
+        written uncompressed (``to_dict(compress=False)``) rather than compressed
+        at every write. Both read back with :meth:`from_bytes`.
         """
         if fast:
-            return encode(self.to_dict(compress=False), FAST_LEVEL)
+            return encode(self.to_dict(compress=False))
         compress_all(self._digests())
         return encode(self.to_dict())
 
