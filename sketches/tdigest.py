@@ -685,7 +685,8 @@ class TDigest:
         if self._values:  # each distinct value one point mass: a tie is never split between groups
             v = np.sort(np.concatenate(self._values))
             first = run_starts(v)
-            parts.append(_Items.points(v[first], np.diff(first, append=v.size).astype(np.float64)))
+            counts = np.append(first[1:], v.size) - first
+            parts.append(_Items.points(v[first], counts.astype(np.float64)))
         parts = [p for p in parts if p.size]
         if len(parts) <= 1:
             return parts[0] if parts else _Items.empty()
@@ -821,8 +822,9 @@ class TDigest:
         if np.array_equal(c.lo, c.hi):  # point masses only (a lossless digest): every position is 0
             mean = kmean = bytes(2 * c.size)
         else:
-            mean = _position(c.mean, c.lo, c.hi)
-            kmean = _position(c.kmean, float_keys(c.lo), float_keys(c.hi))
+            both = _position(np.concatenate((c.mean, c.kmean)),  # one pass for both: elementwise
+                             np.concatenate((c.lo, float_keys(c.lo))), np.concatenate((c.hi, float_keys(c.hi))))
+            mean, kmean = both[:2 * c.size], both[2 * c.size:]
         d = {"w": pack_floats(c.w), "lo": pack_floats(c.lo), "hi": pack_floats(c.hi),
              "mean": mean, "kmean": kmean}
         if raw:
