@@ -207,7 +207,7 @@ def _strings_fit(col: list, limit: int, allow_none: bool) -> bool:
     return not strs or max(map(len, strs)) <= limit
 
 
-def _ids_ok(col: list) -> bool:
+def _ids_ok(col: Collection) -> bool:
     return not col or (_types(col) == {str} and min(map(len, col)) > 0
                        and max(map(len, col)) <= MAX_ID_LENGTH)
 
@@ -363,7 +363,8 @@ def validate_columns(model_id: str, raw: dict, *, packed: bool = False
             continue
         cols.vectors[name], dropped = check_vector_column(col, name)
         cols.vector_drops += dropped
-    _scan(cols.model_version, _ids_ok, lambda v: check_identifier(v, "model_version"), bad)
+    _scan(cols.model_version, lambda c: _ids_ok(set(c)),  # a batch's few versions: checked once each
+          lambda v: check_identifier(v, "model_version"), bad)
     _scan(cols.prediction_id, _ids_ok, lambda v: check_identifier(v, "prediction_id"), bad)
     _scan(cols.event_time, _times_ok, check_event_time, bad)
     for name in ("score", "latency_ms"):

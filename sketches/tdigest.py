@@ -823,7 +823,8 @@ class TDigest:
             mean = kmean = bytes(2 * c.size)
         else:
             both = _position(np.concatenate((c.mean, c.kmean)),  # one pass for both: elementwise
-                             np.concatenate((c.lo, float_keys(c.lo))), np.concatenate((c.hi, float_keys(c.hi))))
+                             np.concatenate((c.lo, float_keys(c.lo))),
+                             np.concatenate((c.hi, float_keys(c.hi))))
             mean, kmean = both[:2 * c.size], both[2 * c.size:]
         d = {"w": pack_floats(c.w), "lo": pack_floats(c.lo), "hi": pack_floats(c.hi),
              "mean": mean, "kmean": kmean}
