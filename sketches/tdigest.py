@@ -333,21 +333,27 @@ class _Parts:
         return np.searchsorted(self.starts, idx, side="right") - 1
 
 
-def _aggregate(items: _Items, starts: np.ndarray, parts: _Parts) -> tuple[_Items, np.ndarray, np.ndarray]:
-    """The centroids formed by the runs ``items[starts[j]:starts[j + 1]]``, and the keys
-    (:func:`float_keys`) of their smallest and largest values."""
+def _aggregate(items: _Items, starts: np.ndarray, parts: _Parts, group_parts: np.ndarray | None = None
+               ) -> tuple[_Items, np.ndarray, np.ndarray, bool]:
+    """The centroids formed by the runs ``items[starts[j]:starts[j + 1]]``, the keys
+    (:func:`float_keys`) of their smallest and largest values, and whether some sum passed
+    1.8e308 (those parts' means are then computed again on scaled values).
+
+    ``group_parts``: the part of each run, when ``items`` are a gathered subset of the
+    parts' items (else found from ``starts``)."""
     w = np.add.reduceat(items.w, starts)
     lo = np.minimum.reduceat(items.lo, starts)
     hi = np.maximum.reduceat(items.hi, starts)
     with np.errstate(over="ignore", invalid="ignore"):
         mean = np.add.reduceat(items.w * items.mean, starts) / w
     overflow = ~np.isfinite(mean)
-    if overflow.any():  # a sum passed 1.8e308: that part's sums again, scaled by each centroid's magnitude
+    overflowed = bool(overflow.any())
+    if overflowed:  # a sum passed 1.8e308: that part's sums again, scaled by each centroid's magnitude
         scale = np.maximum(np.abs(lo), np.abs(hi))
         scale[scale == 0.0] = 1.0
         per_item = np.repeat(scale, np.diff(np.append(starts, items.size)))
         scaled = np.add.reduceat(items.w * (items.mean / per_item), starts) / w * scale
-        part = parts.of(starts)
+        part = parts.of(starts) if group_parts is None else group_parts
         again = np.zeros(parts.starts.size, dtype=bool)
         again[part[overflow]] = True
         mean = np.where(again[part], scaled, mean)
@@ -356,7 +362,7 @@ def _aggregate(items: _Items, starts: np.ndarray, parts: _Parts) -> tuple[_Items
     # group's and the key means stay sorted (``_Items.interleave`` relies on it)
     klo, khi = float_keys(lo), float_keys(hi)
     kmean = np.clip(np.add.reduceat(items.w * items.kmean, starts) / w, klo, khi)
-    return _Items(w, np.clip(mean, lo, hi), kmean, lo, hi), klo, khi
+    return _Items(w, np.clip(mean, lo, hi), kmean, lo, hi), klo, khi, overflowed
 
 
 def run_starts(ordered: np.ndarray) -> np.ndarray:
@@ -417,20 +423,47 @@ class _Groups:
     """The groups ``starts`` forms from key-sorted items: their centroids, the group index of
     each item, where each group ends and the keys of each group's extent. Built once per set
     of starts and shared by the cut passes of :func:`compress_many` (a pass that adds no cut
-    leaves them valid for the next)."""
+    leaves them valid for the next); a pass's new cuts recompute only the groups they split
+    (``before``: the groups they cut), which gives the same arrays as a whole recomputation."""
 
-    __slots__ = ("items", "parts", "starts", "ends", "g", "owner", "klo", "khi")
+    __slots__ = ("items", "parts", "starts", "ends", "g", "owner", "klo", "khi", "overflowed")
 
-    def __init__(self, items: _Items, parts: _Parts, starts: np.ndarray) -> None:
+    def __init__(self, items: _Items, parts: _Parts, starts: np.ndarray,
+                 before: _Groups | None = None) -> None:
         self.items, self.parts, self.starts = items, parts, starts
         self.ends = np.append(starts[1:], items.size)
-        self.g, self.klo, self.khi = _aggregate(items, starts, parts)
         self.owner = np.repeat(np.arange(starts.size), self.ends - starts)
+        if before is None or before.overflowed or not self._split(before):
+            self.g, self.klo, self.khi, self.overflowed = _aggregate(items, starts, parts)
+
+    def _split(self, before: _Groups) -> bool:
+        """Take the groups ``before`` left whole from it and aggregate only the new ones;
+        False (nothing set) when a new group's sums overflow (every group of its part is
+        then computed on scaled values, the whole recomputation's business)."""
+        was = before.owner[self.starts]  # the group before that held each group's first item
+        kept = (before.starts[was] == self.starts) & (before.ends[was] == self.ends)
+        new = np.flatnonzero(~kept)
+        sizes = self.ends[new] - self.starts[new]
+        local = np.cumsum(sizes) - sizes
+        at = np.arange(int(sizes.sum())) + np.repeat(self.starts[new] - local, sizes)
+        sub = _Items(*(getattr(self.items, f)[at] for f in _Items.__slots__))
+        g, klo, khi, overflowed = _aggregate(sub, local, self.parts, self.parts.of(self.starts[new]))
+        if overflowed:
+            return False
+
+        def mix(old: np.ndarray, fresh: np.ndarray) -> np.ndarray:
+            out = old[was]
+            out[new] = fresh
+            return out
+
+        self.g = _Items(*(mix(getattr(before.g, f), getattr(g, f)) for f in _Items.__slots__))
+        self.klo, self.khi, self.overflowed = mix(before.klo, klo), mix(before.khi, khi), False
+        return True
 
     def cut(self, cuts: np.ndarray) -> _Groups:
         """These groups cut also at ``cuts`` (item indices): ``self`` when none is new."""
         starts = _sorted_unique(np.concatenate((self.starts, cuts)))
-        return self if starts.size == self.starts.size else _Groups(self.items, self.parts, starts)
+        return self if starts.size == self.starts.size else _Groups(self.items, self.parts, starts, self)
 
     def below(self, x: np.ndarray, at: np.ndarray, groups: np.ndarray) -> np.ndarray:
         """For each of ``groups``, how many of its items have ``x`` below ``at`` (a value per
