@@ -10,14 +10,13 @@ to find the offending records.
 from __future__ import annotations
 
 import math
-from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
 from sdk.errors import BAD_ENVELOPE, WireError
-from sdk.packed import DictionaryColumn, pack_feature, take, unpack_feature, unwire
+from sdk.packed import pack_feature, take_column, unpack_feature, unwire
 from sdk.record import (
     MAX_FEATURES,
     MAX_ID_LENGTH,
@@ -89,15 +88,10 @@ class RecordColumns:
         return len(self.prediction_id)
 
     def take(self, keep: Sequence[int]) -> RecordColumns:
-        """The records at the given indices, as columns (a packed column stays packed)."""
+        """The records at the given indices, as columns (each in its own form:
+        :func:`sdk.packed.take_column`)."""
         def pick(col):
-            if col is None:
-                return None
-            if isinstance(col, DictionaryColumn):
-                return col.take(keep)
-            if isinstance(col, array):
-                return take(col, keep)
-            return [col[i] for i in keep]
+            return take_column(col, keep)
 
         return RecordColumns(
             self.model_id, pick(self.model_version), pick(self.prediction_id), pick(self.event_time),

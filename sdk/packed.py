@@ -60,6 +60,21 @@ def take(col: array, rows: Iterable[int]) -> array:
     return array(col.typecode, map(col.__getitem__, rows))
 
 
+def take_column(col: Any, rows: Sequence[int]) -> Any:
+    """The values of a column at ``rows`` (indices), in the column's own form: a packed
+    column stays packed, a numpy array stays an array (indexed by the list, without this
+    module importing numpy), any other sequence becomes a list; None stays None."""
+    if col is None:
+        return None
+    if isinstance(col, DictionaryColumn):
+        return col.take(rows)
+    if isinstance(col, array):
+        return take(col, rows)
+    if hasattr(col, "dtype"):
+        return col[list(rows)]
+    return [col[i] for i in rows]
+
+
 def _code_type(n_values: int) -> str:
     """The narrowest code type for a dictionary of ``n_values``."""
     return _CODE_TYPES[1 if n_values <= 1 << 8 else 2 if n_values <= 1 << 16 else 4]
@@ -209,8 +224,10 @@ def unpack_feature(raw: dict, name: str, n: int, bad: dict[int, RecordError]
         raise WireError(BAD_ENVELOPE, f"{where} holds a code beyond its dictionary")
     col = DictionaryColumn(values, codes)
     types = frozenset(map(type, values))
-    if types <= _STR_OR_NONE and max(map(len, filter(None, values)), default=0) <= MAX_STRING_LENGTH:
-        return col, types, set(filter(None, values))
+    if types <= _STR_OR_NONE:
+        strings = set(filter(None, values))
+        if max(map(len, strings), default=0) <= MAX_STRING_LENGTH:
+            return col, types, strings
     for k, v in enumerate(values):
         try:
             if type(v) is not str and v is not None:

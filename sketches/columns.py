@@ -8,14 +8,12 @@ holding columnar data can pass without building Python lists.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Sequence
 
 import numpy as np
 
 from sdk.columns import RecordColumns
-from sdk.packed import DictionaryColumn
-from sdk.packed import take as packed_take
+from sdk.packed import take_column
 from sketches.feature import Column
 
 
@@ -24,15 +22,7 @@ def subset(cols: RecordColumns, rows: np.ndarray, features: Sequence[str]) -> Re
     idx = rows.tolist()
 
     def take(column: Column | None) -> Column | None:
-        if column is None:
-            return None
-        if isinstance(column, np.ndarray):
-            return column[rows]
-        if isinstance(column, DictionaryColumn):
-            return column.take(idx)
-        if isinstance(column, array):
-            return packed_take(column, idx)
-        return [column[i] for i in idx]
+        return take_column(column, idx)
 
     return RecordColumns(
         cols.model_id, take(cols.model_version), take(cols.prediction_id), take(cols.event_time),
