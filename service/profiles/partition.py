@@ -225,8 +225,8 @@ class PartitionState:
             out[_TAIL] = LogMark.of(self.last_msg).to_json()
         elif full and self.tail is not None:
             out[_TAIL] = self.tail.to_json()
-        # Rewritten every interval while open: Zstandard's fast level, and digests' buffered
-        # values are written as they are, never compressed by a checkpoint (read back as buffered).
+        # Rewritten every interval while open: digests' buffered values are written as they
+        # are, never compressed by a checkpoint (read back as buffered).
         for key in self.dirty:
             out[_open_field(key)] = self.open[key].to_bytes(fast=True)
         for m in self.dirty_clocks:
