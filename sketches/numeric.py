@@ -40,7 +40,7 @@ import numpy as np
 
 from sketches.bins import BinCounts
 from sketches.codec import pack_floats, unpack_floats
-from sketches.tdigest import TDigest, run_starts
+from sketches.tdigest import TDigest, distinct_counts
 
 MAX_EXACT_DISTINCT = 64
 MAX_EXACT_VALUES = 2048
@@ -167,8 +167,7 @@ class NumericSketch:
                 self._check_raw()
             return
         # Distinct values and their counts (what np.unique does, without its overhead).
-        starts = run_starts(ordered)
-        uniq, counts = ordered[starts], np.diff(starts, append=n)
+        uniq, counts = distinct_counts(ordered)
         if uniq.size > MAX_EXACT_DISTINCT:  # leaves exact mode whatever the table holds
             self._leave_exact(uniq, counts)
             return

@@ -13,12 +13,12 @@ from sketches.profile import WindowProfile
 from sketches.tdigest import (
     TDIGEST_DELTA,
     TDigest,
+    _concatenated,
     _gap_cuts,
     _grid,
     _Groups,
     _hollow_cuts,
     _Items,
-    _Parts,
     _skew_cuts,
     compress_many,
 )
@@ -73,8 +73,7 @@ def test_groups_a_pass_splits_are_the_groups_computed_afresh(seed, overflowing):
     # unless some sum passes 1.8e308 (then the groups are computed afresh).
     parts = _parts(np.random.default_rng(seed))
     big = [p for p in parts if p.size > TDIGEST_DELTA and (overflowing or np.abs(p.hi).max() < 1e300)]
-    items = _Items(*(np.concatenate([getattr(p, f) for p in big]) for f in _Items.__slots__))
-    where = _Parts(items.w, np.cumsum([0] + [p.size for p in big[:-1]]).astype(np.intp))
+    items, where = _concatenated(big)
     with np.errstate(over="ignore", invalid="ignore"):
         groups = _Groups(items, where, _grid(items, where))
         split = 0
