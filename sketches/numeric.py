@@ -305,7 +305,7 @@ class NumericSketch:
         raw = self._raw
         v = np.concatenate(raw) if len(raw) != 1 else raw[0]
         if v.size > 1 and (len(raw) != 1 or np.any(v[1:] < v[:-1])):
-            v = np.sort(v)
+            v = np.sort(v, kind="stable")  # sorted batches: timsort merges their runs
         self._raw = [v]
         return v
 

@@ -395,8 +395,10 @@ def distinct_counts(ordered: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _sorted_unique(x: np.ndarray) -> np.ndarray:
     """The distinct values of a small array (no NaN), ascending: ``np.unique(x)`` in a sort and a
-    comparison (``np.unique`` and ``np.union1d`` on the ~150 cuts were about half of a compression)."""
-    x = np.sort(x)
+    comparison (``np.unique`` and ``np.union1d`` on the ~150 cuts were about half of a compression).
+    A merge sort (timsort): the arrays sorted here are a few ascending runs put together, which
+    it merges in linear time."""
+    x = np.sort(x, kind="stable")
     return x[run_starts(x)]
 
 
@@ -734,7 +736,9 @@ class TDigest:
         """Centroids and everything buffered, sorted by key mean, without compressing."""
         parts = [self._centroids, *self._items_in]
         if self._values:  # each distinct value one point mass: a tie is never split between groups
-            values, counts = distinct_counts(np.sort(np.concatenate(self._values)))
+            # the buffer is a few sorted batches: a merge sort (timsort) merges their runs in a
+            # quarter of quicksort's time (2,500 values in 5 runs: 14 against 52 us)
+            values, counts = distinct_counts(np.sort(np.concatenate(self._values), kind="stable"))
             parts.append(_Items.points(values, counts.astype(np.float64)))
         parts = [p for p in parts if p.size]
         if len(parts) <= 1:
