@@ -10,13 +10,14 @@ to find the offending records.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
 
 from sdk.errors import BAD_ENVELOPE, WireError
-from sdk.packed import pack_feature, take_column, unpack_feature, unwire
+from sdk.packed import DictionaryColumn, pack_column, take_column, unpack_column, unpack_feature, unwire
 from sdk.record import (
     MAX_FEATURES,
     MAX_ID_LENGTH,
@@ -51,6 +52,9 @@ def _transpose(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
                                            strict=True)}
     return {k: [r.get(k) for r in rows] for k in sorted(set().union(*rows))}
 _NUMBER_TYPES = {float, int}
+PACKED_COLUMNS = frozenset({"model_version", "event_time", "score", "latency_ms"})
+"""Columns besides the features that schema version 4 packs where they can be (doubles, or a
+dictionary of strings: :mod:`sdk.packed`)."""
 _FEATURE_TYPES = {float, int, str, bool, _NONE}
 
 
@@ -175,17 +179,19 @@ class RecordColumns:
                    vectors=vectors, **col)
 
     def to_wire(self, *, packed: bool = False) -> dict[str, Any]:
-        """The column map carried by a message: feature columns packed where they can be
-        (schema version 3, :func:`sdk.packed.pack_feature`) or all arrays (version 2)."""
+        """The column map carried by a message: feature columns and the columns of
+        :data:`PACKED_COLUMNS` packed where they can be (schema version 4,
+        :func:`sdk.packed.pack_column`) or all arrays (version 2)."""
         out: dict[str, Any] = {
-            "model_version": self.model_version, "prediction_id": self.prediction_id,
-            "event_time": self.event_time, "slices": self.slices,
-            "features": {k: pack_feature(v, self.feature_types.get(k), self.distinct.get(k)) if packed
+            "prediction_id": self.prediction_id, "slices": self.slices,
+            "features": {k: pack_column(v, self.feature_types.get(k), self.distinct.get(k)) if packed
                          else unwire(v) for k, v in self.features.items()},
         }
-        for name in ("score", "class_probabilities", "predicted_label", "latency_ms"):
-            if getattr(self, name) is not None:
-                out[name] = getattr(self, name)
+        for name in ("model_version", "event_time", "score", "class_probabilities", "predicted_label",
+                     "latency_ms"):
+            col = getattr(self, name)
+            if col is not None:
+                out[name] = col if name not in PACKED_COLUMNS else pack_column(col) if packed else unwire(col)
         if self.vectors:
             out["vectors"] = self.vectors
         return out
@@ -201,16 +207,30 @@ def _strings_fit(col: list, limit: int, allow_none: bool) -> bool:
     return not strs or max(map(len, strs)) <= limit
 
 
+def _versions_ok(col: Sequence) -> bool:
+    """A model-version column's values are valid identifiers (checked once per distinct value;
+    a dictionary column's on its dictionary)."""
+    return _ids_ok(set(col.values if isinstance(col, DictionaryColumn) else col))
+
+
 def _ids_ok(col: Collection) -> bool:
-    return not col or (_types(col) == {str} and min(map(len, col)) > 0
-                       and max(map(len, col)) <= MAX_ID_LENGTH)
+    """Every value of ``col`` is a string of 1 to MAX_ID_LENGTH characters."""
+    try:  # one C-level pass that fails on any value that is not a string
+        joined = "".join(col)
+    except TypeError:
+        return False
+    return "" not in col and (len(joined) <= MAX_ID_LENGTH or max(map(len, col)) <= MAX_ID_LENGTH)
 
 
-def _times_ok(col: list) -> bool:
+def _times_ok(col: list | array) -> bool:
+    if isinstance(col, array):  # doubles: finite when their sum is (else judged value by value)
+        return math.isfinite(sum(col)) and min(col, default=0) >= 0
     return _types(col) <= _NUMBER_TYPES and all(map(math.isfinite, col)) and min(col, default=0) >= 0
 
 
-def _numbers_ok(col: list) -> bool:
+def _numbers_ok(col: list | array) -> bool:
+    if isinstance(col, array):
+        return math.isfinite(sum(col))
     types = _types(col)
     if not types <= _NUMBER_TYPES | {_NONE}:
         return False
@@ -279,10 +299,15 @@ def _scan(col: list, fast: Callable[[list], bool], check: Callable[[Any], Any],
                 bad[i] = exc
 
 
-def _column(raw: dict, name: str, n: int, required: bool) -> list | None:
+def _column(raw: dict, name: str, n: int, required: bool, packed: bool = False
+            ) -> list | array | DictionaryColumn | None:
+    """Column ``name`` of ``n`` values; with ``packed``, one of :data:`PACKED_COLUMNS` may also
+    be a packed form (:func:`sdk.packed.unpack_column`)."""
     col = raw.get(name)
     if col is None and not required:
         return None
+    if packed and isinstance(col, dict) and name in PACKED_COLUMNS:
+        return unpack_column(col, name, n)
     if not isinstance(col, list) or len(col) != n:
         raise WireError(BAD_ENVELOPE, f"column {name} must be a list of {n} values")
     return col
@@ -302,11 +327,12 @@ def _named_columns(raw: dict, name: str, n: int, limit: int, packed: bool = Fals
     return cols
 
 
-def validate_columns(model_id: str, raw: dict, *, packed: bool = False
+def validate_columns(model_id: str, raw: dict, *, packed: bool = False, packed_columns: bool = False
                      ) -> tuple[RecordColumns, list[tuple[int, RecordError]]]:
-    """Validate a column map of schema version 2 or, with ``packed``, 3 (whose feature
-    columns may be packed: :mod:`sdk.packed`; they decode as arrays of doubles and
-    :class:`~sdk.packed.DictionaryColumn`).
+    """Validate a column map of schema version 2, 3 (``packed``: feature columns may be
+    packed, :mod:`sdk.packed`; they decode as arrays of doubles and
+    :class:`~sdk.packed.DictionaryColumn`) or 4 (``packed_columns`` too: so may the columns
+    of :data:`PACKED_COLUMNS`).
 
     The per-column fast paths do not bound integers (a pass over every integer
     column would cost about as much as the type check): the wire bounds them.
@@ -342,9 +368,11 @@ def validate_columns(model_id: str, raw: dict, *, packed: bool = False
     except RecordError as exc:  # too many columns: every record is too wide
         return RecordColumns(model_id, [], [], []), [(i, exc) for i in range(n)]
     cols = RecordColumns(
-        model_id, _column(raw, "model_version", n, True), pid, _column(raw, "event_time", n, True),
-        features, _column(raw, "score", n, False), _column(raw, "class_probabilities", n, False),
-        _column(raw, "predicted_label", n, False), slices, _column(raw, "latency_ms", n, False),
+        model_id, _column(raw, "model_version", n, True, packed_columns), pid,
+        _column(raw, "event_time", n, True, packed_columns), features,
+        _column(raw, "score", n, False, packed_columns), _column(raw, "class_probabilities", n, False),
+        _column(raw, "predicted_label", n, False), slices,
+        _column(raw, "latency_ms", n, False, packed_columns),
     )
     for name, col in list(vectors.items()):
         try:
@@ -357,8 +385,7 @@ def validate_columns(model_id: str, raw: dict, *, packed: bool = False
             continue
         cols.vectors[name], dropped = check_vector_column(col, name)
         cols.vector_drops += dropped
-    _scan(cols.model_version, lambda c: _ids_ok(set(c)),  # a batch's few versions: checked once each
-          lambda v: check_identifier(v, "model_version"), bad)
+    _scan(cols.model_version, _versions_ok, lambda v: check_identifier(v, "model_version"), bad)
     _scan(cols.prediction_id, _ids_ok, lambda v: check_identifier(v, "prediction_id"), bad)
     _scan(cols.event_time, _times_ok, check_event_time, bad)
     for name in ("score", "latency_ms"):

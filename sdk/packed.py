@@ -1,7 +1,8 @@
-"""Packed feature columns of wire schema version 3 (:mod:`sdk.wire`).
+"""Packed columns of wire schema versions 3 and 4 (:mod:`sdk.wire`).
 
 A feature column of a version-3 message is a MessagePack array of values, as in version 2,
-or one of two packed forms that spare the reader a Python object per value:
+or one of two packed forms that spare the reader a Python object per value (version 4 allows
+them for ``model_version``, ``event_time``, ``score`` and ``latency_ms`` too):
 
 ``{"f8": bytes}``
     A column of floats only: its ``n`` values as little-endian IEEE 754 doubles (``8 n``
@@ -14,9 +15,9 @@ or one of two packed forms that spare the reader a Python object per value:
     not every value (a categorical column repeats its values).
 
 Any other column (integers, booleans, floats with nulls, mixed types) stays an array. The
-writer chooses the form per column (:func:`pack_feature`); the reader accepts any of them
-(:func:`unpack_feature`). Only the standard library: the SDK does not depend on numpy
-(the profiles read these buffers as numpy arrays without a copy).
+writer chooses the form per column (:func:`pack_column`); the reader accepts any of them
+(:func:`unpack_column`, :func:`unpack_feature`). Only the standard library: the SDK does not
+depend on numpy (the profiles read these buffers as numpy arrays without a copy).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from sdk.record import MAX_STRING_LENGTH, RecordError, check_feature_value
 
 _NONE = type(None)
 _STR_OR_NONE = frozenset({str, _NONE})
+_NONE_TYPE = frozenset({_NONE})
 _BIG_ENDIAN = sys.byteorder == "big"
 _CODE_TYPES = {1: "B", 2: "H", 4: next(t for t in "IL" if array(t).itemsize == 4)}
 """The array type code of an unsigned code of each width in bytes."""
@@ -135,6 +137,16 @@ class DictionaryColumn(Sequence):
     def __repr__(self) -> str:
         return f"DictionaryColumn({list(self)!r})"
 
+    def count(self, value: Any) -> int:
+        """How many values equal ``value`` (counted on the codes of its dictionary entries).
+
+        Examples
+        --------
+        >>> dictionary_encode(["a", None, "a"]).count("a")
+        2
+        """
+        return sum(self.codes.count(k) for k, v in enumerate(self.values) if v == value)
+
     def take(self, rows: Iterable[int]) -> DictionaryColumn:
         """The values at ``rows`` (indices), still dictionary-encoded."""
         return DictionaryColumn(self.values, take(self.codes, rows))
@@ -150,10 +162,10 @@ def dictionary_encode(col: Sequence[str | None], distinct: Collection[str | None
     return DictionaryColumn(values, array(_code_type(len(values)), map(index.__getitem__, col)))
 
 
-def pack_feature(col: Any, types: Collection[type] | None = None,
-                 distinct: Collection[str | None] | None = None) -> Any:
-    """The wire value of one feature column: a packed form where one applies, else the
-    column as a list (module docstring). ``types`` (the set of its values' types) and
+def pack_column(col: Any, types: Collection[type] | None = None,
+                distinct: Collection[str | None] | None = None) -> Any:
+    """The wire value of one column: a packed form where one applies, else the column as a
+    list (module docstring). ``types`` (the set of its values' types) and
     ``distinct`` (a collection its values are among), when the caller knows them from
     validation (:attr:`sdk.columns.RecordColumns.feature_types`, ``distinct``), spare a
     scan of the column."""
@@ -188,31 +200,30 @@ def unwire(col: Any) -> Any:
     return col.tolist() if hasattr(col, "tolist") else col
 
 
-def unpack_feature(raw: dict, name: str, n: int, bad: dict[int, RecordError]
-                   ) -> tuple[array | DictionaryColumn, frozenset[type], set[str] | None]:
-    """Decode and validate one packed feature column of ``n`` values.
-
-    Returns
-    -------
-    column : array.array of doubles, or DictionaryColumn
-    types : frozenset of type
-        The types of its values (of the valid ones, for a dictionary column).
-    distinct : set of str or None
-        A dictionary column's strings (None for a column of doubles).
-
-    A dictionary entry that is not a valid feature string (too long, or not a string or nil)
-    makes the records holding it invalid: their index and error go to ``bad``.
+def unpack_column(raw: dict, name: str, n: int) -> array | DictionaryColumn:
+    """The column of ``n`` values that the packed form ``raw`` holds (its values unchecked).
 
     Raises
     ------
     sdk.errors.WireError
-        If the packed column does not hold ``n`` values of its form.
+        If ``raw`` is not a packed form of ``n`` values, naming the column ``name``.
+
+    Examples
+    --------
+    >>> unpack_column(pack_column([1.5, 2.0]), "score", 2).tolist()
+    [1.5, 2.0]
+    >>> list(unpack_column(pack_column(["a", "b", "a"]), "model_version", 3))
+    ['a', 'b', 'a']
+    >>> unpack_column({"f8": b"12345678"}, "score", 2)
+    Traceback (most recent call last):
+    ...
+    sdk.errors.WireError: column score must pack 2 doubles
     """
-    where = f"column features.{name}"
+    where = f"column {name}"
     if raw.keys() == {"f8"} and isinstance(raw["f8"], bytes):
         if len(raw["f8"]) != 8 * n:
             raise WireError(BAD_ENVELOPE, f"{where} must pack {n} doubles")
-        return _from_wire("d", raw["f8"]), frozenset({float}), None
+        return _from_wire("d", raw["f8"])
     if raw.keys() != {"s", "i"} or not isinstance(raw["s"], list) or not isinstance(raw["i"], bytes):
         raise WireError(BAD_ENVELOPE, f"{where} must be an array, {{f8}} or {{s, i}}")
     values, packed = raw["s"], raw["i"]
@@ -222,12 +233,43 @@ def unpack_feature(raw: dict, name: str, n: int, bad: dict[int, RecordError]
     codes = _from_wire(_CODE_TYPES[width], packed)
     if codes and _code_beyond(packed, codes, len(values)):
         raise WireError(BAD_ENVELOPE, f"{where} holds a code beyond its dictionary")
-    col = DictionaryColumn(values, codes)
-    types = frozenset(map(type, values))
-    if types <= _STR_OR_NONE:
-        strings = set(filter(None, values))
-        if max(map(len, strings), default=0) <= MAX_STRING_LENGTH:
-            return col, types, strings
+    return DictionaryColumn(values, codes)
+
+
+def unpack_feature(raw: dict, name: str, n: int, bad: dict[int, RecordError]
+                   ) -> tuple[array | DictionaryColumn, frozenset[type], Collection[str] | None]:
+    """Decode and validate one packed feature column of ``n`` values.
+
+    Returns
+    -------
+    column : array.array of doubles, or DictionaryColumn
+    types : frozenset of type
+        The types of its dictionary's entries (of the valid ones).
+    distinct : collection of str or None
+        A dictionary column's strings: the entries of its dictionary but nil (None for a
+        column of doubles).
+
+    A dictionary entry that is not a valid feature string (too long, or not a string or nil)
+    makes the records holding it invalid: their index and error go to ``bad``.
+
+    Raises
+    ------
+    sdk.errors.WireError
+        If the packed column does not hold ``n`` values of its form.
+    """
+    col = unpack_column(raw, f"features.{name}", n)
+    if isinstance(col, array):
+        return col, frozenset({float}), None
+    values, codes = col.values, col.codes
+    strings = values if None not in values else [v for v in values if v is not None]
+    try:  # one C-level pass that fails on any entry that is not a string (nor nil)
+        joined = "".join(strings)
+    except TypeError:
+        joined = None
+    if joined is not None and (len(joined) <= MAX_STRING_LENGTH
+                               or max(map(len, strings)) <= MAX_STRING_LENGTH):
+        has_str, has_none = frozenset({str} if strings else ()), strings is not values
+        return col, has_str | _NONE_TYPE if has_none else has_str, strings
     for k, v in enumerate(values):
         try:
             if type(v) is not str and v is not None:
@@ -237,4 +279,4 @@ def unpack_feature(raw: dict, name: str, n: int, bad: dict[int, RecordError]
             for i, code in enumerate(codes):
                 if code == k:
                     bad.setdefault(i, exc)
-    return col, types & _STR_OR_NONE, {v for v in values if type(v) is str}
+    return col, frozenset(map(type, values)) & _STR_OR_NONE, {v for v in values if type(v) is str}

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 3  # the wire encoding written (see sdk.wire; versions 1 and 2 are still read)
+SCHEMA_VERSION = 4  # the wire encoding written (see sdk.wire; versions 1 to 3 are still read)
 
 MAX_ID_LENGTH = 256
 MAX_FEATURES = 1_000

@@ -2,21 +2,22 @@
 
 One Kafka message carries a batch of records of one model (the message key is
 the ``model_id``). The value is MessagePack (https://msgpack.org/ spec). Schema
-version 3 (written by this SDK) carries the batch as columns, so field and
+version 4 (written by this SDK) carries the batch as columns, so field and
 feature names appear once per batch, not once per record::
 
-    {"v": 3, "m": model_id,
+    {"v": 4, "m": model_id,
      "c": {"model_version": [...], "prediction_id": [...], "event_time": [...],
            "features": {name: [...], ...}, "slices": {key: [...], ...},
            "score": [...], "class_probabilities": [...], "predicted_label": [...],
            "latency_ms": [...]}}
 
 Optional columns may be absent; inside a column a missing value is nil. A feature
-column is an array of values or a packed column (float64 bytes, or a dictionary of
+column, and the ``model_version``, ``event_time``, ``score`` and ``latency_ms``
+columns, is an array of values or a packed column (float64 bytes, or a dictionary of
 strings and one code per value: :mod:`sdk.packed`), which the aggregator decodes
-without a Python object per value. Schema version 2 is version 3 without packed
-columns; it and version 1 (rows) are still read, so aggregators upgrade before the
-producers that write version 3::
+without a Python object per value. Schema version 3 packs feature columns only,
+version 2 none; they and version 1 (rows) are still read, so aggregators upgrade
+before the producers that write version 4::
 
     {"v": 1, "m": model_id,
      "r": [[model_version, prediction_id, event_time, features, score,
@@ -36,6 +37,7 @@ from sdk.record import SCHEMA_VERSION, PredictionRecord, RecordError, validate_r
 
 ROWS_VERSION = 1
 ARRAYS_VERSION = 2
+PACKED_FEATURES_VERSION = 3
 COLUMNS_VERSION = SCHEMA_VERSION
 _ROW_FIELDS = (
     "model_version", "prediction_id", "event_time", "features", "score",
@@ -114,7 +116,7 @@ def _decode_rows(model_id: str, rows: object) -> tuple[RecordColumns, list[tuple
 
 
 def decode_batch(value: bytes) -> DecodedBatch:
-    """Decode and validate one message value (schema version 1, 2 or 3).
+    """Decode and validate one message value (schema version 1 to 4).
 
     Parameters
     ----------
@@ -136,7 +138,7 @@ def decode_batch(value: bytes) -> DecodedBatch:
     if not isinstance(envelope, dict):
         raise WireError(BAD_ENVELOPE, "envelope is not a map")
     version = envelope.get("v")
-    if version not in (ROWS_VERSION, ARRAYS_VERSION, COLUMNS_VERSION):
+    if version not in (ROWS_VERSION, ARRAYS_VERSION, PACKED_FEATURES_VERSION, COLUMNS_VERSION):
         raise WireError(UNKNOWN_SCHEMA_VERSION, f"unknown schema version {version!r}")
     model_id = envelope_model_id(envelope)
     if version == ROWS_VERSION:
@@ -145,5 +147,6 @@ def decode_batch(value: bytes) -> DecodedBatch:
         raw = envelope.get("c")
         if not isinstance(raw, dict):
             raise WireError(BAD_ENVELOPE, "envelope field c (columns) is not a map")
-        columns, errors = validate_columns(model_id, raw, packed=version == COLUMNS_VERSION)
+        columns, errors = validate_columns(model_id, raw, packed=version >= PACKED_FEATURES_VERSION,
+                                           packed_columns=version >= COLUMNS_VERSION)
     return DecodedBatch(model_id, columns, errors)

@@ -66,7 +66,7 @@ def test_a_batch_holds_one_model():
 @pytest.mark.parametrize("value,reason", [
     (b"\xc1\xc1", "undecodable"),
     (msgpack.packb([1, 2]), "not a map"),
-    (msgpack.packb({"v": 4, "m": "m", "r": []}), "unknown schema version"),
+    (msgpack.packb({"v": 5, "m": "m", "r": []}), "unknown schema version"),
     (msgpack.packb({"v": 2, "m": "m", "c": []}), "columns"),
     (msgpack.packb({"v": 2, "m": "m", "c": {"prediction_id": ["a"], "model_version": ["1", "2"],
                                             "event_time": [1.0]}}), "model_version"),

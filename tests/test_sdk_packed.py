@@ -13,7 +13,7 @@ import pytest
 
 from sdk.columns import RecordColumns
 from sdk.errors import WireError
-from sdk.packed import DictionaryColumn, pack_feature
+from sdk.packed import DictionaryColumn, pack_column
 from sdk.record import MAX_STRING_LENGTH, TOO_LARGE, PredictionRecord
 from sdk.wire import ARRAYS_VERSION, COLUMNS_VERSION, decode_batch, encode_batch, encode_columns
 from sketches.columns import subset
@@ -50,7 +50,7 @@ def test_floats_and_strings_are_packed_the_rest_stays_arrays():
     assert set(wire["x"]) == {"f8"} and set(wire["c"]) == {"s", "i"}
     assert len(wire["c"]["i"]) == 300  # 41 dictionary values: one byte per code
     assert isinstance(wire["k"], list) and isinstance(wire["w"], list) and isinstance(wire["b"], list)
-    assert pack_feature([1.0, 2]) == [1.0, 2]  # an int among floats: exact as it was sent
+    assert pack_column([1.0, 2]) == [1.0, 2]  # an int among floats: exact as it was sent
 
 
 def test_a_version_3_message_reads_back_the_records_it_was_built_from():
