@@ -1,6 +1,7 @@
-"""Packed feature columns of wire version 3: what the SDK packs, that the aggregator reads
-the same records and builds the same profile as from arrays, and what a producer's
-malformed packed column costs (the message, or only the records it makes invalid)."""
+"""Packed columns of wire versions 3 (features) and 4 (features, model_version, event_time,
+score, latency_ms): what the SDK packs, that the aggregator reads the same records and builds
+the same profile as from arrays, and what a producer's malformed packed column costs (the
+message, or only the records it makes invalid)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,14 @@ from sdk.columns import RecordColumns
 from sdk.errors import WireError
 from sdk.packed import DictionaryColumn, pack_column
 from sdk.record import MAX_STRING_LENGTH, TOO_LARGE, PredictionRecord
-from sdk.wire import ARRAYS_VERSION, COLUMNS_VERSION, decode_batch, encode_batch, encode_columns
+from sdk.wire import (
+    ARRAYS_VERSION,
+    COLUMNS_VERSION,
+    PACKED_FEATURES_VERSION,
+    decode_batch,
+    encode_batch,
+    encode_columns,
+)
 from sketches.columns import subset
 from sketches.profile import WindowProfile
 
@@ -29,7 +37,8 @@ def records(n: int = 300, seed: int = 0) -> list[PredictionRecord]:
                     "t": "\x1ftagged" if i % 5 == 0 else "plain", "e": float("nan") if i % 3 else np.inf}
         if i % 11 == 0:
             features["c"] = None
-        out.append(PredictionRecord("m", "1", f"p{i}", 1_700_000_000.0 + i, features, score=0.5))
+        out.append(PredictionRecord("m", "1" if i % 4 else "2", f"p{i}", 1_700_000_000.0 + i, features,
+                                    score=0.5, latency_ms=float(i % 9)))
     return out
 
 
@@ -135,3 +144,55 @@ def test_dead_lettered_columns_stay_packed_and_read_back():
     assert isinstance(again.columns.features["c"], DictionaryColumn)
     assert [r.prediction_id for r in again.records] == ["p1", "p4"]
     assert encode_batch(again.records) == encode_batch(cols.records())  # (NaN != NaN: as bytes)
+
+
+def test_version_4_packs_versions_times_scores_and_latencies_where_they_can_be():
+    recs = records(12)
+    wire = RecordColumns.from_records("m", recs).to_wire(packed=True)
+    assert wire["model_version"]["s"] == ["2", "1"] and len(wire["model_version"]["i"]) == 12
+    assert {k for k in ("event_time", "score", "latency_ms") if set(wire[k]) == {"f8"}} == {
+        "event_time", "score", "latency_ms"}
+    assert isinstance(wire["prediction_id"], list)
+    recs[3] = PredictionRecord("m", "1", "p3", 1_700_000_003, {"x": 1.0}, score=None)  # an int time
+    wire = RecordColumns.from_records("m", recs).to_wire(packed=True)
+    assert isinstance(wire["event_time"], list) and isinstance(wire["score"], list)
+    back = decode_batch(encode_batch(recs))
+    assert back.errors == [] and [r.event_time for r in back.records] == [r.event_time for r in recs]
+    assert [(r.model_version, r.score, r.latency_ms) for r in back.records] == [
+        (r.model_version, r.score, r.latency_ms) for r in recs]
+    assert type(back.records[3].event_time) is int
+
+
+def message(columns: dict, n: int, version: int = COLUMNS_VERSION) -> bytes:
+    base = {"model_version": ["1"] * n, "prediction_id": [f"p{i}" for i in range(n)],
+            "event_time": [1.0] * n, "features": {"x": [0.0] * n}}
+    return msgpack.packb({"v": version, "m": "m", "c": base | columns}, use_bin_type=True)
+
+
+def test_invalid_values_in_packed_columns_refuse_only_their_records():
+    times = array("d", [1.0, -5.0, float("nan"), 4.0, 5.0, 6.0]).tobytes()
+    scores = array("d", [0.5, 0.5, 0.5, float("inf"), 0.5, 0.5]).tobytes()
+    versions = {"s": ["1", "", "v" * 300], "i": bytes([0, 0, 0, 0, 1, 2])}
+    batch = decode_batch(message({"event_time": {"f8": times}, "score": {"f8": scores},
+                                  "model_version": versions}, 6))
+    assert [(i, e.field) for i, e in batch.errors] == [
+        (1, "event_time"), (2, "event_time"), (3, "score"), (4, "model_version"), (5, "model_version")]
+    assert batch.columns.prediction_id == ["p0"]
+    assert list(batch.columns.model_version) == ["1"] and batch.columns.event_time.tolist() == [1.0]
+
+
+@pytest.mark.parametrize("name,column,reason", [
+    ("event_time", {"f8": b"\x00" * 16}, "must pack 3 doubles"),
+    ("model_version", {"s": ["1"], "i": b"\x00\x01\x00"}, "beyond its dictionary"),
+    ("latency_ms", {"i": b"\x00" * 3}, "must be an array"),
+])
+def test_a_malformed_packed_column_of_version_4_refuses_the_message_naming_it(name, column, reason):
+    with pytest.raises(WireError, match=f"column {name} .*{reason}"):
+        decode_batch(message({name: column}, 3))
+
+
+def test_version_3_messages_pack_feature_columns_only():
+    value = message({"event_time": {"f8": b"\x00" * 8}}, 1, PACKED_FEATURES_VERSION)
+    with pytest.raises(WireError, match="column event_time must be a list"):
+        decode_batch(value)
+    assert decode_batch(message({}, 1, PACKED_FEATURES_VERSION)).errors == []
