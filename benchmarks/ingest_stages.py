@@ -15,7 +15,7 @@ checkpoint
     400,000 records: what an aggregator at the goal rate (200,000 records/s) pays at its
     checkpoint interval of 2 s (:mod:`service.profiles.partition`).
 close
-    ``to_bytes()`` of every window at the end (t-digests compressed, Zstandard level 6).
+    ``to_bytes()`` of every window at the end (t-digests compressed, Zstandard level 3).
 
 The reference, measured in the same run, is MessagePack alone: ``msgpack.unpackb`` of the same
 messages, the least any decoding costs. Unlike the broker-to-Redis benchmark this leaves out
