@@ -289,8 +289,8 @@ def _scan(col: list, fast: Callable[[list], bool], check: Callable[[Any], Any],
     try:
         if fast(col):
             return
-    except OverflowError:  # math.isfinite of an integer beyond float range: judged value by value
-        pass
+    except (OverflowError, TypeError):  # math.isfinite of an integer beyond float range, a set
+        pass  # of unhashable values (a list or map from the wire): judged value by value
     for i, v in enumerate(col):
         if i not in bad:
             try:

@@ -138,14 +138,20 @@ class DictionaryColumn(Sequence):
         return f"DictionaryColumn({list(self)!r})"
 
     def count(self, value: Any) -> int:
-        """How many values equal ``value`` (counted on the codes of its dictionary entries).
+        """How many values equal ``value``: one pass over the codes, however many dictionary
+        entries equal it (a producer may list a value many times).
 
         Examples
         --------
         >>> dictionary_encode(["a", None, "a"]).count("a")
         2
+        >>> DictionaryColumn(["a", "b", "a"], array("B", [0, 1, 2, 2])).count("a")
+        3
         """
-        return sum(self.codes.count(k) for k, v in enumerate(self.values) if v == value)
+        codes = [k for k, v in enumerate(self.values) if v == value]
+        if len(codes) <= 1:
+            return self.codes.count(codes[0]) if codes else 0
+        return sum(map(frozenset(codes).__contains__, self.codes))
 
     def take(self, rows: Iterable[int]) -> DictionaryColumn:
         """The values at ``rows`` (indices), still dictionary-encoded."""
@@ -270,13 +276,15 @@ def unpack_feature(raw: dict, name: str, n: int, bad: dict[int, RecordError]
                                or max(map(len, strings)) <= MAX_STRING_LENGTH):
         has_str, has_none = frozenset({str} if strings else ()), strings is not values
         return col, has_str | _NONE_TYPE if has_none else has_str, strings
+    invalid: dict[int, RecordError] = {}  # dictionary entry -> why it is invalid
     for k, v in enumerate(values):
         try:
             if type(v) is not str and v is not None:
                 raise RecordError(f"features.{name}", "a dictionary column holds strings or null")
             check_feature_value(v, name)
         except RecordError as exc:
-            for i, code in enumerate(codes):
-                if code == k:
-                    bad.setdefault(i, exc)
+            invalid[k] = exc
+    for i, code in enumerate(codes):  # one pass, however many entries are invalid
+        if code in invalid:
+            bad.setdefault(i, invalid[code])
     return col, frozenset(map(type, values)) & _STR_OR_NONE, {v for v in values if type(v) is str}

@@ -196,3 +196,27 @@ def test_version_3_messages_pack_feature_columns_only():
     with pytest.raises(WireError, match="column event_time must be a list"):
         decode_batch(value)
     assert decode_batch(message({}, 1, PACKED_FEATURES_VERSION)).errors == []
+
+
+def test_unhashable_versions_refuse_only_the_records_that_hold_them():
+    used = {"s": ["1", ["x"], {"k": 1}], "i": bytes([0, 1, 0, 2])}
+    batch = decode_batch(message({"model_version": used}, 4))
+    assert [(i, e.field) for i, e in batch.errors] == [(1, "model_version"), (3, "model_version")]
+    unused = decode_batch(message({"model_version": {"s": ["1", ["x"]], "i": bytes(4)}}, 4))
+    assert unused.errors == [] and list(unused.columns.model_version) == ["1"] * 4
+    as_arrays = decode_batch(message({"model_version": ["1", ["x"], "1", "1"]}, 4, ARRAYS_VERSION))
+    assert [(i, e.field) for i, e in as_arrays.errors] == [(1, "model_version")]
+
+
+def test_a_value_listed_many_times_is_counted_once_per_row():
+    col = DictionaryColumn(["1"] * 300 + ["2"], array("H", [k % 301 for k in range(1_000)]))
+    assert col.count("1") == list(col).count("1") == 1_000 - 1_000 // 301
+    assert col.count("2") == 3 and col.count("3") == 0
+
+
+def test_many_invalid_dictionary_entries_refuse_exactly_the_records_using_them():
+    values = ["ok", *range(1, 300)]  # 299 entries of the wrong type, one of them used
+    codes = array("H", [0, 5, 0, 0]).tobytes()
+    batch = decode_batch(columns_message({"c": {"s": values, "i": codes}}, 4))
+    assert [(i, e.field, e.reason) for i, e in batch.errors] == [(1, "features.c", "wrong_type")]
+    assert list(batch.columns.features["c"]) == ["ok"] * 3
