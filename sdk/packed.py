@@ -16,7 +16,9 @@ them for ``model_version``, ``event_time``, ``score`` and ``latency_ms`` too):
 
 Any other column (integers, booleans, floats with nulls, mixed types) stays an array. The
 writer chooses the form per column (:func:`pack_column`); the reader accepts any of them
-(:func:`unpack_column`, :func:`unpack_feature`). Only the standard library: the SDK does not
+(:func:`unpack_column`, :func:`unpack_feature`), and judges the values of a dictionary by its
+column's rules as it would an array's (a version-4 ``event_time`` dictionary of numbers is
+valid; a feature dictionary holds strings and nil only). Only the standard library: the SDK does not
 depend on numpy (the profiles read these buffers as numpy arrays without a copy).
 """
 
