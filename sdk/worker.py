@@ -30,6 +30,12 @@ log = logging.getLogger("fleetwatch.sdk")
 COMPRESSION_TYPES = ("gzip", "snappy", "lz4", "zstd")
 _POLL_SECONDS = 0.01
 _BACKOFF_MAX_SECONDS = 5.0
+MAX_NESTED_CALLS = 16
+"""Calls into the worker one thread may wait in at once: a signal handler that calls
+``flush`` while the thread already waits in a flush nests a second wait inside the first, and
+signals that keep arriving nest deeper. Past this depth a call returns False at once, so the
+nesting never reaches the interpreter's recursion limit (whose error, raised inside a lock's
+bookkeeping, could leave the lock held)."""
 _RETRY_BACKOFF_MS = 500  # while the broker is down: aiokafka retries (and logs) twice a second, not ten times
 
 
@@ -100,6 +106,7 @@ class Worker:
         self._delivering = asyncio.Lock()  # one drain in flight at a time
         self._deliveries: set[asyncio.Task] = set()
         self._task: asyncio.Task | None = None
+        self._nesting = threading.local()  # per thread, the calls it waits in (call())
 
     # -- called from other threads -----------------------------------------------------
     def start(self) -> None:
@@ -116,18 +123,26 @@ class Worker:
         Returns
         -------
         bool
-            True if ``coro`` finished in time without an exception.
+            True if ``coro`` finished in time without an exception; False at once when the
+            calling thread already waits in :data:`MAX_NESTED_CALLS` calls (signal handlers
+            nesting flushes).
         """
-        if not self.thread.is_alive() or threading.current_thread() is self.thread:
+        depth = getattr(self._nesting, "depth", 0)
+        if (depth >= MAX_NESTED_CALLS or not self.thread.is_alive()
+                or threading.current_thread() is self.thread):
             coro.close()
             return False
-        future = self.submit(coro)
+        self._nesting.depth = depth + 1
         try:
-            future.result(timeout)
-        except Exception:  # timed out, cancelled, or the loop stopped
-            future.cancel()
-            return False
-        return True
+            future = self.submit(coro)
+            try:
+                future.result(timeout)
+            except Exception:  # timed out, cancelled, or the loop stopped
+                future.cancel()
+                return False
+            return True
+        finally:
+            self._nesting.depth = depth
 
     # -- on the worker's loop ----------------------------------------------------------
     def _main(self) -> None:
