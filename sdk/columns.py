@@ -190,8 +190,11 @@ class RecordColumns:
         for name in ("model_version", "event_time", "score", "class_probabilities", "predicted_label",
                      "latency_ms"):
             col = getattr(self, name)
-            if col is not None:
-                out[name] = col if name not in PACKED_COLUMNS else pack_column(col) if packed else unwire(col)
+            if col is None:
+                continue
+            if name in PACKED_COLUMNS:
+                col = pack_column(col) if packed else unwire(col)
+            out[name] = col
         if self.vectors:
             out["vectors"] = self.vectors
         return out

@@ -35,6 +35,7 @@ from sdk.record import MAX_STRING_LENGTH, RecordError, check_feature_value
 _NONE = type(None)
 _STR_OR_NONE = frozenset({str, _NONE})
 _NONE_TYPE = frozenset({_NONE})
+_STR_TYPE = frozenset({str})
 _BIG_ENDIAN = sys.byteorder == "big"
 _CODE_TYPES = {1: "B", 2: "H", 4: next(t for t in "IL" if array(t).itemsize == 4)}
 """The array type code of an unsigned code of each width in bytes."""
@@ -150,10 +151,10 @@ class DictionaryColumn(Sequence):
         >>> DictionaryColumn(["a", "b", "a"], array("B", [0, 1, 2, 2])).count("a")
         3
         """
-        codes = [k for k, v in enumerate(self.values) if v == value]
-        if len(codes) <= 1:
-            return self.codes.count(codes[0]) if codes else 0
-        return sum(map(frozenset(codes).__contains__, self.codes))
+        entries = [k for k, v in enumerate(self.values) if v == value]
+        if len(entries) <= 1:
+            return self.codes.count(entries[0]) if entries else 0
+        return sum(map(frozenset(entries).__contains__, self.codes))
 
     def take(self, rows: Iterable[int]) -> DictionaryColumn:
         """The values at ``rows`` (indices), still dictionary-encoded."""
@@ -276,8 +277,11 @@ def unpack_feature(raw: dict, name: str, n: int, bad: dict[int, RecordError]
         joined = None
     if joined is not None and (len(joined) <= MAX_STRING_LENGTH
                                or max(map(len, strings)) <= MAX_STRING_LENGTH):
-        has_str, has_none = frozenset({str} if strings else ()), strings is not values
-        return col, has_str | _NONE_TYPE if has_none else has_str, strings
+        if not strings:
+            types = _NONE_TYPE if values else frozenset()
+        else:
+            types = _STR_OR_NONE if strings is not values else _STR_TYPE
+        return col, types, strings
     invalid: dict[int, RecordError] = {}  # dictionary entry -> why it is invalid
     for k, v in enumerate(values):
         try:
