@@ -252,7 +252,11 @@ def _str_lengths_ok(col: Collection, types: set[type]) -> bool:
 
 def _distinct(col: list) -> Collection:
     """The distinct values of a column that starts with a string (categorical columns
-    repeat values), else the column itself.
+    repeat values), in order of first occurrence, else the column itself.
+
+    The order is the one the column's packed dictionary takes (:func:`sdk.packed.pack_column`)
+    and so the order in which its categories enter a profile, as they would from the values
+    one by one.
 
     Checking types and lengths on the distinct values is sound: values of
     different types that compare equal (True, 1, 1.0) are all valid or all
@@ -262,7 +266,7 @@ def _distinct(col: list) -> Collection:
     """
     if col and type(col[0]) is str:
         try:
-            return set(col)
+            return dict.fromkeys(col)
         except TypeError:  # unhashable values: checked one by one
             pass
     return col

@@ -167,7 +167,7 @@ def dictionary_encode(col: Sequence[str | None], distinct: Collection[str | None
     width that holds them). The dictionary is ``distinct`` when given (values the column's
     are among), else the column's values in order of first occurrence."""
     values = list(dict.fromkeys(col) if distinct is None else distinct)
-    index = {v: k for k, v in enumerate(values)}
+    index = dict(zip(values, range(len(values)), strict=True))
     return DictionaryColumn(values, array(_code_type(len(values)), map(index.__getitem__, col)))
 
 

@@ -42,6 +42,8 @@ import math
 import numbers
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence, Sized
+from itertools import compress, repeat
+from operator import add
 from typing import Any
 
 import datasketches
@@ -298,6 +300,30 @@ class CategoricalSketch:
         table.update(values)
         nulls = table.pop(None, 0)
         self.count += len(values) - nulls
+        self._check_size()
+        return nulls
+
+    def count_entries(self, entries: Sequence[str | None], counts: Sequence[int]) -> int:
+        """Count a dictionary-encoded column of plain strings and None (as for
+        :meth:`count_strings`), given how many values each dictionary entry stands for:
+        ``entries[k]`` seen ``counts[k]`` times (same length; entries may repeat); returns the
+        number of None.
+
+        One C-level pass over the entries (``dict.update`` of ``(key, old + count)`` pairs,
+        each read as it is written, so repeated entries add up) instead of one per value. New
+        keys enter the table in the order of the entries; entries of count 0 are left out.
+
+        Raises
+        ------
+        ValueError
+            If ``entries`` and ``counts`` differ in length.
+        """
+        if 0 in counts:  # entries no value uses (a dictionary shared by parts of a batch)
+            entries, counts = list(compress(entries, counts)), [c for c in counts if c]
+        table = self._table()
+        dict.update(table, zip(entries, map(add, map(table.get, entries, repeat(0)), counts), strict=True))
+        nulls = table.pop(None, 0)
+        self.count += sum(counts) - nulls
         self._check_size()
         return nulls
 

@@ -35,6 +35,13 @@ def escape_strings(counts: dict[str, int]) -> dict[str, int]:
     return counts
 
 
+def entry_counts(col: DictionaryColumn) -> list[int]:
+    """How many of ``col``'s values each of its dictionary entries stands for (its codes
+    validated: each indexes the dictionary)."""
+    codes = np.frombuffer(col.codes, dtype=f"u{col.codes.itemsize}")
+    return np.bincount(codes, minlength=len(col.values)).tolist()
+
+
 def _without_none(values: Sequence[Any], nulls: int) -> Sequence[Any]:
     return [v for v in values if v is not None] if nulls else values
 
@@ -134,8 +141,8 @@ class FeatureProfile:
                 counts = Counter(values)
                 self.missing += counts.pop(None, 0)
                 self.categorical.update_counts(escape_strings(counts))
-            else:  # each string its own key: counted in one C-level pass (no Python loop per key)
-                self.missing += self.categorical.count_strings(values)
+            else:  # each string its own key: counted per dictionary entry, in C-level passes
+                self.missing += self.categorical.count_entries(values.values, entry_counts(values))
             return
         n = len(values)
         if not n:

@@ -12,7 +12,7 @@ import msgpack
 import numpy as np
 import pytest
 
-from sdk.columns import RecordColumns
+from sdk.columns import RecordColumns, validate_columns
 from sdk.errors import WireError
 from sdk.packed import DictionaryColumn, pack_column
 from sdk.record import MAX_STRING_LENGTH, TOO_LARGE, PredictionRecord
@@ -35,7 +35,7 @@ def records(n: int = 300, seed: int = 0) -> list[PredictionRecord]:
         features = {"x": float(rng.normal()), "c": f"v{rng.integers(40)}", "k": int(rng.integers(5)),
                     "b": bool(i % 2), "w": None if i % 7 == 0 else float(i),
                     "t": "\x1ftagged" if i % 5 == 0 else "plain", "e": float("nan") if i % 3 else np.inf}
-        if i % 11 == 0:
+        if i % 11 == 5:  # (a first value that is a string: validation's distinct values hint)
             features["c"] = None
         out.append(PredictionRecord("m", "1" if i % 4 else "2", f"p{i}", 1_700_000_000.0 + i, features,
                                     score=0.5, latency_ms=float(i % 9)))
@@ -74,17 +74,29 @@ def test_a_version_3_message_reads_back_the_records_it_was_built_from():
             assert got.features[k] == v or (math.isnan(v) and math.isnan(got.features[k]))
 
 
-def test_the_profile_of_a_packed_message_is_the_profile_of_its_arrays_byte_for_byte():
+def validated_message(recs: list[PredictionRecord]) -> bytes:
+    """A message as the SDK's client sends it: validated first, packed with validation's hints."""
+    cols = RecordColumns.from_records("m", recs)
+    valid, errors = validate_columns("m", cols.to_wire())
+    assert errors == [] and "c" in valid.distinct
+    return encode_columns(valid)
+
+
+@pytest.mark.parametrize("encode", [encode_batch, validated_message])
+def test_the_profile_of_a_packed_message_is_the_profile_of_its_arrays_byte_for_byte(encode):
+    """Also the order in which categories enter the profile: a packed column is counted per
+    dictionary entry, and the SDK lists a dictionary in order of first occurrence."""
     recs = records()
-    packed, arrays = decode_batch(encode_batch(recs)), decode_batch(arrays_message(recs))
+    packed, arrays = decode_batch(encode(recs)), decode_batch(arrays_message(recs))
     assert isinstance(packed.columns.features["c"], DictionaryColumn)
     assert isinstance(arrays.columns.features["c"], list)
+    assert packed.columns.features["c"].values == list(dict.fromkeys(arrays.columns.features["c"]))
     a = WindowProfile("m", 0, 300, slice_features=["c"])
     b = WindowProfile("m", 0, 300, slice_features=["c"])
     a.add_columns(packed.columns)
     b.add_columns(arrays.columns)
     assert a.to_bytes() == b.to_bytes()
-    assert a.features["c"].null_count == 28 and a.features["t"].categorical.count == 300
+    assert a.features["c"].null_count == 27 and a.features["t"].categorical.count == 300
 
 
 def test_take_split_and_subset_keep_the_packed_values():
