@@ -303,11 +303,11 @@ class CategoricalSketch:
         self._check_size()
         return nulls
 
-    def count_entries(self, entries: Sequence[str | None], counts: Sequence[int]) -> int:
+    def count_entries(self, entries: Sequence[str | None], counts: list[int]) -> int:
         """Count a dictionary-encoded column of plain strings and None (as for
         :meth:`count_strings`), given how many values each dictionary entry stands for:
-        ``entries[k]`` seen ``counts[k]`` times (same length; entries may repeat); returns the
-        number of None.
+        ``entries[k]`` seen ``counts[k]`` times (Python ints, same length; entries may
+        repeat); returns the number of None.
 
         One C-level pass over the entries (``dict.update`` of ``(key, old + count)`` pairs,
         each read as it is written, so repeated entries add up) instead of one per value. New
@@ -318,7 +318,9 @@ class CategoricalSketch:
         ValueError
             If ``entries`` and ``counts`` differ in length.
         """
-        if 0 in counts:  # entries no value uses (a dictionary shared by parts of a batch)
+        if len(entries) != len(counts):
+            raise ValueError(f"{len(entries)} dictionary entries, {len(counts)} counts")
+        if 0 in counts:  # entries no value uses
             entries, counts = list(compress(entries, counts)), [c for c in counts if c]
         table = self._table()
         dict.update(table, zip(entries, map(add, map(table.get, entries, repeat(0)), counts), strict=True))

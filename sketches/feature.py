@@ -40,15 +40,23 @@ def count_dictionary(sketch: CategoricalSketch, col: DictionaryColumn) -> int:
     indexes the dictionary) into ``sketch``; returns the number of None.
 
     Per dictionary entry (:meth:`~sketches.categorical.CategoricalSketch.count_entries`,
-    each entry's count a ``np.bincount`` of the codes) when the column holds at least
-    twice as many values as entries, plus 64: a pass over an entry costs about what a
-    pass over two values does, and the bincount about what 64 values do (measured with 50
-    to 1,000 entries). Otherwise per value, as a column taken from a few rows of a larger
-    one (a slice's) is: most of its dictionary unused.
+    each entry's count a ``np.bincount`` of the codes) when the dictionary lists the
+    column's values in order of first occurrence (the codes' running maximum starts at 0
+    and grows by at most 1: as the SDK encodes a whole column) and the column holds at least
+    twice as many values as entries, plus 64 (a pass over an entry costs about what a pass
+    over two values does, the bincount what 64 values do: measured with 50 to 1,000
+    entries). New categories then enter the table in the order of the values, as they do
+    per value, so the profile is the same, bytes and sketch-mode answers alike. Otherwise
+    per value: a dictionary in another order (another producer's; the rows of a message
+    taken for one window, version or slice) or mostly unused.
     """
-    if len(col) < 2 * len(col.values) + 64:
+    n = len(col)
+    if n < 2 * len(col.values) + 64:
         return sketch.count_strings(col)
     codes = np.frombuffer(col.codes, dtype=f"u{col.codes.itemsize}")
+    seen = np.maximum.accumulate(codes)
+    if seen[0] or (seen[1:] - seen[:-1]).max() > 1:
+        return sketch.count_strings(col)
     return sketch.count_entries(col.values, np.bincount(codes, minlength=len(col.values)).tolist())
 
 

@@ -99,6 +99,26 @@ def test_the_profile_of_a_packed_message_is_the_profile_of_its_arrays_byte_for_b
     assert a.features["c"].null_count == 27 and a.features["t"].categorical.count == 300
 
 
+def test_the_parts_of_a_packed_message_profile_as_the_parts_of_its_arrays():
+    """A slice's rows, a version's and a look's part keep the whole message's dictionary,
+    whose order is not their values' order: their profiles are still the arrays' ones."""
+    recs = [PredictionRecord("m", "1" if i < 150 else "2", f"p{i}", 1.0 + i,
+                             {"c": "a" if i % 2 == 0 or i % 4 == 3 else "b"},
+                             slices={"s": "x" if i % 2 == 0 else "y"}) for i in range(300)]
+    packed, arrays = decode_batch(encode_batch(recs)).columns, decode_batch(arrays_message(recs)).columns
+    assert packed.features["c"].values == ["a", "b"]
+    for part in (lambda c: c, lambda c: c.take(list(range(1, 300, 2))), lambda c: c.split(75)[1]):
+        a = WindowProfile("m", 0, 300, slice_features=["c"])
+        b = WindowProfile("m", 0, 300, slice_features=["c"])
+        a.add_columns(part(packed))
+        b.add_columns(part(arrays))
+        assert a.to_bytes() == b.to_bytes()
+        y = a.slices["s"].profiles["y"].features["c"].categorical.exact
+        assert list(y) == list(dict.fromkeys(v for v, s in zip(part(arrays).features["c"],
+                                                              part(arrays).slices["s"], strict=True)
+                                             if s == "y"))
+
+
 def test_take_split_and_subset_keep_the_packed_values():
     cols = decode_batch(encode_batch(records(20))).columns
     plain = RecordColumns.from_records("m", records(20))

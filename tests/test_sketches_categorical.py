@@ -163,34 +163,38 @@ def test_validated_string_columns_count_as_unhinted_ones(column):
 @pytest.mark.parametrize("entries, codes", [
     (["a", None, "b"], [0, 1, 0, 2, 0, 1] * 20),
     (["a", "b", "a", None, "a"], [0, 1, 2, 2, 3, 4, 1] * 20),  # an entry listed three times
-    (["a", "unused", "b", None, "never"], [0, 2, 0, 3, 2] * 30),  # entries no value uses
+    (["a", "b", None, "unused", "never"], [0, 0, 1, 2, 1] * 30),  # entries no value uses
+    (["b", "a", None], [1, 0, 2, 0] * 40),  # a dictionary in another order than the values'
     ([f"v{i}" for i in range(300)] + [None], [i * 7 % 301 for i in range(5_000)]),  # 2-byte codes
     ([f"v{i}" for i in range(1_500)], [i % 1_500 for i in range(3_200)]),  # leaves exact mode
-    ([f"v{i}" for i in range(300)], [299, 5, 299, 17]),  # a few rows of a larger column: per value
+    ([f"v{i}" for i in range(300)], [0, 1, 299, 2] * 200),  # codes past the next entry
+    ([f"v{i}" for i in range(300)], [299, 5, 299, 17]),  # a few rows of a larger column
 ])
 def test_a_dictionary_column_counts_as_its_values_one_by_one(entries, codes):
-    """Counting per dictionary entry (what the aggregator does with a packed column of more
-    values than entries) gives the profile of the same values counted one by one, batch after
-    batch, byte for byte when the dictionary lists its values in order of first occurrence
-    (as the SDK's do)."""
+    """A packed column (counted per dictionary entry when its dictionary lists its values in
+    order of first occurrence, as the SDK's do) gives the profile of the same values counted
+    one by one, batch after batch: the same bytes, categories in the same order."""
     from array import array
 
-    from sdk.packed import DictionaryColumn, dictionary_encode
+    from sdk.packed import DictionaryColumn
     from sketches.feature import FeatureProfile
 
     col = DictionaryColumn(entries, array("B" if len(entries) <= 256 else "H", codes))
     values = list(col)
-    first_seen = dictionary_encode(values)
-    by_entry, by_first_seen, one_by_one = FeatureProfile(), FeatureProfile(), FeatureProfile()
+    packed, one_by_one = FeatureProfile(), FeatureProfile()
     for _ in range(3):
-        by_entry.update(col)
-        by_first_seen.update(first_seen)
+        packed.update(col)
         one_by_one.update(values)
-    assert by_first_seen.to_dict() == one_by_one.to_dict()
-    assert by_entry.to_dict() == one_by_one.to_dict()
-    assert by_entry.missing == values.count(None) * 3
-    assert by_entry.categorical.count == (len(values) - values.count(None)) * 3
-    exact = by_first_seen.categorical.exact
-    if exact is not None:  # key order too: first occurrence, and nothing of count 0
-        assert list(exact) == list(one_by_one.categorical.exact)
-        assert "unused" not in by_entry.categorical.exact
+    assert packed.to_dict() == one_by_one.to_dict()
+    assert packed.missing == values.count(None) * 3
+    assert packed.categorical.count == (len(values) - values.count(None)) * 3
+    table, want = packed.categorical._table(), one_by_one.categorical._table()
+    assert list(table.items()) == list(want.items())  # key order too, and nothing of count 0
+
+
+def test_count_entries_refuses_counts_of_another_length_before_counting():
+    s = CategoricalSketch()
+    for entries, counts in ((["a", "b", "c"], [1, 0]), (["a"], [5, 1])):
+        with pytest.raises(ValueError, match="dictionary entries"):
+            s.count_entries(entries, counts)
+    assert s.count == 0 and s.exact == {}
