@@ -54,8 +54,8 @@ def count_dictionary(sketch: CategoricalSketch, col: DictionaryColumn) -> int:
     if n < 2 * len(col.values) + 64:
         return sketch.count_strings(col)
     codes = np.frombuffer(col.codes, dtype=f"u{col.codes.itemsize}")
-    seen = np.maximum.accumulate(codes)
-    if seen[0] or (seen[1:] - seen[:-1]).max() > 1:
+    seen = np.maximum.accumulate(codes)  # non-decreasing: from 0 by steps of 1 iff seen[-1] steps
+    if seen[0] or np.count_nonzero(seen[1:] != seen[:-1]) != seen[-1]:
         return sketch.count_strings(col)
     return sketch.count_entries(col.values, np.bincount(codes, minlength=len(col.values)).tolist())
 
