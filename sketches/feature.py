@@ -50,8 +50,7 @@ def count_dictionary(sketch: CategoricalSketch, col: DictionaryColumn) -> int:
     per value: a dictionary in another order (another producer's; the rows of a message
     taken for one window, version or slice) or mostly unused.
     """
-    n = len(col)
-    if n < 2 * len(col.values) + 64:
+    if len(col) < 2 * len(col.values) + 64:
         return sketch.count_strings(col)
     codes = np.frombuffer(col.codes, dtype=f"u{col.codes.itemsize}")
     seen = np.maximum.accumulate(codes)  # non-decreasing: from 0 by steps of 1 iff seen[-1] steps
