@@ -323,7 +323,7 @@ class CategoricalSketch:
         if 0 in counts:  # entries no value uses
             entries, counts = list(compress(entries, counts)), [c for c in counts if c]
         table = self._table()
-        dict.update(table, zip(entries, map(add, map(table.get, entries, repeat(0)), counts), strict=True))
+        dict.update(table, zip(entries, map(add, map(table.get, entries, repeat(0)), counts), strict=False))
         nulls = table.pop(None, 0)
         self.count += sum(counts) - nulls
         self._check_size()

@@ -53,7 +53,9 @@ def count_dictionary(sketch: CategoricalSketch, col: DictionaryColumn) -> int:
     if len(col) < 2 * len(col.values) + 64:
         return sketch.count_strings(col)
     codes = np.frombuffer(col.codes, dtype=f"u{col.codes.itemsize}")
-    seen = np.maximum.accumulate(codes)  # non-decreasing: from 0 by steps of 1 iff seen[-1] steps
+    # the running maximum never decreases: it goes from 0 to seen[-1] in steps of 1 exactly
+    # when it starts at 0 and changes seen[-1] times
+    seen = np.maximum.accumulate(codes)
     if seen[0] or np.count_nonzero(seen[1:] != seen[:-1]) != seen[-1]:
         return sketch.count_strings(col)
     return sketch.count_entries(col.values, np.bincount(codes, minlength=len(col.values)).tolist())
