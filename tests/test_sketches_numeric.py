@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from sketches.numeric import MAX_EXACT_DISTINCT, TDIGEST_RANK_ERROR, NumericSketch, _moments
-from sketches.tdigest import TAIL_ITEMS, TDIGEST_DELTA, UNCOMPRESSED_MAX, TDigest
+from sketches.tdigest import TDIGEST_DELTA, UNCOMPRESSED_MAX, TDigest
+from sketches.tdigest_kernel import TAIL_ITEMS
 
 N = 100_000
 P = np.arange(1, 100) / 100

@@ -10,18 +10,7 @@ import pytest
 
 from sdk.columns import RecordColumns
 from sketches.profile import WindowProfile
-from sketches.tdigest import (
-    TDIGEST_DELTA,
-    TDigest,
-    _concatenated,
-    _gap_cuts,
-    _grid,
-    _Groups,
-    _hollow_cuts,
-    _Items,
-    _skew_cuts,
-    compress_many,
-)
+from sketches.tdigest import TDIGEST_DELTA, TDigest, _Items, compress_many
 
 
 def _points(values: np.ndarray, weights: np.ndarray | None = None) -> _Items:
@@ -64,28 +53,6 @@ def test_a_digest_compressed_with_others_gets_the_centroids_of_its_own_compressi
             assert np.array_equal(getattr(got, field), getattr(alone, field)), (i, field)
     assert together[list(order).index(8)] is parts[8]  # at most TDIGEST_DELTA items: left as they are
     assert all(c.size <= TDIGEST_DELTA for c in together)
-
-
-@pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("overflowing", [False, True])
-def test_groups_a_pass_splits_are_the_groups_computed_afresh(seed, overflowing):
-    # Each cut pass recomputes only the groups its cuts split and takes the others over,
-    # unless some sum passes 1.8e308 (then the groups are computed afresh).
-    parts = _parts(np.random.default_rng(seed))
-    big = [p for p in parts if p.size > TDIGEST_DELTA and (overflowing or np.abs(p.hi).max() < 1e300)]
-    items, where = _concatenated(big)
-    with np.errstate(over="ignore", invalid="ignore"):
-        groups = _Groups(items, where, _grid(items, where))
-        split = 0
-        for cuts in (_gap_cuts, _hollow_cuts, _skew_cuts):
-            cut = groups.cut(cuts(groups))
-            afresh = _Groups(items, where, cut.starts)
-            for field in _Items.__slots__:
-                assert np.array_equal(getattr(cut.g, field), getattr(afresh.g, field)), field
-            assert np.array_equal(cut.klo, afresh.klo) and np.array_equal(cut.khi, afresh.khi)
-            split += cut is not groups and not cut.overflowed
-            groups = cut
-    assert split == 0 if overflowing else split >= 2
 
 
 def test_a_stored_window_holds_the_digests_each_sketch_would_compress_alone():

@@ -66,6 +66,7 @@ from service.registry import ModelConfig
 from service.runtime.outage import REDIS_DOWN, RedisOutage
 from service.settings import Settings
 from service.stored import ConfigCache, model_configs
+from sketches import tdigest_kernel
 from sketches.bins import BinCounts, bin_templates
 from sketches.profile import WindowProfile
 
@@ -145,10 +146,12 @@ class Aggregator:
     async def run(self, stop: asyncio.Event) -> None:
         """Consume until ``stop`` is set, then checkpoint and leave the group.
 
-        Raises the process's garbage-collector thresholds to :data:`GC_THRESHOLDS` and
-        limits its BLAS threads to ``aggregator_blas_threads``.
+        Raises the process's garbage-collector thresholds to :data:`GC_THRESHOLDS`,
+        limits its BLAS threads to ``aggregator_blas_threads`` and loads the compiled
+        t-digest compression (:func:`sketches.tdigest_kernel.load`) before the first record.
         """
         gc.set_threshold(*GC_THRESHOLDS)
+        tdigest_kernel.load()
         s = self.settings
         threadpool_limits(limits=s.aggregator_blas_threads, user_api="blas")
         self._producer = AIOKafkaProducer(

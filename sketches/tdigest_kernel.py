@@ -1,0 +1,306 @@
+"""The t-digest's compression, compiled: key-sorted items grouped into centroids in one pass over
+each digest's items per step (numba, LLVM machine code), instead of a few hundred numpy calls.
+
+:func:`compress_parts` implements the compression that :mod:`sketches.tdigest` describes (its
+module notes give the rules and their reasons): the k_1 grid proposes groups, then three passes
+cut them (across wide gaps, through hollow middles, at the median of lopsided ones), each pass
+judging the groups the previous one left. :func:`key_scaled_each` is the scale test those cuts
+and the digest's CDF share.
+
+Why compiled: written as vectorised numpy, the same steps cost ~300 ns per item (about sixty
+passes over temporary arrays and ~1,400 Python calls per window's digests), which was a fifth of
+what a record costs the aggregator; as loops they touch each item a few times
+(docs/profiles.md, "Ingest: what a record costs the aggregator"). The functions are compiled at
+first use and cached next to this module (``cache=True``), so a process pays the compilation
+once per installation, not per start.
+
+Sums are sequential, in item order, with each group's sums of a digest's values rescaled by the
+group's magnitude when one passes 1.8e308 (floats in [-1.8e308, 1.8e308] sum to inf otherwise).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+GAP_FRACTION = 0.25
+"""A centroid is split where a gap between neighbours exceeds this share of its range."""
+HOLLOW_SHARE = 1 / 16
+"""A centroid is split at its mean when less than this share of its mass lies within 1/8 of its range."""
+SKEW_OFFSET = 0.2
+"""A centroid is split at its median when its mean is this far (share of range) off the middle."""
+SCALE_EVIDENCE = 1.0
+"""Key scale only when the means miss value-scale uniformity by more than this (chi-square per value)..."""
+SCALE_RATIO = 2.0
+"""...and fit key-scale uniformity this many times better (see :func:`key_scaled_each`)."""
+TAIL_ITEMS = 16
+"""Items at each end never grouped with a neighbour of another value: the digest keeps its 16
+smallest and 16 largest distinct values (with their counts) exactly, whatever its size. The k_1
+grid's outermost group holds about 1.1e-4 of the weight (110 values of 10^6), so without them the
+count of values beyond a point in the extreme tail (how many current values exceed the baseline's
+maximum: :mod:`detectors.quality.out_of_range`) was interpolated inside that group: 15 for a true
+4. Merging keeps it: the most extreme values of a union are among the most extreme of each part."""
+KEY_LN = np.log(2.0) / 2.0**52
+"""Natural-log units per unit of key: key / 2**52 is log2|x| + 1023 to within 0.09 (Mitchell 1962)."""
+
+_JIT = {"cache": True, "nogil": True, "error_model": "numpy"}
+"""Compiled once per installation; IEEE division (0/0 is NaN, as in numpy) instead of raising."""
+
+
+@numba.njit(**_JIT)
+def _key_scaled(mean: float, kmean: float, lo: float, hi: float, klo: float, khi: float) -> bool:
+    """:func:`key_scaled_each` of one centroid."""
+    span = abs(khi - klo)
+    if not span > 0.05 / KEY_LN:  # the scales agree: value scale
+        return False
+    negative = hi <= 0.0
+    # Positions of both means from the end nearer zero, less 1/2.
+    a = abs(mean - (hi if negative else lo)) / (hi - lo) - 0.5
+    b = abs(kmean - (khi if negative else klo)) / span - 0.5
+    t = span * KEY_LN
+    q = 1.0 / np.expm1(t)  # r / (1 - r); 0 past a span of ~700 binades (expm1 is inf)
+    inv_t = 1.0 / t
+    h = 0.5 - inv_t + q  # 1/2 - g
+    mean_ln = q * t - 1.0
+    var_k = (2.0 + 2.0 * q - q * (t * (t + 2.0) + 2.0) - mean_ln * mean_ln) * inv_t * inv_t
+    var_v = (1.0 + 2.0 * q) * inv_t / 2.0 - inv_t * inv_t
+    chi2_v = 12.0 * a * a + (b - h) ** 2 / var_k
+    chi2_k = 12.0 * b * b + (a + h) ** 2 / var_v
+    return chi2_v > SCALE_EVIDENCE and chi2_v > SCALE_RATIO * chi2_k  # False on NaN
+
+
+def key_scaled_each(mean: np.ndarray, kmean: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                    klo: np.ndarray, khi: np.ndarray) -> np.ndarray:
+    """Whether each centroid is key-scaled (:func:`sketches.tdigest.key_scaled`, whose notes give
+    the test), given the keys ``klo``, ``khi`` of its ``lo`` and ``hi``.
+
+    Parameters
+    ----------
+    mean, kmean, lo, hi, klo, khi : np.ndarray of float64, shape (n,)
+
+    Returns
+    -------
+    np.ndarray of bool, shape (n,)
+        Only centroids spanning more than 5 % in log scale can be True: below that the two
+        hypotheses coincide (g = 1/2 - t/12, both variances 1/12) and the value scale is kept.
+    """
+    # one compiled signature: writable, contiguous float64 (another would compile anew)
+    return _key_scaled_all(*(np.require(x, np.float64, ("C", "W")) for x in (mean, kmean, lo, hi, klo, khi)))
+
+
+@numba.njit(**_JIT)
+def _key_scaled_all(mean, kmean, lo, hi, klo, khi):
+    out = np.zeros(mean.size, dtype=np.bool_)
+    for i in range(mean.size):
+        out[i] = _key_scaled(mean[i], kmean[i], lo[i], hi[i], klo[i], khi[i])
+    return out
+
+
+@numba.njit(**_JIT)
+def _groups(w, mean, kmean, lo, hi, klo, khi, a, b, start, g):
+    """Aggregate the groups of items ``a:b`` that ``start`` (True at each group's first item)
+    forms into the rows of ``g`` (w, mean, kmean, lo, hi, klo, khi, first item, end item);
+    returns how many. Means are clipped to the group's extent, key means to its keys' extent.
+    When some group's weighted sum of means is not finite, every group's mean is summed again
+    on values divided by the group's magnitude."""
+    m = 0
+    i = a
+    while i < b:  # one group: items first:i
+        first = i
+        sw = sm = sk = 0.0
+        glo, ghi, gklo, gkhi = lo[i], hi[i], klo[i], khi[i]
+        while True:
+            sw += w[i]
+            sm += w[i] * mean[i]
+            sk += w[i] * kmean[i]
+            glo, ghi = min(glo, lo[i]), max(ghi, hi[i])
+            gklo, gkhi = min(gklo, klo[i]), max(gkhi, khi[i])
+            i += 1
+            if i == b or start[i]:
+                break
+        row = g[m]
+        row[0], row[1], row[2], row[3], row[4] = sw, sm, sk, glo, ghi
+        row[5], row[6], row[7], row[8] = gklo, gkhi, first, i
+        m += 1
+    overflow = False
+    for j in range(m):
+        g[j, 1] /= g[j, 0]
+        if not np.isfinite(g[j, 1]):
+            overflow = True
+    if overflow:
+        for j in range(m):
+            scale = max(abs(g[j, 3]), abs(g[j, 4]))
+            if scale == 0.0:
+                scale = 1.0
+            s = 0.0
+            for i in range(int(g[j, 7]), int(g[j, 8])):
+                s += w[i] * (mean[i] / scale)
+            g[j, 1] = s / g[j, 0] * scale
+    for j in range(m):
+        g[j, 1] = min(max(g[j, 1], g[j, 3]), g[j, 4])
+        g[j, 2] = min(max(g[j, 2] / g[j, 0], g[j, 5]), g[j, 6])
+    return m
+
+
+@numba.njit(**_JIT)
+def _grid(w, kmean, lo, hi, cum, grid, a, b, start):
+    """Mark the k_1 grid's cuts of items ``a:b`` (one digest) in ``start``: its first item, the
+    first and last ``TAIL_ITEMS`` that start past their neighbour's largest value, the first item
+    of key mean >= 0, the grid's ranks, and both ends of each run of one value heavy enough
+    (``weight * (len(grid) + 1) >= total``: an average grid group's weight or more) when the
+    digest has a run of two or more."""
+    total = cum[b - 1]
+    start[a] = True
+    for j in range(1, TAIL_ITEMS + 1):
+        for i in (a + j, b - j):
+            if lo[i] > hi[i - 1]:
+                start[i] = True
+    negative = 0
+    for i in range(a, b):
+        negative += kmean[i] < 0.0
+    if a + negative < b:
+        start[a + negative] = True
+    i = a
+    for q in grid:  # the first item whose centre reaches each grid rank (the grid ascends)
+        target = q * total
+        while i < b and cum[i] - w[i] / 2 < target:
+            i += 1
+        if i < b:
+            start[i] = True
+    runs = False
+    for i in range(a, b - 1):
+        if lo[i + 1] == hi[i] and lo[i + 1] == hi[i + 1] and lo[i] == hi[i]:
+            runs = True
+            break
+    if not runs:
+        return
+    r = a
+    while r < b:
+        e, weight = r + 1, w[r]
+        while e < b and lo[e] == hi[e - 1] and lo[e] == hi[e] and lo[e - 1] == hi[e - 1]:
+            weight += w[e]
+            e += 1
+        if weight * (grid.size + 1) >= total and lo[r] == hi[r]:
+            start[r] = True
+            if e < b:
+                start[e] = True
+        r = e
+
+
+@numba.njit(**_JIT)
+def _gap_cuts(lo, hi, klo, khi, g, m, start):
+    """Cut across gaps wider than ``GAP_FRACTION`` of the group's range and than twice the
+    mean spacing of its values, measured in the scale the CDF interpolates the group in."""
+    for j in range(m):
+        share = max(GAP_FRACTION, 2.0 / max(g[j, 0] - 1.0, 1.0))
+        by_key = _key_scaled(g[j, 1], g[j, 2], g[j, 3], g[j, 4], g[j, 5], g[j, 6])
+        wide = share * ((g[j, 6] - g[j, 5]) if by_key else (g[j, 4] - g[j, 3]))
+        for i in range(int(g[j, 7]), int(g[j, 8]) - 1):
+            gap = (klo[i + 1] - khi[i]) if by_key else (lo[i + 1] - hi[i])
+            if gap > wide:
+                start[i + 1] = True
+
+
+@numba.njit(**_JIT)
+def _hollow_cuts(w, mean, kmean, g, m, start):
+    """Cut at the mean of groups (of 5 or more values, 2 or more items) with less than
+    ``HOLLOW_SHARE`` of their mass within 1/8 of their range of the mean, in both scales."""
+    for j in range(m):
+        first, end = int(g[j, 7]), int(g[j, 8])
+        if not (g[j, 0] > 4 and end - first > 1):
+            continue
+        near_value, near_key = (g[j, 4] - g[j, 3]) / 8, (g[j, 6] - g[j, 5]) / 8
+        mass_value = mass_key = 0.0
+        below = 0
+        for i in range(first, end):
+            if abs(mean[i] - g[j, 1]) <= near_value:
+                mass_value += w[i]
+            if abs(kmean[i] - g[j, 2]) <= near_key:
+                mass_key += w[i]
+            below += kmean[i] < g[j, 2]
+        if max(mass_value, mass_key) < HOLLOW_SHARE * g[j, 0]:
+            start[min(max(first + below, first + 1), end - 1)] = True
+
+
+@numba.njit(**_JIT)
+def _skew_cuts(w, cum, g, m, start):
+    """Cut at the weighted median of groups (of 5 or more values, 2 or more items) whose mean
+    sits more than ``SKEW_OFFSET`` of their range off its middle, in both scales: a dense
+    cluster plus a long sparse tail. A constant group (0/0) is never cut."""
+    for j in range(m):
+        first, end = int(g[j, 7]), int(g[j, 8])
+        if not (g[j, 0] > 4 and end - first > 1):
+            continue
+        off_value = abs((g[j, 1] - g[j, 3]) / (g[j, 4] - g[j, 3]) - 0.5)
+        off_key = abs((g[j, 2] - g[j, 5]) / (g[j, 6] - g[j, 5]) - 0.5)
+        if not (off_value > SKEW_OFFSET and off_key > SKEW_OFFSET):
+            continue
+        half = cum[first] - w[first] + g[j, 0] / 2
+        below = 0
+        for i in range(first, end):
+            below += cum[i] < half
+        start[min(max(first + below, first + 1), end - 1)] = True
+
+
+@numba.njit(**_JIT)
+def compress_parts(w, mean, kmean, lo, hi, klo, khi, bounds, grid):
+    """Compress each digest's items into centroids.
+
+    Parameters
+    ----------
+    w, mean, kmean, lo, hi : np.ndarray of float64, shape (n,)
+        The items of several digests one after the other (:class:`sketches.tdigest._Items`),
+        each digest's sorted by key mean; its values are finite.
+    klo, khi : np.ndarray of float64, shape (n,)
+        The keys (:func:`sketches.tdigest.float_keys`) of ``lo`` and ``hi``.
+    bounds : np.ndarray of int64, shape (d + 1,)
+        Where each of the d digests' items start, then n.
+    grid : np.ndarray of float64, shape (k,)
+        Ascending ranks in (0, 1) where the k_1 scale function crosses an integer.
+
+    Returns
+    -------
+    centroids : np.ndarray of float64, shape (5, c)
+        Weight, mean, key mean, smallest and largest value of each centroid; digest by digest.
+    ends : np.ndarray of int64, shape (d,)
+        Where each digest's centroids end in ``centroids``.
+    """
+    n = w.size
+    start = np.zeros(n, dtype=np.bool_)
+    cum = np.empty(n)
+    g = np.empty((n, 9))
+    out = np.empty((5, n))
+    ends = np.empty(bounds.size - 1, dtype=np.int64)
+    c = 0
+    for p in range(bounds.size - 1):
+        a, b = bounds[p], bounds[p + 1]
+        s = 0.0
+        for i in range(a, b):
+            s += w[i]
+            cum[i] = s
+        _grid(w, kmean, lo, hi, cum, grid, a, b, start)
+        m = _groups(w, mean, kmean, lo, hi, klo, khi, a, b, start, g)
+        _gap_cuts(lo, hi, klo, khi, g, m, start)
+        m = _groups(w, mean, kmean, lo, hi, klo, khi, a, b, start, g)
+        _hollow_cuts(w, mean, kmean, g, m, start)
+        m = _groups(w, mean, kmean, lo, hi, klo, khi, a, b, start, g)
+        _skew_cuts(w, cum, g, m, start)
+        m = _groups(w, mean, kmean, lo, hi, klo, khi, a, b, start, g)
+        for j in range(m):
+            for k in range(5):
+                out[k, c + j] = g[j, k]
+        c += m
+        ends[p] = c
+    return out[:, :c], ends
+
+
+def load() -> None:
+    """Load the compiled functions now (from the cache next to this module, or compiling them:
+    ~0.3 s, or a few seconds once per installation), so that the first compression does not
+    pay for it: for a process about to time or serve its work, such as the aggregator."""
+    values = np.linspace(1.0, 2.0, 4 * TAIL_ITEMS)
+    keys = values.view(np.int64).astype(np.float64)  # a positive float's key: its bits
+    ones = np.ones(values.size)
+    compress_parts(ones, values, keys, values, values, keys, keys,
+                   np.array([0, values.size], dtype=np.int64), np.linspace(0.1, 0.9, 9))
+    key_scaled_each(values, values, values, values, keys, keys)
