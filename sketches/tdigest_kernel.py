@@ -11,14 +11,16 @@ Why compiled: written as vectorised numpy, the same steps cost ~300 ns per item 
 passes over temporary arrays and ~1,400 Python calls per window's digests), which was a fifth of
 what a record costs the aggregator; as loops they touch each item a few times
 (docs/profiles.md, "Ingest: what a record costs the aggregator"). The functions are compiled at
-first use and cached next to this module (``cache=True``), so a process pays the compilation
-once per installation, not per start.
+first use and cached (see :func:`_compiled`), so a process pays the compilation once per
+installation, not per start.
 
 Sums are sequential, in item order, with each group's sums of a digest's values rescaled by the
 group's magnitude when one passes 1.8e308 (floats in [-1.8e308, 1.8e308] sum to inf otherwise).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import numba
 import numpy as np
@@ -43,11 +45,20 @@ maximum: :mod:`detectors.quality.out_of_range`) was interpolated inside that gro
 KEY_LN = np.log(2.0) / 2.0**52
 """Natural-log units per unit of key: key / 2**52 is log2|x| + 1023 to within 0.09 (Mitchell 1962)."""
 
-_JIT = {"cache": True, "nogil": True, "error_model": "numpy"}
-"""Compiled once per installation; IEEE division (0/0 is NaN, as in numpy) instead of raising."""
+
+def _compiled(f: Callable) -> Callable:
+    """``f`` compiled at its first call, with IEEE division (0/0 is NaN, as in numpy, instead of
+    raising). Cached where numba finds a writable directory (``NUMBA_CACHE_DIR``, else next to
+    this module, else the user's cache directory); where none is, as in a container with a
+    read-only file system and no cache directory set, compiled in each process (a few seconds
+    at its first compression; deploy/Dockerfile sets ``NUMBA_CACHE_DIR``)."""
+    try:
+        return numba.njit(cache=True, nogil=True, error_model="numpy")(f)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return numba.njit(cache=False, nogil=True, error_model="numpy")(f)
 
 
-@numba.njit(**_JIT)
+@_compiled
 def _key_scaled(mean: float, kmean: float, lo: float, hi: float, klo: float, khi: float) -> bool:
     """:func:`key_scaled_each` of one centroid."""
     span = abs(khi - klo)
@@ -88,7 +99,7 @@ def key_scaled_each(mean: np.ndarray, kmean: np.ndarray, lo: np.ndarray, hi: np.
     return _key_scaled_all(*(np.require(x, np.float64, ("C", "W")) for x in (mean, kmean, lo, hi, klo, khi)))
 
 
-@numba.njit(**_JIT)
+@_compiled
 def _key_scaled_all(mean, kmean, lo, hi, klo, khi):
     out = np.zeros(mean.size, dtype=np.bool_)
     for i in range(mean.size):
@@ -96,7 +107,7 @@ def _key_scaled_all(mean, kmean, lo, hi, klo, khi):
     return out
 
 
-@numba.njit(**_JIT)
+@_compiled
 def _groups(w, mean, kmean, lo, hi, klo, khi, a, b, start, g):
     """Aggregate the groups of items ``a:b`` that ``start`` (True at each group's first item)
     forms into the rows of ``g`` (w, mean, kmean, lo, hi, klo, khi, first item, end item);
@@ -142,7 +153,7 @@ def _groups(w, mean, kmean, lo, hi, klo, khi, a, b, start, g):
     return m
 
 
-@numba.njit(**_JIT)
+@_compiled
 def _grid(w, kmean, lo, hi, cum, grid, a, b, start):
     """Mark the k_1 grid's cuts of items ``a:b`` (one digest) in ``start``: its first item, the
     first and last ``TAIL_ITEMS`` that start past their neighbour's largest value, the first item
@@ -187,7 +198,7 @@ def _grid(w, kmean, lo, hi, cum, grid, a, b, start):
         r = e
 
 
-@numba.njit(**_JIT)
+@_compiled
 def _gap_cuts(lo, hi, klo, khi, g, m, start):
     """Cut across gaps wider than ``GAP_FRACTION`` of the group's range and than twice the
     mean spacing of its values, measured in the scale the CDF interpolates the group in."""
@@ -201,7 +212,7 @@ def _gap_cuts(lo, hi, klo, khi, g, m, start):
                 start[i + 1] = True
 
 
-@numba.njit(**_JIT)
+@_compiled
 def _hollow_cuts(w, mean, kmean, g, m, start):
     """Cut at the mean of groups (of 5 or more values, 2 or more items) with less than
     ``HOLLOW_SHARE`` of their mass within 1/8 of their range of the mean, in both scales."""
@@ -222,7 +233,7 @@ def _hollow_cuts(w, mean, kmean, g, m, start):
             start[min(max(first + below, first + 1), end - 1)] = True
 
 
-@numba.njit(**_JIT)
+@_compiled
 def _skew_cuts(w, cum, g, m, start):
     """Cut at the weighted median of groups (of 5 or more values, 2 or more items) whose mean
     sits more than ``SKEW_OFFSET`` of their range off its middle, in both scales: a dense
@@ -242,7 +253,7 @@ def _skew_cuts(w, cum, g, m, start):
         start[min(max(first + below, first + 1), end - 1)] = True
 
 
-@numba.njit(**_JIT)
+@_compiled
 def compress_parts(w, mean, kmean, lo, hi, klo, khi, bounds, grid):
     """Compress each digest's items into centroids.
 

@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.test_deploy_files import DOCKERFILE, PROMETHEUS, ROLES, RULES, dockerfile_instructions, stages
+from tests.test_deploy_files import (
+    DOCKERFILE,
+    PROMETHEUS,
+    ROLES,
+    RULES,
+    dockerfile_instructions,
+    env_instruction,
+    stages,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 K8S = ROOT / "deploy" / "k8s"
@@ -265,6 +273,20 @@ def test_pods_run_as_the_image_user_without_privileges(docs, role: str) -> None:
     assert sc["readOnlyRootFilesystem"] is True
     assert {v["name"] for v in pod["volumes"]} == {m["name"] for m in container(docs, role)["volumeMounts"]}
     assert all(set(v) <= {"name", "emptyDir"} for v in pod["volumes"])
+
+
+@pytest.mark.parametrize("role", sorted(ROLES))
+def test_compiled_code_is_cached_on_a_writable_volume(docs, role: str) -> None:
+    """The image's NUMBA_CACHE_DIR lies on an emptyDir of every role: with a read-only root file
+    system, the compiled t-digest compression would otherwise be compiled at every start."""
+    final = stages(dockerfile_instructions(DOCKERFILE.read_text()))[-1]
+    env: dict[str, str] = {}
+    for k, a in final:
+        if k == "ENV":
+            env.update(env_instruction(a))
+    cache = Path(env["NUMBA_CACHE_DIR"])
+    mounts = [Path(m["mountPath"]) for m in container(docs, role)["volumeMounts"]]
+    assert any(cache.is_relative_to(m) for m in mounts), (cache, mounts)
 
 
 def test_namespace_enforces_the_restricted_standard(docs) -> None:

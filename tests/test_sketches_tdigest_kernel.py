@@ -1,0 +1,48 @@
+"""The compiled t-digest compression (sketches.tdigest_kernel): where it can cache its machine code,
+and one compiled signature whatever arrays it is given."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba.core import caching
+
+from sketches.tdigest import float_keys
+from sketches.tdigest_kernel import _compiled, _key_scaled_all, key_scaled_each
+
+
+def _twice(x: float) -> float:
+    return 2.0 * x
+
+
+def test_compiled_functions_are_cached_where_a_directory_is_writable():
+    assert isinstance(_compiled(_twice)._cache, caching.FunctionCache)
+
+
+def test_without_a_writable_cache_directory_they_compile_in_the_process(monkeypatch):
+    # a read-only file system and no NUMBA_CACHE_DIR: numba's cache=True alone raises
+    # "no locator available" at the first call
+    def read_only(self):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(caching._CacheLocator, "ensure_cache_path", read_only)
+    monkeypatch.setattr(caching.config, "CACHE_DIR", "")
+    twice = _compiled(_twice)
+    assert isinstance(twice._cache, caching.NullCache)
+    assert twice(1.5) == 3.0
+
+
+def test_key_scaled_each_takes_any_float_arrays_through_one_compiled_signature():
+    rng = np.random.default_rng(3)
+    lo = np.sort(10.0 ** rng.uniform(-100, 0, 40))
+    hi = lo * 10.0 ** rng.uniform(0, 10, 40)
+    mean = lo + (hi - lo) * rng.uniform(0, 1, 40)
+    kmean = float_keys(lo) + (float_keys(hi) - float_keys(lo)) * rng.uniform(0, 1, 40)
+    args = [mean, kmean, lo, hi, float_keys(lo), float_keys(hi)]
+    expected = key_scaled_each(*args)
+    assert 0 < expected.sum() < expected.size  # both answers occur
+    strided = [np.repeat(a, 2)[::2] for a in args]  # not contiguous
+    read_only = [np.frombuffer(a.tobytes()) for a in args]
+    as_lists = [a.tolist() for a in args]
+    for form in (strided, read_only, as_lists):
+        assert np.array_equal(key_scaled_each(*form), expected)
+    assert len(_key_scaled_all.signatures) == 1
