@@ -89,12 +89,12 @@ logarithms. IRE Transactions on Electronic Computers EC-11(4), 512-517.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
 
 from sketches.codec import pack_floats, unpack_floats
-from sketches.tdigest_kernel import compress_parts, key_scaled_each
 
 TDIGEST_DELTA = 300
 """Compression delta: at most ``TDIGEST_DELTA / 2`` grid centroids (k_1 scale)."""
@@ -146,6 +146,14 @@ def keys_to_floats(k: np.ndarray) -> np.ndarray:
     """
     i = np.rint(np.asarray(k, dtype=np.float64)).astype(np.int64)
     return np.where(i >= 0, i, (-i) | _SIGN).view(np.float64)
+
+
+def _kernel() -> ModuleType:
+    """:mod:`sketches.tdigest_kernel`, imported at first use: numba costs a process ~0.2 s and
+    ~60 MB to import, which only those that compress digests or read their CDF pay (not the CLI)."""
+    from sketches import tdigest_kernel
+
+    return tdigest_kernel
 
 
 def key_scaled(mean: np.ndarray, kmean: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -219,7 +227,7 @@ def key_scaled(mean: np.ndarray, kmean: np.ndarray, lo: np.ndarray, hi: np.ndarr
     >>> key_scaled(*cols)
     array([ True, False, False])
     """
-    return key_scaled_each(mean, kmean, lo, hi, float_keys(lo), float_keys(hi))
+    return _kernel().key_scaled_each(mean, kmean, lo, hi, float_keys(lo), float_keys(hi))
 
 
 class _Items:
@@ -317,7 +325,8 @@ def compress_many(parts: list[_Items]) -> list[_Items]:
         return out
     w, mean, kmean, lo, hi = (np.concatenate([getattr(parts[i], f) for i in big]) for f in _Items.__slots__)
     bounds = np.cumsum([0] + [parts[i].size for i in big], dtype=np.int64)
-    centroids, ends = compress_parts(w, mean, kmean, lo, hi, float_keys(lo), float_keys(hi), bounds, _GRID)
+    centroids, ends = _kernel().compress_parts(w, mean, kmean, lo, hi, float_keys(lo), float_keys(hi),
+                                               bounds, _GRID)
     for i, a, b in zip(big, [0, *ends[:-1].tolist()], ends.tolist(), strict=True):
         out[i] = _Items(*centroids[:, a:b])
     return out
@@ -339,7 +348,7 @@ class _Cdf:
 
     def __init__(self, c: _Items) -> None:
         klo, khi = float_keys(c.lo), float_keys(c.hi)
-        by_key = key_scaled_each(c.mean, c.kmean, c.lo, c.hi, klo, khi)
+        by_key = _kernel().key_scaled_each(c.mean, c.kmean, c.lo, c.hi, klo, khi)
         loc = np.where(by_key, keys_to_floats(np.clip(c.kmean, klo, khi)), c.mean)
         point = c.lo == c.hi
         spread = np.flatnonzero(~point)
