@@ -27,7 +27,7 @@ from sdk.columns import RecordColumns
 from sdk.record import PredictionRecord
 from sketches.bins import SCORE_EDGES, BinCounts
 from sketches.categorical import CategoricalSketch, category_key
-from sketches.codec import PROFILE_FORMAT_VERSION, decode, encode
+from sketches.codec import CHECKPOINT_LEVEL, PROFILE_FORMAT_VERSION, decode, encode
 from sketches.columns import subset
 from sketches.comoments import CoMoments, number_arrays
 from sketches.feature import Column, FeatureProfile, escape_strings
@@ -321,10 +321,11 @@ class WindowProfile:
         ``fast`` is for state rewritten often and kept briefly, such as the
         aggregator's checkpoints of open windows: t-digests' buffered values are
         written uncompressed (``to_dict(compress=False)``) rather than compressed
-        at every write. Both read back with :meth:`from_bytes`.
+        at every write, and the document is compressed at Zstandard's faster
+        ``CHECKPOINT_LEVEL``. Both read back with :meth:`from_bytes`.
         """
         if fast:
-            return encode(self.to_dict(compress=False))
+            return encode(self.to_dict(compress=False), CHECKPOINT_LEVEL)
         compress_all(self._digests())
         return encode(self.to_dict())
 
