@@ -150,7 +150,8 @@ def keys_to_floats(k: np.ndarray) -> np.ndarray:
 
 def _kernel() -> ModuleType:
     """:mod:`sketches.tdigest_kernel`, imported at first use: numba costs a process ~0.2 s and
-    ~60 MB to import, which only those that compress digests or read their CDF pay (not the CLI)."""
+    ~60 MB to import, which only those that compress or write digests or read their CDF pay (not
+    the CLI)."""
     from sketches import tdigest_kernel
 
     return tdigest_kernel
@@ -630,9 +631,7 @@ class TDigest:
         if np.array_equal(c.lo, c.hi):  # point masses only (a lossless digest): every position is 0
             mean = kmean = bytes(2 * c.size)
         else:
-            both = _position(np.concatenate((c.mean, c.kmean)),  # one pass for both: elementwise
-                             np.concatenate((c.lo, float_keys(c.lo))),
-                             np.concatenate((c.hi, float_keys(c.hi))))
+            both = _kernel().positions(c.mean, c.kmean, c.lo, c.hi, _STEPS)
             mean, kmean = both[:2 * c.size], both[2 * c.size:]
         d = {"w": pack_floats(c.w), "lo": pack_floats(c.lo), "hi": pack_floats(c.hi),
              "mean": mean, "kmean": kmean}
@@ -662,16 +661,6 @@ class TDigest:
 
 
 _STEPS = 65535
-
-
-def _position(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bytes:
-    """Positions of x in [lo, hi] as little-endian uint16 (0 where lo == hi)."""
-    scale = np.maximum(np.abs(lo), np.abs(hi))
-    scale[scale == 0.0] = 1.0
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = (x / scale - lo / scale) / (hi / scale - lo / scale)
-    r = np.where(hi > lo, np.clip(r, 0.0, 1.0), 0.0)
-    return np.rint(r * _STEPS).astype("<u2").tobytes()
 
 
 def _at_position(data: bytes, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

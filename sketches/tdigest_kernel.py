@@ -305,6 +305,61 @@ def compress_parts(w, mean, kmean, lo, hi, klo, khi, bounds, grid):
     return out[:, :c], ends
 
 
+@_compiled
+def _key(bits: int) -> float:
+    """:func:`sketches.tdigest.float_keys` of one value, given its IEEE-754 bits."""
+    return float(bits if bits >= 0 else -(bits & 0x7FFFFFFFFFFFFFFF))
+
+
+@_compiled
+def _position(x: float, lo: float, hi: float, steps: int) -> int:
+    """Position of ``x`` in ``[lo, hi]`` in ``steps`` steps, computed on values divided by the
+    larger magnitude (so no difference overflows); 0 where ``lo == hi``."""
+    if not hi > lo:
+        return 0
+    scale = max(abs(lo), abs(hi))
+    r = (x / scale - lo / scale) / (hi / scale - lo / scale)
+    return int(np.rint(min(max(r, 0.0), 1.0) * steps))
+
+
+def positions(mean: np.ndarray, kmean: np.ndarray, lo: np.ndarray, hi: np.ndarray, steps: int) -> bytes:
+    """Each centroid's mean as its position in ``[lo, hi]``, then its key mean as its position
+    in ``[key(lo), key(hi)]`` (keys: :func:`sketches.tdigest.float_keys`), each rounded to
+    ``1 / steps``: little-endian unsigned 16-bit integers, 0 where ``lo == hi``.
+
+    Parameters
+    ----------
+    mean, kmean, lo, hi : np.ndarray of float64, shape (n,)
+    steps : int
+        At most 65535.
+
+    Returns
+    -------
+    bytes
+        ``4 n`` bytes: the n positions of the means, then the n of the key means.
+
+    Examples
+    --------
+    >>> from sketches.tdigest import float_keys
+    >>> lo, hi, mean = np.array([0.0, 0.0, -4.0]), np.array([4.0, 0.0, 4.0]), np.array([1.0, 0.0, 4.0])
+    >>> kmean = float_keys(np.array([0.0, 0.0, 4.0]))
+    >>> np.frombuffer(positions(mean, kmean, lo, hi, 65535), "<u2").tolist()
+    [16384, 0, 65535, 0, 0, 65535]
+    """
+    out = np.empty(2 * len(mean), dtype=np.uint16)
+    _positions(*(np.require(x, np.float64, ("C", "W")) for x in (mean, kmean, lo, hi)), steps, out)
+    return out.astype("<u2", copy=False).tobytes()
+
+
+@_compiled
+def _positions(mean, kmean, lo, hi, steps, out):
+    n = mean.size
+    lo_bits, hi_bits = lo.view(np.int64), hi.view(np.int64)
+    for i in range(n):
+        out[i] = _position(mean[i], lo[i], hi[i], steps)
+        out[n + i] = _position(kmean[i], _key(lo_bits[i]), _key(hi_bits[i]), steps)
+
+
 def load() -> None:
     """Load the compiled functions now (from the cache next to this module, or compiling them:
     ~0.3 s, or a few seconds once per installation), so that the first compression does not
@@ -315,3 +370,4 @@ def load() -> None:
     compress_parts(ones, values, keys, values, values, keys, keys,
                    np.array([0, values.size], dtype=np.int64), np.linspace(0.1, 0.9, 9))
     key_scaled_each(values, values, values, values, keys, keys)
+    positions(values, keys, values - 1.0, values + 1.0, 65535)
