@@ -128,11 +128,10 @@ class BinCounts:
         search per edge instead of one per value (a search per value of 500 fresh values in
         100 edges took 21 us, mostly mispredicted branches; sort and search 7 us).
         """
-        ordered = values if is_sorted else np.sort(values)
-        at_or_below = np.empty(self.counts.size + 1, np.int64)
-        at_or_below[0], at_or_below[-1] = 0, ordered.size
-        at_or_below[1:-1] = np.searchsorted(ordered, self.edges, side="right")
-        self.counts += at_or_below[1:] - at_or_below[:-1]  # np.diff, without its Python overhead
+        from sketches import tdigest_kernel  # numba: imported by the processes that count
+
+        self.counts = np.require(self.counts, np.int64, ("C", "W"))
+        tdigest_kernel.count_sorted(values if is_sorted else np.sort(values), self.edges, self.counts)
 
     def add_weighted(self, values: np.ndarray, weights: np.ndarray) -> None:
         """Count ``weights[i]`` copies of ``values[i]``."""

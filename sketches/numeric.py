@@ -49,17 +49,6 @@ TDIGEST_RANK_ERROR = 0.005
 """Bound on |cdf error| in sketch mode for continuous data (largest measured: 0.30 %, see rank_error)."""
 
 
-def _moments(values: np.ndarray) -> tuple[float, float]:
-    """Mean and M2 = sum (x - mean)^2 of finite values, without overflow in the mean."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        mean = float(np.add.reduce(values)) / values.size  # what values.mean() computes
-        if not math.isfinite(mean):  # sum overflowed: average values scaled to |x| <= 1
-            scale = float(np.abs(values).max())
-            mean = float((values / scale).mean()) * scale
-        d = values - mean
-        return mean, float(d @ d)
-
-
 class NumericSketch:
     """Mergeable summary of one numeric feature.
 
@@ -133,8 +122,12 @@ class NumericSketch:
         values = np.asarray(values, dtype=np.float64).ravel()
         values = values[np.isfinite(values)]
         if values.size:
-            s._combine_moments(values.size, *_moments(values), float(values.min()), float(values.max()))
-            s.exact, s._raw = None, [np.sort(values)]
+            from sketches import tdigest_kernel  # numba: imported by the processes that count
+
+            ordered = np.sort(values)
+            s._combine_moments(values.size, *tdigest_kernel.moments(ordered), float(values.min()),
+                               float(values.max()))
+            s.exact, s._raw = None, [ordered]
         return s
 
     # -- building -------------------------------------------------------------
@@ -154,7 +147,9 @@ class NumericSketch:
         ordered = np.sort(values)
         if self.bins is not None:
             self.bins.add(ordered, is_sorted=True)
-        mean, m2 = _moments(values)
+        from sketches import tdigest_kernel  # numba: imported by the processes that count
+
+        mean, m2 = tdigest_kernel.moments(ordered)
         lo, hi = float(ordered[0]), float(ordered[-1])
         if lo == 0.0 or hi == 0.0:  # the sign of a zero extreme as min() / max() report it
             lo, hi = float(values.min()), float(values.max())

@@ -360,6 +360,84 @@ def _positions(mean, kmean, lo, hi, steps, out):
         out[n + i] = _position(kmean[i], _key(lo_bits[i]), _key(hi_bits[i]), steps)
 
 
+def moments(ordered: np.ndarray) -> tuple[float, float]:
+    """Mean and M2 = sum of (x - mean)^2 of sorted finite values, in two passes.
+
+    A sum past 1.8e308 is summed again on values divided by the largest magnitude; values
+    all equal (the first is the last) give that value and 0 exactly, where a rounded mean
+    would leave an M2 of rounding noise. M2 overflows to inf. Chan, Golub & LeVeque (1979)
+    combine these per batch (:meth:`sketches.numeric.NumericSketch.update`).
+
+    Parameters
+    ----------
+    ordered : np.ndarray of float64, shape (n,), n >= 1
+        Ascending, finite.
+
+    Examples
+    --------
+    >>> moments(np.array([1.0, 2.0, 6.0])), moments(np.full(3, 0.1))
+    ((3.0, 14.0), (0.1, 0.0))
+    >>> round(moments(np.array([1e308, 1e308, 1.5e308]))[0] / 1e308, 12)
+    1.166666666667
+    """
+    return _moments(np.require(ordered, np.float64, ("C", "W")))
+
+
+@_compiled
+def _moments(ordered):
+    n = ordered.size
+    if ordered[0] == ordered[n - 1]:
+        return ordered[0], 0.0
+    s = 0.0
+    for x in ordered:
+        s += x
+    mean = s / n
+    if not np.isfinite(mean):
+        scale = max(abs(ordered[0]), abs(ordered[n - 1]))
+        s = 0.0
+        for x in ordered:
+            s += x / scale
+        mean = s / n * scale
+    m2 = 0.0
+    for x in ordered:
+        m2 += (x - mean) * (x - mean)
+    return mean, m2
+
+
+def count_sorted(ordered: np.ndarray, edges: np.ndarray, counts: np.ndarray) -> None:
+    """Add to ``counts`` how many of the sorted values fall in each bin of ``edges``: bin 0
+    holds the values at or below ``edges[0]``, bin k those in ``(edges[k - 1], edges[k]]``,
+    the last those above ``edges[-1]``. One merge of the two sorted arrays.
+
+    Parameters
+    ----------
+    ordered : np.ndarray of float64, shape (n,)
+        Ascending, finite.
+    edges : np.ndarray of float64, shape (e,)
+        Ascending.
+    counts : np.ndarray of int64, shape (e + 1,)
+        Added to in place (writable, contiguous).
+
+    Examples
+    --------
+    >>> c = np.zeros(3, np.int64); count_sorted(np.array([0.5, 1.0, 1.5, 3.0]), np.array([1.0, 2.0]), c); c
+    array([2, 1, 1])
+    """
+    _count_sorted(*(np.require(x, np.float64, ("C", "W")) for x in (ordered, edges)), counts)
+
+
+@_compiled
+def _count_sorted(ordered, edges, counts):
+    n = ordered.size
+    below = j = 0
+    for e in range(edges.size):
+        while j < n and ordered[j] <= edges[e]:
+            j += 1
+        counts[e] += j - below
+        below = j
+    counts[edges.size] += n - below
+
+
 def load() -> None:
     """Load the compiled functions now (from the cache next to this module, or compiling them:
     ~0.3 s, or a few seconds once per installation), so that the first compression does not
@@ -371,3 +449,5 @@ def load() -> None:
                    np.array([0, values.size], dtype=np.int64), np.linspace(0.1, 0.9, 9))
     key_scaled_each(values, values, values, values, keys, keys)
     positions(values, keys, values - 1.0, values + 1.0, 65535)
+    moments(values)
+    count_sorted(values, values[::8].copy(), np.zeros(values[::8].size + 1, np.int64))

@@ -4,10 +4,11 @@ and one compiled signature whatever arrays it is given."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from numba.core import caching
 
 from sketches.tdigest import float_keys
-from sketches.tdigest_kernel import _compiled, _key_scaled_all, key_scaled_each
+from sketches.tdigest_kernel import _compiled, _key_scaled_all, count_sorted, key_scaled_each, moments
 
 
 def _twice(x: float) -> float:
@@ -46,3 +47,18 @@ def test_key_scaled_each_takes_any_float_arrays_through_one_compiled_signature()
     for form in (strided, read_only, as_lists):
         assert np.array_equal(key_scaled_each(*form), expected)
     assert len(_key_scaled_all.signatures) == 1
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_count_sorted_counts_as_a_search_of_each_edge_and_moments_as_numpy(seed):
+    rng = np.random.default_rng(seed)
+    edges = np.unique(np.round(rng.normal(size=int(rng.integers(1, 120))), 1))
+    values = np.sort(np.concatenate([np.round(rng.normal(size=int(rng.integers(1, 3_000))), 1),
+                                     rng.choice(edges, 50)]))  # values on the edges
+    counts = np.zeros(edges.size + 1, np.int64)
+    count_sorted(values, edges, counts)
+    at_or_below = np.searchsorted(values, edges, side="right")
+    assert counts.tolist() == np.diff(np.concatenate(([0], at_or_below, [values.size]))).tolist()
+    mean, m2 = moments(values)
+    assert mean == pytest.approx(values.mean(), rel=1e-12, abs=1e-15)
+    assert m2 == pytest.approx(((values - values.mean()) ** 2).sum(), rel=1e-10)
