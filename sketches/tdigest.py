@@ -324,7 +324,9 @@ def compress_many(parts: list[_Items]) -> list[_Items]:
     big = [i for i, p in enumerate(parts) if p.size > TDIGEST_DELTA]
     if not big:
         return out
-    w, mean, kmean, lo, hi = (np.concatenate([getattr(parts[i], f) for i in big]) for f in _Items.__slots__)
+    # float64 whatever the items' type (update_weighted of integers): one compiled signature
+    w, mean, kmean, lo, hi = (np.concatenate([getattr(parts[i], f) for i in big], dtype=np.float64)
+                              for f in _Items.__slots__)
     bounds = np.cumsum([0] + [parts[i].size for i in big], dtype=np.int64)
     centroids, ends = _kernel().compress_parts(w, mean, kmean, lo, hi, float_keys(lo), float_keys(hi),
                                                bounds, _GRID)

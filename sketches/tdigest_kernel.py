@@ -279,7 +279,7 @@ def compress_parts(w, mean, kmean, lo, hi, klo, khi, bounds, grid):
     n = w.size
     start = np.zeros(n, dtype=np.bool_)
     cum = np.empty(n)
-    g = np.empty((n, 9))
+    g = np.empty((np.max(bounds[1:] - bounds[:-1]), 9))  # one digest's groups at a time
     out = np.empty((5, n))
     ends = np.empty(bounds.size - 1, dtype=np.int64)
     c = 0
@@ -302,7 +302,7 @@ def compress_parts(w, mean, kmean, lo, hi, klo, khi, bounds, grid):
                 out[k, c + j] = g[j, k]
         c += m
         ends[p] = c
-    return out[:, :c], ends
+    return out[:, :c].copy(), ends  # not the scratch sized by the items: kept by the digests
 
 
 @_compiled

@@ -7,8 +7,15 @@ import numpy as np
 import pytest
 from numba.core import caching
 
-from sketches.tdigest import float_keys
-from sketches.tdigest_kernel import _compiled, _key_scaled_all, count_sorted, key_scaled_each, moments
+from sketches.tdigest import TDIGEST_DELTA, TDigest, float_keys
+from sketches.tdigest_kernel import (
+    _compiled,
+    _key_scaled_all,
+    compress_parts,
+    count_sorted,
+    key_scaled_each,
+    moments,
+)
 
 
 def _twice(x: float) -> float:
@@ -62,3 +69,19 @@ def test_count_sorted_counts_as_a_search_of_each_edge_and_moments_as_numpy(seed)
     mean, m2 = moments(values)
     assert mean == pytest.approx(values.mean(), rel=1e-12, abs=1e-15)
     assert m2 == pytest.approx(((values - values.mean()) ** 2).sum(), rel=1e-10)
+
+
+def test_a_compressed_digest_keeps_its_centroids_not_the_compressions_scratch():
+    d = TDigest()
+    d.update(np.random.default_rng(0).normal(size=16_384))
+    c = d._centroids
+    held = c.w.base if c.w.base is not None else c.w
+    assert 0 < c.size <= TDIGEST_DELTA and held.nbytes <= 5 * 8 * c.size
+
+
+def test_digests_of_any_number_type_compress_through_one_compiled_signature():
+    for values in (np.arange(1_000), np.arange(1_000, dtype=np.float32), np.arange(1_000.0)):
+        d = TDigest()
+        d.update_weighted(values, np.ones(values.size, np.int64))
+        assert d.total_weight == 1_000 and d.centroid_count < 1_000
+    assert len(compress_parts.signatures) == 1
