@@ -328,8 +328,9 @@ def compress_many(parts: list[_Items]) -> list[_Items]:
     w, mean, kmean, lo, hi = (np.concatenate([getattr(parts[i], f) for i in big], dtype=np.float64)
                               for f in _Items.__slots__)
     bounds = np.cumsum([0] + [parts[i].size for i in big], dtype=np.int64)
-    centroids, ends = _kernel().compress_parts(w, mean, kmean, lo, hi, float_keys(lo), float_keys(hi),
-                                               bounds, _GRID)
+    scratch, ends = _kernel().compress_parts(w, mean, kmean, lo, hi, float_keys(lo), float_keys(hi),
+                                             bounds, _GRID)
+    centroids = scratch.copy()  # what the digests keep: their centroids, not a buffer sized by the items
     for i, a, b in zip(big, [0, *ends[:-1].tolist()], ends.tolist(), strict=True):
         out[i] = _Items(*centroids[:, a:b])
     return out

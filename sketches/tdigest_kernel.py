@@ -273,6 +273,7 @@ def compress_parts(w, mean, kmean, lo, hi, klo, khi, bounds, grid):
     -------
     centroids : np.ndarray of float64, shape (5, c)
         Weight, mean, key mean, smallest and largest value of each centroid; digest by digest.
+        A view of a buffer sized by the items: copy what is kept.
     ends : np.ndarray of int64, shape (d,)
         Where each digest's centroids end in ``centroids``.
     """
@@ -302,7 +303,7 @@ def compress_parts(w, mean, kmean, lo, hi, klo, khi, bounds, grid):
                 out[k, c + j] = g[j, k]
         c += m
         ends[p] = c
-    return out[:, :c].copy(), ends  # not the scratch sized by the items: kept by the digests
+    return out[:, :c], ends
 
 
 @_compiled
