@@ -43,7 +43,7 @@ from ingest import reference_edges
 
 from sdk.wire import decode_batch, encode_batch
 from service.profiles.keys import edges_key
-from sketches import tdigest_kernel
+from sketches import kernels
 from sketches.bins import bin_templates, edge_set_from_bytes
 from sketches.profile import WindowProfile
 
@@ -68,7 +68,7 @@ def main() -> None:
     edges = {m: bin_templates(edge_set_from_bytes(blobs[edges_key(m)])) for m in by_model}
     del recs, by_model  # an aggregator holds no records: their objects would slow every collection
     gc.collect()
-    tdigest_kernel.load()  # as an aggregator does when it starts
+    kernels.load()  # as an aggregator does when it starts
 
     t0 = time.process_time()
     for value in messages:

@@ -128,10 +128,10 @@ class BinCounts:
         search per edge instead of one per value (a search per value of 500 fresh values in
         100 edges took 21 us, mostly mispredicted branches; sort and search 7 us).
         """
-        from sketches import tdigest_kernel  # numba: imported by the processes that count
+        from sketches import kernels  # imported at first use (numba: see sketches.kernels)
 
         self.counts = np.require(self.counts, np.int64, ("C", "W"))
-        tdigest_kernel.count_sorted(values if is_sorted else np.sort(values), self.edges, self.counts)
+        kernels.count_sorted(values if is_sorted else np.sort(values), self.edges, self.counts)
 
     def add_weighted(self, values: np.ndarray, weights: np.ndarray) -> None:
         """Count ``weights[i]`` copies of ``values[i]``."""

@@ -122,10 +122,10 @@ class NumericSketch:
         values = np.asarray(values, dtype=np.float64).ravel()
         values = values[np.isfinite(values)]
         if values.size:
-            from sketches import tdigest_kernel  # numba: imported by the processes that count
+            from sketches import kernels  # imported at first use (numba: see sketches.kernels)
 
             ordered = np.sort(values)
-            s._combine_moments(values.size, *tdigest_kernel.moments(ordered), float(values.min()),
+            s._combine_moments(values.size, *kernels.moments(ordered), float(values.min()),
                                float(values.max()))
             s.exact, s._raw = None, [ordered]
         return s
@@ -147,9 +147,9 @@ class NumericSketch:
         ordered = np.sort(values)
         if self.bins is not None:
             self.bins.add(ordered, is_sorted=True)
-        from sketches import tdigest_kernel  # numba: imported by the processes that count
+        from sketches import kernels  # imported at first use (numba: see sketches.kernels)
 
-        mean, m2 = tdigest_kernel.moments(ordered)
+        mean, m2 = kernels.moments(ordered)
         lo, hi = float(ordered[0]), float(ordered[-1])
         if lo == 0.0 or hi == 0.0:  # the sign of a zero extreme as min() / max() report it
             lo, hi = float(values.min()), float(values.max())

@@ -89,7 +89,6 @@ logarithms. IRE Transactions on Electronic Computers EC-11(4), 512-517.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -146,15 +145,6 @@ def keys_to_floats(k: np.ndarray) -> np.ndarray:
     """
     i = np.rint(np.asarray(k, dtype=np.float64)).astype(np.int64)
     return np.where(i >= 0, i, (-i) | _SIGN).view(np.float64)
-
-
-def _kernel() -> ModuleType:
-    """:mod:`sketches.tdigest_kernel`, imported at first use: numba costs a process ~0.2 s and
-    ~60 MB to import, which only those that compress or write digests or read their CDF pay (not
-    the CLI)."""
-    from sketches import tdigest_kernel
-
-    return tdigest_kernel
 
 
 def key_scaled(mean: np.ndarray, kmean: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
@@ -228,7 +218,9 @@ def key_scaled(mean: np.ndarray, kmean: np.ndarray, lo: np.ndarray, hi: np.ndarr
     >>> key_scaled(*cols)
     array([ True, False, False])
     """
-    return _kernel().key_scaled_each(mean, kmean, lo, hi, float_keys(lo), float_keys(hi))
+    from sketches import kernels  # imported at first use (numba: see sketches.kernels)
+
+    return kernels.key_scaled_each(mean, kmean, lo, hi, float_keys(lo), float_keys(hi))
 
 
 class _Items:
@@ -311,7 +303,7 @@ def _sorted_unique(x: np.ndarray) -> np.ndarray:
 def compress_many(parts: list[_Items]) -> list[_Items]:
     """Group each list of key-sorted items into centroids (none while there are at most
     TDIGEST_DELTA), all in one call of the compiled compression
-    (:func:`sketches.tdigest_kernel.compress_parts`): each list gets the centroids it would get
+    (:func:`sketches.kernels.compress_parts`): each list gets the centroids it would get
     alone.
 
     The k_1 grid proposes groups; a group is then cut across a wide gap, through
@@ -320,6 +312,8 @@ def compress_many(parts: list[_Items]) -> list[_Items]:
     about 10 us plus 30 ns per item, so the digests of a window are compressed together
     when it is stored (:func:`compress_all`).
     """
+    from sketches import kernels  # imported at first use (numba: see sketches.kernels)
+
     out = list(parts)
     big = [i for i, p in enumerate(parts) if p.size > TDIGEST_DELTA]
     if not big:
@@ -328,8 +322,8 @@ def compress_many(parts: list[_Items]) -> list[_Items]:
     w, mean, kmean, lo, hi = (np.concatenate([getattr(parts[i], f) for i in big], dtype=np.float64)
                               for f in _Items.__slots__)
     bounds = np.cumsum([0] + [parts[i].size for i in big], dtype=np.int64)
-    scratch, ends = _kernel().compress_parts(w, mean, kmean, lo, hi, float_keys(lo), float_keys(hi),
-                                             bounds, _GRID)
+    scratch, ends = kernels.compress_parts(w, mean, kmean, lo, hi, float_keys(lo), float_keys(hi),
+                                           bounds, _GRID)
     centroids = scratch.copy()  # what the digests keep: their centroids, not a buffer sized by the items
     for i, a, b in zip(big, [0, *ends[:-1].tolist()], ends.tolist(), strict=True):
         out[i] = _Items(*centroids[:, a:b])
@@ -352,7 +346,9 @@ class _Cdf:
 
     def __init__(self, c: _Items) -> None:
         klo, khi = float_keys(c.lo), float_keys(c.hi)
-        by_key = _kernel().key_scaled_each(c.mean, c.kmean, c.lo, c.hi, klo, khi)
+        from sketches import kernels  # imported at first use (numba: see sketches.kernels)
+
+        by_key = kernels.key_scaled_each(c.mean, c.kmean, c.lo, c.hi, klo, khi)
         loc = np.where(by_key, keys_to_floats(np.clip(c.kmean, klo, khi)), c.mean)
         point = c.lo == c.hi
         spread = np.flatnonzero(~point)
@@ -634,7 +630,9 @@ class TDigest:
         if np.array_equal(c.lo, c.hi):  # point masses only (a lossless digest): every position is 0
             mean = kmean = bytes(2 * c.size)
         else:
-            both = _kernel().positions(c.mean, c.kmean, c.lo, c.hi, _STEPS)
+            from sketches import kernels  # imported at first use (numba: see sketches.kernels)
+
+            both = kernels.positions(c.mean, c.kmean, c.lo, c.hi, _STEPS)
             mean, kmean = both[:2 * c.size], both[2 * c.size:]
         d = {"w": pack_floats(c.w), "lo": pack_floats(c.lo), "hi": pack_floats(c.hi),
              "mean": mean, "kmean": kmean}

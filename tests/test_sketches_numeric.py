@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from sketches.kernels import TAIL_ITEMS, moments
 from sketches.numeric import MAX_EXACT_DISTINCT, TDIGEST_RANK_ERROR, NumericSketch
 from sketches.tdigest import TDIGEST_DELTA, UNCOMPRESSED_MAX, TDigest
-from sketches.tdigest_kernel import TAIL_ITEMS, moments
 
 N = 100_000
 P = np.arange(1, 100) / 100

@@ -23,7 +23,7 @@ def out_of_range_share(reference: NumericSketch, current: NumericSketch) -> tupl
         otherwise from the current sketch's CDF, with its bound on the CDF's error at
         that point (:meth:`NumericSketch.cdf_error <sketches.numeric.NumericSketch.cdf_error>`:
         0 while exact, and 0 in a digest while fewer than its ``TAIL_ITEMS`` most extreme
-        values lie beyond it, :data:`sketches.tdigest_kernel.TAIL_ITEMS`).
+        values lie beyond it, :data:`sketches.kernels.TAIL_ITEMS`).
 
     Examples
     --------

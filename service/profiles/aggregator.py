@@ -66,7 +66,7 @@ from service.registry import ModelConfig
 from service.runtime.outage import REDIS_DOWN, RedisOutage
 from service.settings import Settings
 from service.stored import ConfigCache, model_configs
-from sketches import tdigest_kernel
+from sketches import kernels
 from sketches.bins import BinCounts, bin_templates
 from sketches.profile import WindowProfile
 
@@ -147,11 +147,11 @@ class Aggregator:
         """Consume until ``stop`` is set, then checkpoint and leave the group.
 
         Raises the process's garbage-collector thresholds to :data:`GC_THRESHOLDS`,
-        limits its BLAS threads to ``aggregator_blas_threads`` and loads the compiled
-        t-digest compression (:func:`sketches.tdigest_kernel.load`) before the first record.
+        limits its BLAS threads to ``aggregator_blas_threads`` and loads the sketches'
+        compiled loops (:func:`sketches.kernels.load`) before the first record.
         """
         gc.set_threshold(*GC_THRESHOLDS)
-        tdigest_kernel.load()
+        kernels.load()
         s = self.settings
         threadpool_limits(limits=s.aggregator_blas_threads, user_api="blas")
         self._producer = AIOKafkaProducer(

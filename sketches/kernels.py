@@ -1,21 +1,27 @@
-"""The t-digest's compression, compiled: key-sorted items grouped into centroids in one pass over
-each digest's items per step (numba, LLVM machine code), instead of a few hundred numpy calls.
+"""The sketches' compiled loops (numba: LLVM machine code from typed Python), where numpy would
+spend its time in per-call overhead and temporary arrays:
 
-:func:`compress_parts` implements the compression that :mod:`sketches.tdigest` describes (its
-module notes give the rules and their reasons): the k_1 grid proposes groups, then three passes
-cut them (across wide gaps, through hollow middles, at the median of lopsided ones), each pass
-judging the groups the previous one left. :func:`key_scaled_each` is the scale test those cuts
-and the digest's CDF share.
+- :func:`compress_parts`: the t-digest's compression, which :mod:`sketches.tdigest` describes
+  (its module notes give the rules and their reasons): the k_1 grid proposes groups, then three
+  passes cut them (across wide gaps, through hollow middles, at the median of lopsided ones),
+  each pass judging the groups the previous one left; :func:`key_scaled_each`, the scale test
+  those cuts and the digest's CDF share; :func:`positions`, the centroids' 16-bit positions that
+  a digest is written with.
+- :func:`moments` and :func:`count_sorted`: a numeric batch's mean and M2, and its counts in
+  the reference's bins (:mod:`sketches.numeric`, :mod:`sketches.bins`).
 
-Why compiled: written as vectorised numpy, the same steps cost ~300 ns per item (about sixty
-passes over temporary arrays and ~1,400 Python calls per window's digests), which was a fifth of
-what a record costs the aggregator; as loops they touch each item a few times
-(docs/profiles.md, "Ingest: what a record costs the aggregator"). The functions are compiled at
-first use and cached (see :func:`_compiled`), so a process pays the compilation once per
-installation, not per start.
+Why compiled: written as vectorised numpy, the compression cost ~300 ns per item (about sixty
+passes over temporary arrays and ~1,400 Python calls per window's digests), a fifth of what a
+record cost the aggregator; as loops each step touches each item once (docs/profiles.md,
+"Ingest: what a record costs the aggregator"). The functions are compiled at first use and
+cached (see :func:`_compiled`), so a process pays the compilation once per installation, not
+per start, and loads them in ~0.3 s (:func:`load`). Importing numba costs a process ~0.2 s and
+~60 MB, so the sketches import this module at first use: a process that never compresses,
+writes or counts a numeric sketch (the CLI) does not pay it.
 
-Sums are sequential, in item order, with each group's sums of a digest's values rescaled by the
-group's magnitude when one passes 1.8e308 (floats in [-1.8e308, 1.8e308] sum to inf otherwise).
+Sums are sequential, in item order (numpy's reductions sum pairwise: results can differ in the
+last bits), with each group's sums of a digest's values rescaled by the group's magnitude when
+one passes 1.8e308 (floats in [-1.8e308, 1.8e308] sum to inf otherwise).
 """
 
 from __future__ import annotations
@@ -440,9 +446,9 @@ def _count_sorted(ordered, edges, counts):
 
 
 def load() -> None:
-    """Load the compiled functions now (from the cache next to this module, or compiling them:
-    ~0.3 s, or a few seconds once per installation), so that the first compression does not
-    pay for it: for a process about to time or serve its work, such as the aggregator."""
+    """Load the compiled functions now (from their cache: ~0.3 s; compiling them: a few seconds,
+    once per installation), so that the first batch does not pay for it: for a process about to
+    time or serve its work, such as the aggregator."""
     values = np.linspace(1.0, 2.0, 4 * TAIL_ITEMS)
     keys = values.view(np.int64).astype(np.float64)  # a positive float's key: its bits
     ones = np.ones(values.size)

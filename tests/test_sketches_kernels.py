@@ -1,5 +1,6 @@
-"""The compiled t-digest compression (sketches.tdigest_kernel): where it can cache its machine code,
-and one compiled signature whatever arrays it is given."""
+"""The sketches' compiled loops (sketches.kernels): where they cache their machine code, one
+compiled signature whatever arrays they are given, what the digests keep, and the numeric batch's
+moments and bin counts against numpy."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ import numpy as np
 import pytest
 from numba.core import caching
 
-from sketches.tdigest import TDIGEST_DELTA, TDigest, float_keys
-from sketches.tdigest_kernel import (
+from sketches.kernels import (
     _compiled,
     _key_scaled_all,
     compress_parts,
@@ -16,6 +16,7 @@ from sketches.tdigest_kernel import (
     key_scaled_each,
     moments,
 )
+from sketches.tdigest import TDIGEST_DELTA, TDigest, float_keys
 
 
 def _twice(x: float) -> float:
