@@ -117,7 +117,10 @@ def _key_scaled_all(mean, kmean, lo, hi, klo, khi):
 def _groups(w, mean, kmean, lo, hi, klo, khi, a, b, start, g):
     """Aggregate the groups of items ``a:b`` that ``start`` (True at each group's first item)
     forms into the rows of ``g`` (w, mean, kmean, lo, hi, klo, khi, first item, end item);
-    returns how many. Means are clipped to the group's extent, key means to its keys' extent.
+    returns how many. Means are clipped to the group's extent, key means to its keys' extent:
+    a group of one repeated value keeps that value's key exactly, so rounding never puts a group's
+    key mean above the next group's and the key means stay sorted (``_Items.interleave`` relies on
+    it).
     When some group's weighted sum of means is not finite, every group's mean is summed again
     on values divided by the group's magnitude."""
     m = 0
