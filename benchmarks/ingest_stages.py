@@ -19,13 +19,13 @@ close
 
 The process runs as an aggregator does: its garbage-collector thresholds raised
 (``GC_THRESHOLDS``) and the sketches' compiled loops loaded (:func:`sketches.kernels.load`)
-before the first record. The reference, measured in the same run, is MessagePack alone: ``msgpack.unpackb`` of the same
-messages, the least any decoding costs. Unlike the broker-to-Redis benchmark this leaves out
-Kafka, Redis and the event loop, so it is steadier on a shared machine and says which stage a
-change moved (the records the messages were encoded from are released before, as an
-aggregator holds none: alive, their half-million objects made the garbage collector's full
-passes about a quarter of the time measured); the goal of 200,000 records/s per process
-leaves 5 us per record for everything.
+before the first record. The reference, measured in the same run, is MessagePack alone:
+``msgpack.unpackb`` of the same messages, the least any decoding costs. Unlike the
+broker-to-Redis benchmark this leaves out Kafka, Redis and the event loop, so it is steadier on a shared
+machine and says which stage a change moved (the records the messages were encoded from are
+released before, as an aggregator holds none: alive, their half-million objects made the
+garbage collector's full passes about a quarter of the time measured); the goal of 200,000
+records/s per process leaves 5 us per record for everything.
 
     python benchmarks/ingest_stages.py [--models 200] [--per-model 500] [--repeat 5]
 
